@@ -1,0 +1,383 @@
+//! The store core: the single writer ([`StoreCore`]) and the concurrent readers ([`ReadView`])
+//! over one revision index and one engine.
+//!
+//! Visibility: the writer updates the index as it applies each command, but readers read at
+//! `visible`, the newest revision that is on disk, and the index never shows a revision newer
+//! than the one asked for. So a batch's changes appear to readers all at once, after its fsync,
+//! and a reader never waits for one.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use actcd_proto::etcdserverpb::{
+    CompactionRequest, CompactionResponse, RangeRequest, RangeResponse, ResponseHeader,
+    TxnRequest, TxnResponse,
+};
+use actcd_proto::mvccpb::KeyValue;
+
+use super::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
+use super::command::{Command, CommandResponse};
+use super::engine::{Engine, Family, WriteSet};
+use super::error::StoreError;
+use super::index::Index;
+use super::range::{self, ValueSource};
+use super::revision::Revision;
+use super::txn::{self, Batch, TxnCtx, View};
+use super::validate;
+
+/// Limits the writer enforces.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// etcd's `--max-txn-ops`.
+    pub max_txn_ops: usize,
+    /// etcd's `--quota-backend-bytes`; writes that would pass it are refused.
+    pub quota_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { max_txn_ops: 128, quota_bytes: 2 << 30 }
+    }
+}
+
+/// etcd's per-put quota overhead, so that quota decisions match etcd's.
+const KV_QUOTA_OVERHEAD: u64 = 256;
+
+/// State the writer and the readers share.
+struct Shared<E> {
+    engine: E,
+    /// Written only by the writer and only briefly: readers take it shared for the index pass
+    /// of a read, never across an engine read or an fsync.
+    index: RwLock<Index>,
+    /// Newest durable revision; readers never read past it.
+    visible: AtomicI64,
+    /// Compaction revision; raised before the index is compacted so overtaken reads notice.
+    compacted: AtomicI64,
+    /// Engine size after the last commit, for quota checks and Status.
+    db_size: AtomicU64,
+    /// Commands applied and durable (etcd's applied index).
+    applied_index: AtomicU64,
+}
+
+impl<E> Shared<E> {
+    fn read_index(&self) -> Result<RwLockReadGuard<'_, Index>, StoreError> {
+        self.index.read().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+    }
+
+    fn write_index(&self) -> Result<RwLockWriteGuard<'_, Index>, StoreError> {
+        self.index.write().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+    }
+}
+
+/// A cheap, cloneable handle that serves reads concurrently with the writer.
+pub struct ReadView<E> {
+    shared: Arc<Shared<E>>,
+}
+
+impl<E> Clone for ReadView<E> {
+    fn clone(&self) -> Self {
+        Self { shared: Arc::clone(&self.shared) }
+    }
+}
+
+/// A read view pinned at one revision, so a multi-range read (a read-only txn) is consistent.
+struct Pinned<'a, E> {
+    shared: &'a Shared<E>,
+    current: i64,
+}
+
+struct EngineSource<'a, E>(&'a E);
+
+impl<E: Engine> ValueSource for EngineSource<'_, E> {
+    fn load(&self, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
+        txn::load_from_engine(self.0, revisions)
+    }
+}
+
+impl<E: Engine> View for Pinned<'_, E> {
+    fn current(&self) -> i64 {
+        self.current
+    }
+
+    fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
+        let compacted = self.shared.compacted.load(Ordering::Acquire);
+        let at = range::read_revision(req.revision, self.current, compacted)?;
+        let plan = range::plan_range(&*self.shared.read_index()?, req, at);
+        let kvs = range::load_values(&EngineSource(&self.shared.engine), &plan)?;
+        // A compaction that overtook the index pass may have dropped what it named.
+        if at < self.shared.compacted.load(Ordering::Acquire) {
+            return Err(StoreError::Compacted);
+        }
+        Ok(range::finish_range(req, kvs, plan.count, self.current))
+    }
+}
+
+impl<E: Engine> ReadView<E> {
+    fn pinned(&self) -> Pinned<'_, E> {
+        Pinned { shared: &self.shared, current: self.revision() }
+    }
+
+    /// The newest durable revision.
+    pub fn revision(&self) -> i64 {
+        self.shared.visible.load(Ordering::Acquire)
+    }
+
+    /// The last compaction revision (0 if never compacted).
+    pub fn compacted_revision(&self) -> i64 {
+        self.shared.compacted.load(Ordering::Acquire)
+    }
+
+    /// Engine size after the last commit.
+    pub fn db_size(&self) -> u64 {
+        self.shared.db_size.load(Ordering::Relaxed)
+    }
+
+    /// Commands applied and durable.
+    pub fn applied_index(&self) -> u64 {
+        self.shared.applied_index.load(Ordering::Acquire)
+    }
+
+    /// Keys in the index and the index's estimated heap bytes.
+    pub fn index_stats(&self) -> Result<(usize, usize), StoreError> {
+        let index = self.shared.read_index()?;
+        Ok((index.len(), index.heap_bytes()))
+    }
+
+    /// KV.Range.
+    pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
+        validate::check_range(req)?;
+        self.pinned().range(req)
+    }
+
+    /// KV.Txn for a txn that writes nothing ([`txn::is_read_only`]).
+    pub fn read_only_txn(&self, req: &TxnRequest, max_txn_ops: usize) -> Result<TxnResponse, StoreError> {
+        validate::check_txn(req, max_txn_ops)?;
+        txn::run_read_only(&self.pinned(), req)
+    }
+}
+
+/// The single writer: applies commands in order into a [`Batch`], then commits the batch with
+/// one engine write and one fsync, then makes it visible.
+pub struct StoreCore<E> {
+    shared: Arc<Shared<E>>,
+    config: StoreConfig,
+    /// Revision of the last applied command (may be ahead of `visible` until the commit).
+    current: i64,
+    applied_index: u64,
+    /// Set when a commit failed: the writer can no longer vouch for its state (fail-stop).
+    failed: Option<String>,
+}
+
+impl<E: Engine> StoreCore<E> {
+    /// Opens the store on `engine`, checking the data format and rebuilding the index from
+    /// the history records.
+    pub fn open(engine: E, config: StoreConfig) -> Result<Self, StoreError> {
+        let compacted = match engine.get(Family::Meta, COMPACTED_KEY)? {
+            Some(v) => codec::decode_i64(&v)?,
+            None => 0,
+        };
+        let applied_index = match engine.get(Family::Meta, APPLIED_INDEX_KEY)? {
+            Some(v) => codec::decode_i64(&v)? as u64,
+            None => 0,
+        };
+        let mut index = Index::default();
+        let mut last = 0;
+        // A compaction at exactly a tombstone's revision keeps the tombstone but drops the
+        // versions before it; after a restart such a tombstone deletes nothing, so it is
+        // dropped here (as etcd's restore does) and its record removed.
+        let mut stale = WriteSet::default();
+        engine.scan(Family::History, &[], &mut |key, value| {
+            let record = codec::decode_history(key, value)?;
+            if record.tombstone {
+                if let Err(e) = index.tombstone(&record.kv.key, record.revision) {
+                    if record.revision.main > compacted {
+                        return Err(StoreError::Corrupt(format!("tombstone without a live key: {e}")));
+                    }
+                    stale.delete(Family::History, key.to_vec());
+                }
+            } else {
+                let create = Revision { main: record.kv.create_revision, sub: 0 };
+                index
+                    .restore_put(&record.kv.key, record.revision, create, record.kv.version)
+                    .map_err(|e| StoreError::Corrupt(format!("history record out of order: {e}")))?;
+            }
+            last = record.revision.main;
+            Ok(true)
+        })?;
+        match engine.get(Family::Meta, FORMAT_KEY)? {
+            Some(format) if format == FORMAT_VERSION => {}
+            Some(other) => {
+                return Err(StoreError::Corrupt(format!(
+                    "data format {:?} is not {:?}",
+                    String::from_utf8_lossy(&other),
+                    String::from_utf8_lossy(FORMAT_VERSION)
+                )))
+            }
+            None if last == 0 && compacted == 0 => {
+                let mut set = WriteSet::default();
+                set.put(Family::Meta, FORMAT_KEY.to_vec(), FORMAT_VERSION.to_vec());
+                engine.commit(&set)?;
+            }
+            None => return Err(StoreError::Corrupt("data has no format record".into())),
+        }
+        // Replay inserts keys in revision order, which leaves the index's tree nodes half full;
+        // a compaction pass (that removes nothing: the history already reflects the last
+        // compaction) rebuilds it densely packed.
+        index.compact(compacted);
+        if !stale.is_empty() {
+            engine.commit(&stale)?;
+        }
+        // An empty store is at revision 1, so the first write gets revision 2.
+        let current = last.max(compacted).max(1);
+        let shared = Shared {
+            db_size: AtomicU64::new(engine.size_bytes()),
+            engine,
+            index: RwLock::new(index),
+            visible: AtomicI64::new(current),
+            compacted: AtomicI64::new(compacted),
+            applied_index: AtomicU64::new(applied_index),
+        };
+        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None })
+    }
+
+    /// A handle for concurrent readers.
+    pub fn read_view(&self) -> ReadView<E> {
+        ReadView { shared: Arc::clone(&self.shared) }
+    }
+
+    /// The limits this writer enforces.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Revision of the last applied command, durable or not.
+    pub fn current_revision(&self) -> i64 {
+        self.current
+    }
+
+    /// Applies one command into `batch`. Its changes become durable and visible at
+    /// [`StoreCore::commit`]; its answer must not reach the client before that.
+    pub fn apply(&mut self, command: &Command, batch: &mut Batch) -> Result<CommandResponse, StoreError> {
+        if let Some(reason) = &self.failed {
+            return Err(StoreError::Stopped(reason.clone()));
+        }
+        self.applied_index += 1;
+        batch.commands += 1;
+        match command {
+            Command::Put(req) => {
+                validate::check_put(req)?;
+                self.check_quota(KV_QUOTA_OVERHEAD + (req.key.len() + req.value.len()) as u64)?;
+                self.in_txn(batch, |ctx| ctx.put(req)).map(CommandResponse::Put)
+            }
+            Command::DeleteRange(req) => {
+                validate::check_delete(req)?;
+                self.in_txn(batch, |ctx| ctx.delete(req)).map(CommandResponse::DeleteRange)
+            }
+            Command::Txn(req) => {
+                validate::check_txn(req, self.config.max_txn_ops)?;
+                self.check_quota(txn_quota_cost(req))?;
+                self.in_txn(batch, |ctx| {
+                    let decision = txn::decide(ctx, req)?;
+                    ctx.check_path(req, &decision)?;
+                    let mut resp = ctx.txn(req, &decision)?;
+                    resp.header = Some(ResponseHeader { revision: ctx.read_rev(), ..Default::default() });
+                    Ok(resp)
+                })
+                .map(CommandResponse::Txn)
+            }
+            Command::Compact(req) => self.compact(req, batch).map(CommandResponse::Compact),
+        }
+    }
+
+    /// Makes every command applied into `batch` durable (one engine write, one fsync), then
+    /// visible to readers. On failure the writer stops taking writes.
+    pub fn commit(&mut self, mut batch: Batch) -> Result<(), StoreError> {
+        if let Some(reason) = &self.failed {
+            return Err(StoreError::Stopped(reason.clone()));
+        }
+        if batch.commands == 0 {
+            return Ok(());
+        }
+        batch
+            .writes
+            .put(Family::Meta, APPLIED_INDEX_KEY.to_vec(), codec::encode_i64(self.applied_index as i64));
+        if let Err(err) = self.shared.engine.commit(&batch.writes) {
+            self.failed = Some(err.to_string());
+            return Err(err);
+        }
+        self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
+        self.shared.applied_index.store(self.applied_index, Ordering::Release);
+        self.shared.visible.store(self.current, Ordering::Release);
+        Ok(())
+    }
+
+    fn check_quota(&self, cost: u64) -> Result<(), StoreError> {
+        if self.shared.db_size.load(Ordering::Relaxed) + cost > self.config.quota_bytes {
+            return Err(StoreError::NoSpace);
+        }
+        Ok(())
+    }
+
+    fn in_txn<T>(
+        &mut self,
+        batch: &mut Batch,
+        body: impl FnOnce(&mut TxnCtx<'_, E>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let shared = Arc::clone(&self.shared);
+        let mut index = shared.write_index()?;
+        let mut ctx = TxnCtx {
+            index: &mut index,
+            engine: &shared.engine,
+            batch,
+            begin: self.current,
+            compacted: shared.compacted.load(Ordering::Acquire),
+            changes: 0,
+        };
+        let result = body(&mut ctx);
+        let changed = ctx.changes > 0;
+        if result.is_err() && changed {
+            // Commands are checked before they change anything; a failure after a change
+            // would leave a half-applied command in the index.
+            self.failed = Some("a command failed after changing the store".into());
+        }
+        if changed {
+            self.current += 1;
+        }
+        result
+    }
+
+    fn compact(&mut self, req: &CompactionRequest, batch: &mut Batch) -> Result<CompactionResponse, StoreError> {
+        let compacted = self.shared.compacted.load(Ordering::Acquire);
+        if req.revision <= compacted {
+            return Err(StoreError::Compacted);
+        }
+        if req.revision > self.current {
+            return Err(StoreError::FutureRevision);
+        }
+        self.shared.compacted.store(req.revision, Ordering::Release);
+        let removed = self.shared.write_index()?.compact(req.revision);
+        for rev in removed {
+            batch.overlay.remove(&rev);
+            batch.writes.delete(Family::History, rev.to_key_bytes().to_vec());
+        }
+        batch.writes.put(Family::Meta, COMPACTED_KEY.to_vec(), codec::encode_i64(req.revision));
+        Ok(CompactionResponse {
+            header: Some(ResponseHeader { revision: self.current, ..Default::default() }),
+        })
+    }
+}
+
+/// etcd's quota cost of a txn: the bigger of its two branches' puts.
+fn txn_quota_cost(txn: &TxnRequest) -> u64 {
+    use actcd_proto::etcdserverpb::request_op::Request;
+    fn branch_cost(ops: &[actcd_proto::etcdserverpb::RequestOp]) -> u64 {
+        ops.iter()
+            .map(|op| match &op.request {
+                Some(Request::RequestPut(p)) => KV_QUOTA_OVERHEAD + (p.key.len() + p.value.len()) as u64,
+                Some(Request::RequestTxn(t)) => txn_quota_cost(t),
+                _ => 0,
+            })
+            .sum()
+    }
+    branch_cost(&txn.success).max(branch_cost(&txn.failure))
+}

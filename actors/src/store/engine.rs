@@ -1,0 +1,95 @@
+//! The narrow storage seam. The store core speaks only this trait; RocksDB lives behind it in
+//! [`super::rocks`], so a different engine (or a replicated log in front of one) plugs in here.
+
+use super::error::StoreError;
+
+/// The three keyspaces the store writes. Each maps to one RocksDB column family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Every version of every key, keyed by its 8-byte revision: etcd's `key` bucket.
+    History,
+    /// Store-wide records: format version, compacted revision, applied index.
+    Meta,
+    /// Leases by id (filled by the lease actor).
+    Lease,
+}
+
+/// One change inside a [`WriteSet`].
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    /// Set `key` to `value`.
+    Put {
+        /// The keyspace.
+        family: Family,
+        /// The record key.
+        key: Vec<u8>,
+        /// The record value.
+        value: Vec<u8>,
+    },
+    /// Remove `key`.
+    Delete {
+        /// The keyspace.
+        family: Family,
+        /// The record key.
+        key: Vec<u8>,
+    },
+}
+
+/// Changes that become durable together or not at all (one RocksDB WriteBatch).
+#[derive(Debug, Default, Clone)]
+pub struct WriteSet {
+    ops: Vec<WriteOp>,
+    bytes: usize,
+}
+
+impl WriteSet {
+    /// Adds a put.
+    pub fn put(&mut self, family: Family, key: Vec<u8>, value: Vec<u8>) {
+        self.bytes += key.len() + value.len();
+        self.ops.push(WriteOp::Put { family, key, value });
+    }
+
+    /// Adds a delete.
+    pub fn delete(&mut self, family: Family, key: Vec<u8>) {
+        self.bytes += key.len();
+        self.ops.push(WriteOp::Delete { family, key });
+    }
+
+    /// The changes in the order they were added.
+    pub fn ops(&self) -> &[WriteOp] {
+        &self.ops
+    }
+
+    /// True when nothing was added.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Key and value bytes held, for memory accounting.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes + self.ops.capacity() * std::mem::size_of::<WriteOp>()
+    }
+}
+
+/// What the store needs from a storage engine.
+pub trait Engine: Send + Sync + 'static {
+    /// Applies `set` atomically and returns only once it is on stable storage (fsync).
+    fn commit(&self, set: &WriteSet) -> Result<(), StoreError>;
+
+    /// Reads several records of one family; `None` where a key is absent.
+    fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+
+    /// Reads one record.
+    fn get(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Visits the records of `family` with key >= `from` in key order until `visit` returns false.
+    fn scan(
+        &self,
+        family: Family,
+        from: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError>;
+
+    /// Bytes the engine occupies on disk and in its write buffers (etcd's dbSize).
+    fn size_bytes(&self) -> u64;
+}

@@ -1,0 +1,64 @@
+//! The store's typed errors. The gRPC edge maps each variant to etcd's code and message text in
+//! one place (`src/status.rs`), so the store never speaks gRPC.
+
+use thiserror::Error;
+
+/// Everything a store operation can refuse or fail with.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// A request, compare or op named no key.
+    #[error("key is not provided")]
+    EmptyKey,
+    /// `ignore_value` was set together with a value.
+    #[error("value is provided")]
+    ValueProvided,
+    /// `ignore_lease` was set together with a lease.
+    #[error("lease is provided")]
+    LeaseProvided,
+    /// `ignore_value`/`ignore_lease` on a key that does not exist, or an empty txn op.
+    #[error("key not found")]
+    KeyNotFound,
+    /// The sort order or target is not one etcd defines.
+    #[error("invalid sort option")]
+    InvalidSortOption,
+    /// A txn has more compares or ops at one level than `--max-txn-ops`.
+    #[error("too many operations in txn request")]
+    TooManyOps,
+    /// One txn branch writes the same key twice (or puts inside a range it deletes).
+    #[error("duplicate key given in txn request")]
+    DuplicateKey,
+    /// The marshalled request is larger than `--max-request-bytes`.
+    #[error("request is too large")]
+    RequestTooLarge,
+    /// The requested revision is older than the last compaction.
+    #[error("mvcc: required revision has been compacted")]
+    Compacted,
+    /// The requested revision is newer than the store's revision.
+    #[error("mvcc: required revision is a future revision")]
+    FutureRevision,
+    /// A put named a lease that does not exist.
+    #[error("requested lease not found")]
+    LeaseNotFound,
+    /// The database is over `--quota-backend-bytes`.
+    #[error("mvcc: database space exceeded")]
+    NoSpace,
+    /// A single revision would need more sub-revisions than the packed revision format holds.
+    #[error("too many changes in one revision")]
+    TooManyChanges,
+    /// The writer is gone or has stopped after a failed write (fail-stop): no more writes are taken.
+    #[error("store stopped: {0}")]
+    Stopped(String),
+    /// The storage engine failed.
+    #[error("storage: {0}")]
+    Storage(String),
+    /// A stored record could not be decoded: the data dir is damaged or of another format.
+    #[error("corrupt data: {0}")]
+    Corrupt(String),
+}
+
+impl From<rocksdb::Error> for StoreError {
+    fn from(err: rocksdb::Error) -> Self {
+        StoreError::Storage(err.into_string())
+    }
+}

@@ -1,0 +1,33 @@
+//! The store core: revisions, the key index, the storage engine and the logic of every KV
+//! request. It knows proto types but nothing of actors, gRPC or watches.
+//!
+//! # Layout
+//! - [`revision`]: `(main, sub)` revisions and their packed 8-byte form.
+//! - [`key_index`] / [`index`]: the in-memory revision index (etcd's keyIndex / treeIndex).
+//! - [`engine`]: the narrow storage trait; [`rocks`]: RocksDB behind it; [`codec`]: record formats.
+//! - [`command`]: the write seam; [`core`]: the single writer and the concurrent read view.
+//! - [`range`] / [`txn`]: reading at a revision, compares, and the writes inside a transaction.
+//! - [`validate`]: the stateless checks etcd makes before a request reaches its store.
+//! - [`error`]: the typed errors.
+
+pub mod codec;
+pub mod command;
+pub mod core;
+pub mod engine;
+pub mod error;
+pub mod index;
+pub mod key_index;
+pub mod range;
+pub mod revision;
+pub mod rocks;
+pub mod txn;
+pub mod validate;
+
+pub use self::command::{Command, CommandResponse};
+pub use self::core::{ReadView, StoreConfig, StoreCore};
+pub use self::error::StoreError;
+pub use self::rocks::RocksEngine;
+pub use self::txn::Batch;
+
+#[cfg(test)]
+mod model_test;

@@ -1,0 +1,202 @@
+//! Model-based tests of the store core on a real RocksDB: random commands, group-committed in
+//! random batch sizes, with restarts, compared after every step with a plain model that keeps
+//! a full copy of the key space at every revision.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest};
+
+use super::*;
+
+/// (value, create_revision, mod_revision, version) of a live key.
+type Live = (Vec<u8>, i64, i64, i64);
+
+/// The model: the key space after each revision (index = revision).
+struct Model {
+    snapshots: Vec<BTreeMap<Vec<u8>, Live>>,
+    compacted: i64,
+}
+
+impl Model {
+    fn new() -> Self {
+        // Revisions 0 and 1 are both the empty store.
+        Self { snapshots: vec![BTreeMap::new(), BTreeMap::new()], compacted: 0 }
+    }
+
+    fn current(&self) -> i64 {
+        self.snapshots.len() as i64 - 1
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) {
+        let rev = self.current() + 1;
+        let mut next = self.snapshots[self.current() as usize].clone();
+        let (create, version) = match next.get(key) {
+            Some((_, c, _, v)) => (*c, v + 1),
+            None => (rev, 1),
+        };
+        next.insert(key.to_vec(), (value.to_vec(), create, rev, version));
+        self.snapshots.push(next);
+    }
+
+    fn delete(&mut self, key: &[u8], end: &[u8]) -> usize {
+        let mut next = self.snapshots[self.current() as usize].clone();
+        let doomed: Vec<Vec<u8>> = next.keys().filter(|k| in_range(k, key, end)).cloned().collect();
+        for k in &doomed {
+            next.remove(k);
+        }
+        if !doomed.is_empty() {
+            self.snapshots.push(next);
+        }
+        doomed.len()
+    }
+
+    fn range(&self, key: &[u8], end: &[u8], rev: i64) -> Vec<(Vec<u8>, Live)> {
+        let at = if rev <= 0 { self.current() } else { rev };
+        self.snapshots[at as usize]
+            .iter()
+            .filter(|(k, _)| in_range(k, key, end))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+fn in_range(k: &[u8], key: &[u8], end: &[u8]) -> bool {
+    match end {
+        [] => k == key,
+        [0] => k >= key,
+        _ => k >= key && k < end,
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Put(u8, u8),
+    Delete(u8, u8),
+    Compact(u8),
+    Read(u8, u8, u8),
+    Commit,
+    Restart,
+}
+
+fn key(k: u8) -> Vec<u8> {
+    vec![b'a' + k % 6]
+}
+
+fn end(k: u8, e: u8) -> Vec<u8> {
+    match e % 3 {
+        0 => Vec::new(),
+        1 => vec![0],
+        _ => vec![b'a' + (k % 6) + e % 4],
+    }
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (any::<u8>(), any::<u8>()).prop_map(|(k, v)| Step::Put(k, v)),
+        1 => (any::<u8>(), any::<u8>()).prop_map(|(k, e)| Step::Delete(k, e)),
+        1 => any::<u8>().prop_map(Step::Compact),
+        3 => (any::<u8>(), any::<u8>(), any::<u8>()).prop_map(|(k, e, r)| Step::Read(k, e, r)),
+        2 => Just(Step::Commit),
+        1 => Just(Step::Restart),
+    ]
+}
+
+fn open(dir: &std::path::Path) -> StoreCore<RocksEngine> {
+    StoreCore::open(RocksEngine::open(dir).expect("engine opens"), StoreConfig::default()).expect("store opens")
+}
+
+fn check_read(view: &ReadView<RocksEngine>, model: &Model, k: u8, e: u8, r: u8) {
+    let (key, end) = (key(k), end(k, e));
+    let current = model.current();
+    let rev = i64::from(r) % (current + 2);
+    let req = RangeRequest { key: Bytes::from(key.clone()), range_end: Bytes::from(end.clone()), revision: rev, ..Default::default() };
+    let got = view.range(&req);
+    if rev > current {
+        assert_eq!(got, Err(StoreError::FutureRevision));
+        return;
+    }
+    let at = if rev <= 0 { current } else { rev };
+    if at < model.compacted {
+        assert_eq!(got, Err(StoreError::Compacted));
+        return;
+    }
+    let got = got.expect("range");
+    assert_eq!(got.header.map(|h| h.revision), Some(current));
+    let want = model.range(&key, &end, rev);
+    assert_eq!(got.count as usize, want.len());
+    let got: Vec<(Vec<u8>, Live)> = got
+        .kvs
+        .into_iter()
+        .map(|kv| (kv.key.to_vec(), (kv.value.to_vec(), kv.create_revision, kv.mod_revision, kv.version)))
+        .collect();
+    assert_eq!(got, want, "range {key:?}..{end:?} at {rev}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_matches_model(steps in proptest::collection::vec(step(), 1..80)) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = open(dir.path());
+        let mut model = Model::new();
+        // The model's state as of the last commit: readers see only committed revisions.
+        let mut committed = Model::new();
+        let mut batch = Batch::default();
+        for step in steps {
+            match step {
+                Step::Put(k, v) => {
+                    let req = PutRequest { key: Bytes::from(key(k)), value: Bytes::from(vec![v]), ..Default::default() };
+                    let resp = store.apply(&Command::Put(req), &mut batch).expect("put");
+                    model.put(&key(k), &[v]);
+                    let CommandResponse::Put(resp) = resp else { panic!("kind") };
+                    prop_assert_eq!(resp.header.map(|h| h.revision), Some(model.current()));
+                }
+                Step::Delete(k, e) => {
+                    let req = DeleteRangeRequest { key: Bytes::from(key(k)), range_end: Bytes::from(end(k, e)), prev_kv: false };
+                    let resp = store.apply(&Command::DeleteRange(req), &mut batch).expect("delete");
+                    let deleted = model.delete(&key(k), &end(k, e));
+                    let CommandResponse::DeleteRange(resp) = resp else { panic!("kind") };
+                    prop_assert_eq!(resp.deleted as usize, deleted);
+                    prop_assert_eq!(resp.header.map(|h| h.revision), Some(model.current()));
+                }
+                Step::Compact(r) => {
+                    let rev = i64::from(r) % (model.current() + 1);
+                    let got = store.apply(&Command::Compact(CompactionRequest { revision: rev, physical: true }), &mut batch);
+                    if rev <= model.compacted {
+                        prop_assert_eq!(got, Err(StoreError::Compacted));
+                    } else {
+                        prop_assert!(got.is_ok());
+                        model.compacted = rev;
+                        // Readers learn of a compaction when it is applied: they get
+                        // "compacted" for older revisions even before the batch commits.
+                        committed.compacted = rev;
+                    }
+                }
+                Step::Read(k, e, r) => check_read(&store.read_view(), &committed, k, e, r),
+                Step::Commit => {
+                    store.commit(std::mem::take(&mut batch)).expect("commit");
+                    committed = Model { snapshots: model.snapshots.clone(), compacted: model.compacted };
+                }
+                Step::Restart => {
+                    store.commit(std::mem::take(&mut batch)).expect("commit");
+                    committed = Model { snapshots: model.snapshots.clone(), compacted: model.compacted };
+                    drop(store);
+                    store = open(dir.path());
+                    prop_assert_eq!(store.read_view().revision(), model.current().max(model.compacted));
+                }
+            }
+        }
+        store.commit(batch).expect("commit");
+        let view = store.read_view();
+        for k in 0..6 {
+            for r in 0..=model.current() as u8 {
+                check_read(&view, &model, k, 1, r);
+                check_read(&view, &model, k, 0, r);
+            }
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! Transactions and the writes inside them.
+//!
+//! Every write command runs as one transaction at revision `begin + 1`: each change takes the
+//! next sub-revision, reads see the changes made so far, and the store revision moves only if
+//! something changed. Compares (of nested txns too) are all decided up front against the view
+//! at `begin`, as etcd does.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use actcd_proto::etcdserverpb::{
+    request_op, response_op, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
+    RangeRequest, RangeResponse, RequestOp, ResponseHeader, ResponseOp, TxnRequest, TxnResponse,
+};
+use actcd_proto::mvccpb::KeyValue;
+
+use super::codec::encode_history_value;
+use super::engine::{Engine, Family, WriteSet};
+use super::error::StoreError;
+use super::index::Index;
+use super::range::{self, ValueSource};
+use super::revision::Revision;
+
+/// A consistent place to read from at one revision.
+pub trait View {
+    /// The revision reads see and report in headers.
+    fn current(&self) -> i64;
+    /// Evaluates a Range (with etcd's revision checks).
+    fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError>;
+}
+
+/// Which branch each txn takes: the outer one and, in order, every nested txn on the taken path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    succeeded: bool,
+    nested: Vec<Decision>,
+}
+
+/// Evaluates the compares of `txn` and of every nested txn on the path taken.
+pub fn decide(view: &impl View, txn: &TxnRequest) -> Result<Decision, StoreError> {
+    let mut succeeded = true;
+    for cmp in &txn.compare {
+        let kvs = view.range(&range::compare_range(cmp))?.kvs;
+        if !range::compare_holds(cmp, &kvs) {
+            succeeded = false;
+            break;
+        }
+    }
+    let mut nested = Vec::new();
+    for op in branch(txn, succeeded) {
+        if let Some(request_op::Request::RequestTxn(inner)) = &op.request {
+            nested.push(decide(view, inner)?);
+        }
+    }
+    Ok(Decision { succeeded, nested })
+}
+
+fn branch(txn: &TxnRequest, succeeded: bool) -> &[RequestOp] {
+    if succeeded {
+        &txn.success
+    } else {
+        &txn.failure
+    }
+}
+
+/// True when no branch of `txn` (nested ones included) writes: such a txn is served by readers.
+pub fn is_read_only(txn: &TxnRequest) -> bool {
+    txn.success.iter().chain(&txn.failure).all(|op| match &op.request {
+        Some(request_op::Request::RequestRange(_)) => true,
+        Some(request_op::Request::RequestTxn(inner)) => is_read_only(inner),
+        _ => false,
+    })
+}
+
+/// Runs a read-only txn on `view`.
+pub fn run_read_only(view: &impl View, txn: &TxnRequest) -> Result<TxnResponse, StoreError> {
+    let decision = decide(view, txn)?;
+    let mut resp = read_only_branch(view, txn, &decision)?;
+    resp.header = Some(ResponseHeader { revision: view.current(), ..Default::default() });
+    Ok(resp)
+}
+
+fn read_only_branch(view: &impl View, txn: &TxnRequest, decision: &Decision) -> Result<TxnResponse, StoreError> {
+    let mut nested = decision.nested.iter();
+    let mut responses = Vec::new();
+    for op in branch(txn, decision.succeeded) {
+        let response = match &op.request {
+            Some(request_op::Request::RequestRange(r)) => response_op::Response::ResponseRange(view.range(r)?),
+            Some(request_op::Request::RequestTxn(inner)) => {
+                let d = nested.next().ok_or(StoreError::KeyNotFound)?;
+                response_op::Response::ResponseTxn(read_only_branch(view, inner, d)?)
+            }
+            _ => return Err(StoreError::KeyNotFound),
+        };
+        responses.push(ResponseOp { response: Some(response) });
+    }
+    Ok(TxnResponse {
+        header: Some(ResponseHeader::default()),
+        succeeded: decision.succeeded,
+        responses,
+    })
+}
+
+/// The changes of one group-commit batch that are not yet on disk.
+#[derive(Default)]
+pub struct Batch {
+    /// What the commit writes.
+    pub writes: WriteSet,
+    /// Values written by this batch, so that later commands of the batch can read them.
+    pub overlay: HashMap<Revision, KeyValue>,
+    /// Commands applied into this batch.
+    pub commands: u64,
+}
+
+/// One write transaction at revision `begin + 1`.
+pub struct TxnCtx<'a, E: Engine> {
+    /// The index, locked for writing for the whole transaction.
+    pub index: &'a mut Index,
+    /// Where committed values live.
+    pub engine: &'a E,
+    /// The batch the changes go into.
+    pub batch: &'a mut Batch,
+    /// The store revision before this transaction.
+    pub begin: i64,
+    /// The compaction revision.
+    pub compacted: i64,
+    /// Changes made so far (the next sub-revision).
+    pub changes: i64,
+}
+
+struct OverlaySource<'b, E: Engine> {
+    overlay: &'b HashMap<Revision, KeyValue>,
+    engine: &'b E,
+}
+
+impl<E: Engine> ValueSource for OverlaySource<'_, E> {
+    fn load(&self, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
+        let missing: Vec<Revision> = revisions.iter().filter(|r| !self.overlay.contains_key(r)).copied().collect();
+        let mut stored = load_from_engine(self.engine, &missing)?.into_iter();
+        Ok(revisions
+            .iter()
+            .map(|r| match self.overlay.get(r) {
+                Some(kv) => Some(kv.clone()),
+                None => stored.next().flatten(),
+            })
+            .collect())
+    }
+}
+
+/// Fetches history records by revision from the engine.
+pub fn load_from_engine(engine: &impl Engine, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
+    if revisions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<Vec<u8>> = revisions.iter().map(|r| r.to_key_bytes().to_vec()).collect();
+    engine
+        .get_many(Family::History, &keys)?
+        .into_iter()
+        .map(|v| match v {
+            Some(bytes) => super::codec::decode_history_value(&bytes).map(|(_, kv)| Some(kv)),
+            None => Ok(None),
+        })
+        .collect()
+}
+
+impl<E: Engine> View for TxnCtx<'_, E> {
+    fn current(&self) -> i64 {
+        self.read_rev()
+    }
+
+    fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
+        let cur = self.read_rev();
+        let at = range::read_revision(req.revision, cur, self.compacted)?;
+        let plan = range::plan_range(self.index, req, at);
+        let kvs = range::load_values(&self.source(), &plan)?;
+        Ok(range::finish_range(req, kvs, plan.count, cur))
+    }
+}
+
+impl<E: Engine> TxnCtx<'_, E> {
+    /// The revision the transaction's reads see: its own changes once it has made some.
+    pub fn read_rev(&self) -> i64 {
+        if self.changes > 0 {
+            self.begin + 1
+        } else {
+            self.begin
+        }
+    }
+
+    fn source(&self) -> OverlaySource<'_, E> {
+        OverlaySource { overlay: &self.batch.overlay, engine: self.engine }
+    }
+
+    fn next_revision(&mut self) -> Result<Revision, StoreError> {
+        let rev = Revision { main: self.begin + 1, sub: self.changes };
+        rev.pack(false).map_err(|_| StoreError::TooManyChanges)?;
+        self.changes += 1;
+        Ok(rev)
+    }
+
+    fn live(&self, key: &[u8]) -> Result<Option<KeyValue>, StoreError> {
+        let req = RangeRequest { key: Bytes::copy_from_slice(key), ..Default::default() };
+        Ok(View::range(self, &req)?.kvs.into_iter().next())
+    }
+
+    /// Checks what etcd checks before applying a txn's taken path: leases exist, keys named by
+    /// ignore_value / ignore_lease exist, range revisions are readable.
+    pub fn check_path(&self, txn: &TxnRequest, decision: &Decision) -> Result<(), StoreError> {
+        let mut nested = decision.nested.iter();
+        for op in branch(txn, decision.succeeded) {
+            match &op.request {
+                Some(request_op::Request::RequestPut(p)) => {
+                    check_lease(p.lease)?;
+                    if (p.ignore_value || p.ignore_lease) && self.live(&p.key)?.is_none() {
+                        return Err(StoreError::KeyNotFound);
+                    }
+                }
+                Some(request_op::Request::RequestRange(r)) if r.revision != 0 => {
+                    range::read_revision(r.revision, self.begin, self.compacted)?;
+                }
+                Some(request_op::Request::RequestTxn(inner)) => {
+                    let d = nested.next().ok_or(StoreError::KeyNotFound)?;
+                    self.check_path(inner, d)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a put.
+    pub fn put(&mut self, req: &PutRequest) -> Result<PutResponse, StoreError> {
+        check_lease(req.lease)?;
+        let prev = if req.ignore_value || req.ignore_lease || req.prev_kv {
+            self.live(&req.key)?
+        } else {
+            None
+        };
+        if (req.ignore_value || req.ignore_lease) && prev.is_none() {
+            return Err(StoreError::KeyNotFound);
+        }
+        let value = match (&prev, req.ignore_value) {
+            (Some(p), true) => p.value.clone(),
+            _ => req.value.clone(),
+        };
+        let lease = match (&prev, req.ignore_lease) {
+            (Some(p), true) => p.lease,
+            _ => req.lease,
+        };
+        let existing = self.index.get(&req.key, self.read_rev());
+        let rev = self.next_revision()?;
+        let (create_revision, version) = match existing {
+            Some(at) => (at.create_revision.main, at.version + 1),
+            None => (rev.main, 1),
+        };
+        let kv = KeyValue { key: req.key.clone(), create_revision, mod_revision: rev.main, version, value, lease };
+        self.record(rev, false, kv);
+        self.index.put(&req.key, rev);
+        Ok(PutResponse {
+            header: Some(ResponseHeader { revision: rev.main, ..Default::default() }),
+            prev_kv: if req.prev_kv { prev } else { None },
+        })
+    }
+
+    /// Applies a delete of a key or range.
+    pub fn delete(&mut self, req: &DeleteRangeRequest) -> Result<DeleteRangeResponse, StoreError> {
+        let at = self.read_rev();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        let mut revisions = Vec::new();
+        self.index.range(&req.key, &req.range_end, at, 0, |key, found| {
+            keys.push(key.to_vec());
+            revisions.push(found.mod_revision);
+        });
+        let prev_kvs = if req.prev_kv {
+            self.source().load(&revisions)?.into_iter().map(|kv| kv.ok_or(StoreError::Compacted)).collect::<Result<Vec<_>, _>>()?
+        } else {
+            Vec::new()
+        };
+        for key in &keys {
+            let rev = self.next_revision()?;
+            let kv = KeyValue { key: Bytes::copy_from_slice(key), mod_revision: rev.main, ..Default::default() };
+            self.record(rev, true, kv);
+            self.index
+                .tombstone(key, rev)
+                .map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
+        }
+        Ok(DeleteRangeResponse {
+            header: Some(ResponseHeader { revision: self.read_rev(), ..Default::default() }),
+            deleted: keys.len() as i64,
+            prev_kvs,
+        })
+    }
+
+    /// Applies the taken path of a txn whose compares were decided up front.
+    pub fn txn(&mut self, txn: &TxnRequest, decision: &Decision) -> Result<TxnResponse, StoreError> {
+        let mut nested = decision.nested.iter();
+        let mut responses = Vec::new();
+        for op in branch(txn, decision.succeeded) {
+            let response = match &op.request {
+                Some(request_op::Request::RequestRange(r)) => response_op::Response::ResponseRange(View::range(self, r)?),
+                Some(request_op::Request::RequestPut(p)) => response_op::Response::ResponsePut(self.put(p)?),
+                Some(request_op::Request::RequestDeleteRange(d)) => {
+                    response_op::Response::ResponseDeleteRange(self.delete(d)?)
+                }
+                Some(request_op::Request::RequestTxn(inner)) => {
+                    let d = nested.next().ok_or(StoreError::KeyNotFound)?;
+                    response_op::Response::ResponseTxn(self.txn(inner, d)?)
+                }
+                None => return Err(StoreError::KeyNotFound),
+            };
+            responses.push(ResponseOp { response: Some(response) });
+        }
+        Ok(TxnResponse { header: Some(ResponseHeader::default()), succeeded: decision.succeeded, responses })
+    }
+
+    fn record(&mut self, rev: Revision, tombstone: bool, kv: KeyValue) {
+        self.batch.writes.put(Family::History, rev.to_key_bytes().to_vec(), encode_history_value(tombstone, &kv));
+        self.batch.overlay.insert(rev, kv);
+    }
+}
+
+/// No lease exists until the lease actor lands, so any lease id is unknown, as etcd answers for
+/// an id it has never granted.
+fn check_lease(lease: i64) -> Result<(), StoreError> {
+    if lease != 0 {
+        return Err(StoreError::LeaseNotFound);
+    }
+    Ok(())
+}

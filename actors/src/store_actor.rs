@@ -1,0 +1,185 @@
+//! The StoreActor: the actix shell around [`StoreCore`] that turns a stream of write requests
+//! into group commits. The logic lives in [`GroupCommit`], a plain struct tests drive directly.
+//!
+//! How batches form: a [`Write`] only queues its command and, if no flush is pending, schedules
+//! one with `ctx.notify`. Actix drains every message already in the mailbox before it runs a
+//! notified item, so all writes that arrived while the previous batch was fsyncing are applied
+//! and committed together: one WriteBatch, one fsync, then every answer.
+
+use actix::{Actor, AsyncContext, Context, Handler, Message};
+use tokio::sync::oneshot;
+
+use crate::store::{Batch, Command, CommandResponse, StoreCore, StoreError};
+use crate::store::engine::Engine;
+
+/// Mailbox capacity. A full mailbox parks each sender until there is room (actix gives every
+/// sender one slot beyond it), so a burst of writers waits instead of growing memory; the
+/// number of writers is bounded by the gRPC edge's concurrency limits.
+const MAILBOX_CAPACITY: usize = 4096;
+
+/// The answer to a write, sent once the write is durable.
+pub type WriteReply = oneshot::Sender<Result<CommandResponse, StoreError>>;
+
+/// A write command and where to send its answer.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Write {
+    /// The command.
+    pub command: Command,
+    /// Receives the answer after the commit (dropped unanswered only if the actor dies).
+    pub reply: WriteReply,
+}
+
+/// Commits the queued writes.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Flush;
+
+/// Queued writes and the store they are applied to.
+pub struct GroupCommit<E> {
+    core: StoreCore<E>,
+    queue: Vec<Write>,
+}
+
+/// What one flush did, for metrics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushOutcome {
+    /// Commands in the batch.
+    pub commands: usize,
+    /// Whether the commit (the fsync) succeeded.
+    pub committed: bool,
+}
+
+impl<E: Engine> GroupCommit<E> {
+    /// Wraps an opened store.
+    pub fn new(core: StoreCore<E>) -> Self {
+        Self { core, queue: Vec::new() }
+    }
+
+    /// The store.
+    pub fn core(&self) -> &StoreCore<E> {
+        &self.core
+    }
+
+    /// Queues a write; returns true if it is the first of a new batch (a flush must be scheduled).
+    pub fn push(&mut self, write: Write) -> bool {
+        self.queue.push(write);
+        self.queue.len() == 1
+    }
+
+    /// Applies every queued write into one batch, commits it, then answers each write: with
+    /// its result if the commit succeeded, with the commit's error otherwise.
+    pub fn flush(&mut self) -> FlushOutcome {
+        let writes = std::mem::take(&mut self.queue);
+        let mut batch = Batch::default();
+        let results: Vec<_> = writes.iter().map(|w| self.core.apply(&w.command, &mut batch)).collect();
+        let commands = writes.len();
+        let committed = self.core.commit(batch);
+        let outcome = FlushOutcome { commands, committed: committed.is_ok() };
+        for (write, result) in writes.into_iter().zip(results) {
+            let answer = match &committed {
+                Ok(()) => result,
+                Err(err) => Err(err.clone()),
+            };
+            // A client that went away no longer wants its answer; its write stands.
+            let _ = write.reply.send(answer);
+        }
+        outcome
+    }
+}
+
+/// The single writer, on its own arbiter thread so that its fsyncs block nothing else.
+pub struct StoreActor<E: Engine> {
+    group: GroupCommit<E>,
+}
+
+impl<E: Engine> StoreActor<E> {
+    /// Wraps an opened store.
+    pub fn new(core: StoreCore<E>) -> Self {
+        Self { group: GroupCommit::new(core) }
+    }
+}
+
+impl<E: Engine + Unpin> Actor for StoreActor<E> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+    }
+}
+
+impl<E: Engine + Unpin> Handler<Write> for StoreActor<E> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Write, ctx: &mut Self::Context) {
+        if self.group.push(msg) {
+            ctx.notify(Flush);
+        }
+    }
+}
+
+impl<E: Engine + Unpin> Handler<Flush> for StoreActor<E> {
+    type Result = ();
+
+    fn handle(&mut self, _: Flush, _: &mut Self::Context) {
+        let outcome = self.group.flush();
+        if !outcome.committed {
+            tracing::error!(commands = outcome.commands, "commit failed; the store takes no more writes");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
+    use bytes::Bytes;
+
+    use crate::store::{RocksEngine, StoreConfig};
+
+    fn put(key: &'static str) -> (Write, oneshot::Receiver<Result<CommandResponse, StoreError>>) {
+        let (reply, answer) = oneshot::channel();
+        let command = Command::Put(PutRequest { key: Bytes::from_static(key.as_bytes()), ..Default::default() });
+        (Write { command, reply }, answer)
+    }
+
+    #[test]
+    fn a_flush_commits_all_queued_writes_at_once_and_answers_after() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let core = StoreCore::open(RocksEngine::open(dir.path()).expect("engine"), StoreConfig::default()).expect("store");
+        let view = core.read_view();
+        let mut group = GroupCommit::new(core);
+
+        let mut answers = Vec::new();
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            let (write, mut answer) = put(key);
+            assert_eq!(group.push(write), i == 0, "only the first write of a batch schedules a flush");
+            assert!(answer.try_recv().is_err(), "no answer before the commit");
+            answers.push(answer);
+        }
+        assert_eq!(view.revision(), 1, "nothing visible before the commit");
+
+        assert_eq!(group.flush(), FlushOutcome { commands: 3, committed: true });
+        let revisions: Vec<i64> = answers
+            .into_iter()
+            .map(|mut a| match a.try_recv() {
+                Ok(Ok(CommandResponse::Put(p))) => p.header.map(|h| h.revision).unwrap_or(0),
+                other => panic!("unexpected answer {other:?}"),
+            })
+            .collect();
+        assert_eq!(revisions, [2, 3, 4]);
+        assert_eq!(view.revision(), 4);
+        let all = RangeRequest { key: Bytes::from_static(b"\0"), range_end: Bytes::from_static(b"\0"), ..Default::default() };
+        assert_eq!(view.range(&all).map(|r| r.count), Ok(3));
+
+        // A failed command in a batch answers its own error; the others still commit.
+        let (bad, mut bad_answer) = put("");
+        let (good, mut good_answer) = put("d");
+        group.push(bad);
+        group.push(good);
+        assert_eq!(group.flush(), FlushOutcome { commands: 2, committed: true });
+        assert!(matches!(bad_answer.try_recv(), Ok(Err(StoreError::EmptyKey))));
+        assert!(matches!(good_answer.try_recv(), Ok(Ok(_))));
+        assert_eq!(view.revision(), 5);
+    }
+}

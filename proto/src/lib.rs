@@ -1,0 +1,30 @@
+//! The etcd v3 wire contract, generated from the `.proto` files in `etcd/`.
+//!
+//! # Layout
+//! - [`etcdserverpb`]: the KV, Watch, Lease, Cluster, Maintenance and Auth services and their messages.
+//! - [`mvccpb`]: `KeyValue` and `Event`, the stored and watched records.
+//! - [`authpb`]: users, roles and permissions.
+//! - [`health`]: the standard `grpc.health.v1` service, which etcd registers too.
+//!
+//! Field names and numbers are etcd's, so any etcd client talks to a server built on these types.
+#![allow(missing_docs, clippy::unwrap_used, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
+
+/// etcd's `mvccpb` package.
+pub mod mvccpb {
+    tonic::include_proto!("mvccpb");
+}
+
+/// etcd's `authpb` package.
+pub mod authpb {
+    tonic::include_proto!("authpb");
+}
+
+/// etcd's `etcdserverpb` package.
+pub mod etcdserverpb {
+    tonic::include_proto!("etcdserverpb");
+}
+
+/// The `grpc.health.v1` package.
+pub mod health {
+    tonic::include_proto!("grpc.health.v1");
+}

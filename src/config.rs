@@ -1,0 +1,95 @@
+//! Command-line flags, named as etcd names them.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::Parser;
+
+/// etcd's default `--max-request-bytes`: 1.5 MiB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1536 * 1024;
+/// etcd's default `--quota-backend-bytes` (used when the flag is 0): 2 GiB.
+pub const DEFAULT_QUOTA_BYTES: u64 = 2 << 30;
+
+/// actcd: a key-value server that speaks the etcd v3 gRPC API.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "actcd", version, about)]
+pub struct Config {
+    /// Human-readable name for this member.
+    #[arg(long, default_value = "default")]
+    pub name: String,
+
+    /// Path to the data directory.
+    #[arg(long = "data-dir", default_value = "default.actcd")]
+    pub data_dir: PathBuf,
+
+    /// URLs to listen on for client traffic (comma-separated, http only).
+    #[arg(long = "listen-client-urls", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    pub listen_client_urls: Vec<String>,
+
+    /// This member's client URLs to advertise to the rest of the cluster.
+    #[arg(long = "advertise-client-urls", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
+    pub advertise_client_urls: Vec<String>,
+
+    /// URLs to serve /health and /version on (comma-separated, http only); none by default.
+    #[arg(long = "listen-metrics-urls", value_delimiter = ',')]
+    pub listen_metrics_urls: Vec<String>,
+
+    /// Maximum number of operations permitted in a transaction (per nesting level).
+    #[arg(long = "max-txn-ops", default_value_t = 128)]
+    pub max_txn_ops: usize,
+
+    /// Maximum client request size in bytes the server will accept.
+    #[arg(long = "max-request-bytes", default_value_t = DEFAULT_MAX_REQUEST_BYTES)]
+    pub max_request_bytes: usize,
+
+    /// Raise alarms when backend size exceeds the given quota (0 defaults to 2 GiB).
+    #[arg(long = "quota-backend-bytes", default_value_t = 0)]
+    pub quota_backend_bytes: u64,
+
+    /// Log level: debug, info, warn, error, panic or fatal.
+    #[arg(long = "log-level", default_value = "info", value_parser = ["debug", "info", "warn", "error", "panic", "fatal"])]
+    pub log_level: String,
+}
+
+impl Config {
+    /// The effective backend quota.
+    pub fn quota_bytes(&self) -> u64 {
+        if self.quota_backend_bytes == 0 {
+            DEFAULT_QUOTA_BYTES
+        } else {
+            self.quota_backend_bytes
+        }
+    }
+
+    /// The tracing filter for `--log-level` (etcd's panic and fatal log only errors).
+    pub fn tracing_level(&self) -> &'static str {
+        match self.log_level.as_str() {
+            "debug" => "debug",
+            "info" => "info",
+            "warn" => "warn",
+            _ => "error",
+        }
+    }
+}
+
+/// Resolves `http://host:port` URLs to socket addresses.
+pub fn listen_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<SocketAddr>> {
+    let mut addrs = Vec::new();
+    for url in urls {
+        let Some(host_port) = url.strip_prefix("http://") else {
+            bail!("--{flag}: {url:?} is not an http:// URL (TLS and unix sockets are not supported)");
+        };
+        let host_port = host_port.trim_end_matches('/');
+        let addr = host_port
+            .to_socket_addrs()
+            .with_context(|| format!("--{flag}: cannot resolve {url:?}"))?
+            .next()
+            .with_context(|| format!("--{flag}: {url:?} resolves to no address"))?;
+        addrs.push(addr);
+    }
+    if addrs.is_empty() {
+        bail!("--{flag}: no URL given");
+    }
+    Ok(addrs)
+}

@@ -1,0 +1,142 @@
+//! The KV service: reads are served from the read view on the caller's task; writes go to the
+//! StoreActor and are answered after their group commit.
+
+use actix::Addr;
+use prost::Message;
+use tokio::sync::oneshot;
+use tonic::{Request, Response, Status};
+
+use actcd_actors::store::{txn, validate, Command, CommandResponse, ReadView, RocksEngine, StoreError};
+use actcd_actors::store_actor::{StoreActor, Write};
+use actcd_proto::etcdserverpb::kv_server::Kv;
+use actcd_proto::etcdserverpb::{
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
+    PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+};
+
+use crate::header::Identity;
+use crate::status::to_status;
+
+/// The handles a service needs to reach the store.
+#[derive(Clone)]
+pub struct StoreHandle {
+    /// Concurrent reads.
+    pub view: ReadView<RocksEngine>,
+    /// The single writer.
+    pub writer: Addr<StoreActor<RocksEngine>>,
+    /// Header identity.
+    pub identity: Identity,
+    /// `--max-txn-ops`.
+    pub max_txn_ops: usize,
+    /// `--max-request-bytes`.
+    pub max_request_bytes: usize,
+}
+
+impl StoreHandle {
+    /// Sends a command to the writer and waits for its durable answer.
+    pub async fn write(&self, command: Command) -> Result<CommandResponse, Status> {
+        let (reply, answer) = oneshot::channel();
+        self.writer
+            .send(Write { command, reply })
+            .await
+            .map_err(|_| to_status(StoreError::Stopped("writer is gone".into())))?;
+        answer
+            .await
+            .map_err(|_| to_status(StoreError::Stopped("writer dropped the request".into())))?
+            .map_err(to_status)
+    }
+
+    /// etcd refuses a write whose marshalled request exceeds `--max-request-bytes`.
+    fn check_size(&self, req: &impl Message) -> Result<(), Status> {
+        if req.encoded_len() > self.max_request_bytes {
+            return Err(to_status(StoreError::RequestTooLarge));
+        }
+        Ok(())
+    }
+}
+
+/// The KV service.
+pub struct KvService {
+    store: StoreHandle,
+}
+
+impl KvService {
+    /// A KV service over `store`.
+    pub fn new(store: StoreHandle) -> Self {
+        Self { store }
+    }
+}
+
+fn unexpected(resp: CommandResponse) -> Status {
+    Status::internal(format!("writer answered with the wrong response kind: {resp:?}"))
+}
+
+#[tonic::async_trait]
+impl Kv for KvService {
+    async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        let mut resp = self.store.view.range(request.get_ref()).map_err(to_status)?;
+        self.store.identity.fill(&mut resp.header);
+        Ok(Response::new(resp))
+    }
+
+    async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        let req = request.into_inner();
+        validate::check_put(&req).map_err(to_status)?;
+        self.store.check_size(&req)?;
+        match self.store.write(Command::Put(req)).await? {
+            CommandResponse::Put(mut resp) => {
+                self.store.identity.fill(&mut resp.header);
+                Ok(Response::new(resp))
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn delete_range(
+        &self,
+        request: Request<DeleteRangeRequest>,
+    ) -> Result<Response<DeleteRangeResponse>, Status> {
+        let req = request.into_inner();
+        validate::check_delete(&req).map_err(to_status)?;
+        self.store.check_size(&req)?;
+        match self.store.write(Command::DeleteRange(req)).await? {
+            CommandResponse::DeleteRange(mut resp) => {
+                self.store.identity.fill(&mut resp.header);
+                Ok(Response::new(resp))
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        let req = request.into_inner();
+        validate::check_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
+        if txn::is_read_only(&req) {
+            let mut resp = self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
+            self.store.identity.fill(&mut resp.header);
+            return Ok(Response::new(resp));
+        }
+        self.store.check_size(&req)?;
+        match self.store.write(Command::Txn(req)).await? {
+            CommandResponse::Txn(mut resp) => {
+                self.store.identity.fill(&mut resp.header);
+                Ok(Response::new(resp))
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    async fn compact(
+        &self,
+        request: Request<CompactionRequest>,
+    ) -> Result<Response<CompactionResponse>, Status> {
+        let req = request.into_inner();
+        match self.store.write(Command::Compact(req)).await? {
+            CommandResponse::Compact(mut resp) => {
+                self.store.identity.fill(&mut resp.header);
+                Ok(Response::new(resp))
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+}

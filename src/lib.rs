@@ -1,0 +1,21 @@
+//! actcd: a key-value server that speaks the etcd v3 gRPC API.
+//!
+//! # Layout
+//! - [`config`]: command-line flags with etcd's names.
+//! - [`server`]: process wiring: store, StoreActor, gRPC listeners, shutdown.
+//! - [`kv`]: the KV service (reads on the read view, writes through the StoreActor).
+//! - [`maintenance`]: Status, Alarm and MemberList, for etcdctl's endpoint and member commands.
+//! - [`health`]: grpc.health.v1; [`http`]: /health and /version on the metrics URLs.
+//! - [`pending`]: services not built yet, answering UNIMPLEMENTED.
+//! - [`header`]: the member identity on response headers; [`status`]: store errors as gRPC statuses.
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod header;
+pub mod health;
+pub mod http;
+pub mod kv;
+pub mod maintenance;
+pub mod pending;
+pub mod server;
+pub mod status;

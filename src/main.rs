@@ -1,0 +1,42 @@
+//! The actcd server binary.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use actcd::config::Config;
+
+// jemalloc returns memory to the OS and exposes allocation statistics.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+fn main() -> ExitCode {
+    let config = match Config::try_parse() {
+        Ok(config) => config,
+        Err(err) if err.use_stderr() => {
+            // One line, like etcd's flag errors; --help has the rest.
+            let text = err.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("actcd: {}", first.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+        Err(help_or_version) => {
+            let _ = help_or_version.print();
+            return ExitCode::SUCCESS;
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(config.tracing_level())),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match actcd::server::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("actcd: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

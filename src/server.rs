@@ -1,0 +1,149 @@
+//! Process wiring: open the store, start the StoreActor on its own arbiter, serve gRPC on every
+//! client URL (and /health, /version on the metrics URLs) until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use actix::{Actor, Arbiter};
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::Server;
+
+use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
+use actcd_actors::store_actor::StoreActor;
+use actcd_proto::etcdserverpb::{
+    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
+    lease_server::LeaseServer, maintenance_server::MaintenanceServer, watch_server::WatchServer,
+};
+use actcd_proto::health::health_server::HealthServer;
+
+use crate::config::{listen_addrs, Config};
+use crate::header::Identity;
+use crate::health::HealthService;
+use crate::http;
+use crate::kv::{KvService, StoreHandle};
+use crate::maintenance::MaintenanceService;
+use crate::pending::NotYetBuilt;
+
+/// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
+/// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
+const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
+
+/// Runs the server until a shutdown signal.
+pub fn run(config: Config) -> anyhow::Result<()> {
+    let client_addrs = listen_addrs(&config.listen_client_urls, "listen-client-urls")?;
+    let metrics_addrs = if config.listen_metrics_urls.is_empty() {
+        Vec::new()
+    } else {
+        listen_addrs(&config.listen_metrics_urls, "listen-metrics-urls")?
+    };
+    std::fs::create_dir_all(&config.data_dir)
+        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
+    let engine = RocksEngine::open(&config.data_dir)
+        .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
+    let store_config = StoreConfig { max_txn_ops: config.max_txn_ops, quota_bytes: config.quota_bytes() };
+    let core = StoreCore::open(engine, store_config)
+        .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
+    let view = core.read_view();
+
+    let system = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("the tokio runtime must start")
+    });
+    system.block_on(async move {
+        // The writer's fsyncs block its thread; a dedicated arbiter keeps them off the gRPC workers.
+        let store_arbiter = Arbiter::new();
+        let writer = StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core));
+        let store = StoreHandle {
+            view,
+            writer,
+            identity: Identity::new(&config.name, &config.advertise_client_urls),
+            max_txn_ops: config.max_txn_ops,
+            max_request_bytes: config.max_request_bytes,
+        };
+        serve(&config, store, client_addrs, metrics_addrs).await
+    })
+}
+
+async fn serve(
+    config: &Config,
+    store: StoreHandle,
+    client_addrs: Vec<SocketAddr>,
+    metrics_addrs: Vec<SocketAddr>,
+) -> anyhow::Result<()> {
+    let mut listeners = Vec::new();
+    for addr in &client_addrs {
+        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        tracing::info!(%addr, "serving client traffic");
+        listeners.push(listener);
+    }
+    for addr in &metrics_addrs {
+        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        tracing::info!(%addr, "serving /health and /version");
+        tokio::spawn(http::serve(listener, store.clone()));
+    }
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let mut servers = tokio::task::JoinSet::new();
+    for listener in listeners {
+        let router = grpc_router(config, store.clone());
+        let mut shutdown = shutdown_rx.clone();
+        servers.spawn(async move {
+            let incoming = TcpListenerStream::new(listener);
+            router
+                .serve_with_incoming_shutdown(incoming, async move {
+                    let _ = shutdown.wait_for(|stop| *stop).await;
+                })
+                .await
+        });
+    }
+    tokio::select! {
+        _ = shutdown_signal() => tracing::info!("shutting down"),
+        Some(result) = servers.join_next() => {
+            result.context("server task failed")?.context("gRPC server failed")?;
+        }
+    }
+    let _ = shutdown_tx.send(true);
+    // In-flight requests get a moment to finish; acknowledged writes are already durable.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async { while servers.join_next().await.is_some() {} }).await;
+    actix::System::current().stop();
+    Ok(())
+}
+
+fn grpc_router(config: &Config, store: StoreHandle) -> tonic::transport::server::Router {
+    let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
+    let maintenance = || {
+        MaintenanceService::new(
+            store.clone(),
+            config.name.clone(),
+            config.advertise_client_urls.clone(),
+            config.quota_bytes(),
+        )
+    };
+    Server::builder()
+        .tcp_nodelay(true)
+        .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
+        .add_service(WatchServer::new(NotYetBuilt).max_decoding_message_size(max_message))
+        .add_service(LeaseServer::new(NotYetBuilt).max_decoding_message_size(max_message))
+        .add_service(ClusterServer::new(maintenance()).max_decoding_message_size(max_message))
+        .add_service(MaintenanceServer::new(maintenance()).max_decoding_message_size(max_message))
+        .add_service(AuthServer::new(NotYetBuilt).max_decoding_message_size(max_message))
+        .add_service(HealthServer::new(HealthService))
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

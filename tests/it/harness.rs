@@ -1,0 +1,134 @@
+//! Starting and stopping real servers for the tests: actcd from this build, etcd from Debian's
+//! etcd-server package, each on free loopback ports with its own temporary data dir.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use actcd_proto::etcdserverpb::kv_client::KvClient;
+use actcd_proto::etcdserverpb::RangeRequest;
+
+/// A server process that is killed when dropped.
+pub struct Server {
+    child: Option<Child>,
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// `127.0.0.1:PORT`, as etcdctl wants it.
+    pub address: String,
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+impl Server {
+    /// Starts actcd on `data_dir` with extra flags and waits until it answers.
+    pub async fn actcd(data_dir: &Path, extra: &[&str]) -> Server {
+        let port = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--listen-client-urls")
+            .arg(&url)
+            .arg("--advertise-client-urls")
+            .arg(&url)
+            .arg("--log-level")
+            .arg("warn")
+            .args(extra)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("actcd starts");
+        Self::ready(child, port).await
+    }
+
+    /// Starts Debian's etcd 3.4 on a temp dir and waits until it answers.
+    pub async fn etcd(data_dir: &Path) -> Server {
+        let port = free_port();
+        let peer = free_port();
+        let url = format!("http://127.0.0.1:{port}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let child = Command::new(etcd_binary())
+            .arg("--name")
+            .arg("differential")
+            .arg("--data-dir")
+            .arg(data_dir)
+            .arg("--listen-client-urls")
+            .arg(&url)
+            .arg("--advertise-client-urls")
+            .arg(&url)
+            .arg("--listen-peer-urls")
+            .arg(&peer_url)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&peer_url)
+            .arg("--initial-cluster")
+            .arg(format!("differential={peer_url}"))
+            .arg("--log-level")
+            .arg("error")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts (apt-get install etcd-server)");
+        Self::ready(child, port).await
+    }
+
+    async fn ready(mut child: Child, port: u16) -> Server {
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("server exited before it was ready: {status}");
+            }
+            if let Ok(mut kv) = KvClient::connect(endpoint.clone()).await {
+                let probe = RangeRequest { key: "ready".into(), ..Default::default() };
+                if kv.range(probe).await.is_ok() {
+                    break;
+                }
+            }
+            assert!(Instant::now() < deadline, "server on port {port} not ready within 60 s");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Server { child: Some(child), endpoint, address: format!("127.0.0.1:{port}") }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// SIGKILL, then reap.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A raw gRPC KV client (the project's own generated stubs).
+    pub async fn kv(&self) -> KvClient<tonic::transport::Channel> {
+        KvClient::connect(self.endpoint.clone()).await.expect("connect")
+    }
+
+    /// A client from the independent `etcd-client` crate.
+    pub async fn client(&self) -> etcd_client::Client {
+        etcd_client::Client::connect([self.endpoint.as_str()], None).await.expect("etcd-client connects")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Debian's etcd binary.
+pub fn etcd_binary() -> PathBuf {
+    PathBuf::from(std::env::var("ETCD_BIN").unwrap_or_else(|_| "/usr/bin/etcd".into()))
+}
+
+/// Debian's etcdctl binary.
+pub fn etcdctl_binary() -> PathBuf {
+    PathBuf::from(std::env::var("ETCDCTL_BIN").unwrap_or_else(|_| "/usr/bin/etcdctl".into()))
+}

@@ -1,0 +1,10 @@
+//! actcd's integration tests, in one binary (each test binary links RocksDB).
+//!
+//! Every test starts its own server processes on free loopback ports with temporary data dirs.
+
+mod cli;
+mod client;
+mod crash;
+mod differential;
+mod etcdctl;
+mod harness;
