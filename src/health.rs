@@ -21,10 +21,15 @@ const SERVICES: [&str; 7] = [
 
 #[tonic::async_trait]
 impl Health for HealthService {
-    async fn check(&self, request: Request<HealthCheckRequest>) -> Result<Response<HealthCheckResponse>, Status> {
+    async fn check(
+        &self,
+        request: Request<HealthCheckRequest>,
+    ) -> Result<Response<HealthCheckResponse>, Status> {
         if !SERVICES.contains(&request.get_ref().service.as_str()) {
             return Err(Status::not_found("unknown service"));
         }
-        Ok(Response::new(HealthCheckResponse { status: ServingStatus::Serving as i32 }))
+        Ok(Response::new(HealthCheckResponse {
+            status: ServingStatus::Serving as i32,
+        }))
     }
 }

@@ -28,8 +28,18 @@ pub struct MaintenanceService {
 
 impl MaintenanceService {
     /// Services for the member `name` advertising `client_urls`.
-    pub fn new(store: StoreHandle, name: String, client_urls: Vec<String>, quota_bytes: u64) -> Self {
-        Self { store, name, client_urls, quota_bytes }
+    pub fn new(
+        store: StoreHandle,
+        name: String,
+        client_urls: Vec<String>,
+        quota_bytes: u64,
+    ) -> Self {
+        Self {
+            store,
+            name,
+            client_urls,
+            quota_bytes,
+        }
     }
 
     fn member(&self) -> Member {
@@ -45,13 +55,18 @@ impl MaintenanceService {
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
-    async fn alarm(&self, request: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
+    async fn alarm(
+        &self,
+        request: Request<AlarmRequest>,
+    ) -> Result<Response<AlarmResponse>, Status> {
         match AlarmAction::try_from(request.get_ref().action) {
             Ok(AlarmAction::Get) => Ok(Response::new(AlarmResponse {
                 header: self.store.identity.header(self.store.view.revision()),
                 alarms: Vec::new(),
             })),
-            _ => Err(Status::unimplemented("actcd: raising and clearing alarms is not supported yet")),
+            _ => Err(Status::unimplemented(
+                "actcd: raising and clearing alarms is not supported yet",
+            )),
         }
     }
 
@@ -79,7 +94,10 @@ impl Maintenance for MaintenanceService {
 
 #[tonic::async_trait]
 impl Cluster for MaintenanceService {
-    async fn member_list(&self, _: Request<MemberListRequest>) -> Result<Response<MemberListResponse>, Status> {
+    async fn member_list(
+        &self,
+        _: Request<MemberListRequest>,
+    ) -> Result<Response<MemberListResponse>, Status> {
         Ok(Response::new(MemberListResponse {
             header: self.store.identity.header(self.store.view.revision()),
             members: vec![self.member()],

@@ -42,7 +42,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
         .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
-    let store_config = StoreConfig { max_txn_ops: config.max_txn_ops, quota_bytes: config.quota_bytes() };
+    let store_config = StoreConfig {
+        max_txn_ops: config.max_txn_ops,
+        quota_bytes: config.quota_bytes(),
+    };
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
@@ -56,7 +59,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     system.block_on(async move {
         // The writer's fsyncs block its thread; a dedicated arbiter keeps them off the gRPC workers.
         let store_arbiter = Arbiter::new();
-        let writer = StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core));
+        let writer =
+            StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core));
         let store = StoreHandle {
             view,
             writer,
@@ -76,12 +80,16 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let mut listeners = Vec::new();
     for addr in &client_addrs {
-        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
         tracing::info!(%addr, "serving client traffic");
         listeners.push(listener);
     }
     for addr in &metrics_addrs {
-        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr}"))?;
         tracing::info!(%addr, "serving /health and /version");
         tokio::spawn(http::serve(listener, store.clone()));
     }
@@ -107,7 +115,10 @@ async fn serve(
     }
     let _ = shutdown_tx.send(true);
     // In-flight requests get a moment to finish; acknowledged writes are already durable.
-    let _ = tokio::time::timeout(Duration::from_secs(5), async { while servers.join_next().await.is_some() {} }).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while servers.join_next().await.is_some() {}
+    })
+    .await;
     actix::System::current().stop();
     Ok(())
 }
@@ -124,7 +135,9 @@ fn grpc_router(config: &Config, store: StoreHandle) -> tonic::transport::server:
     };
     Server::builder()
         .tcp_nodelay(true)
-        .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
+        .add_service(
+            KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message),
+        )
         .add_service(WatchServer::new(NotYetBuilt).max_decoding_message_size(max_message))
         .add_service(LeaseServer::new(NotYetBuilt).max_decoding_message_size(max_message))
         .add_service(ClusterServer::new(maintenance()).max_decoding_message_size(max_message))

@@ -9,8 +9,8 @@
 use actix::{Actor, AsyncContext, Context, Handler, Message};
 use tokio::sync::oneshot;
 
-use crate::store::{Batch, Command, CommandResponse, StoreCore, StoreError};
 use crate::store::engine::Engine;
+use crate::store::{Batch, Command, CommandResponse, StoreCore, StoreError};
 
 /// Mailbox capacity. A full mailbox parks each sender until there is room (actix gives every
 /// sender one slot beyond it), so a burst of writers waits instead of growing memory; the
@@ -53,7 +53,10 @@ pub struct FlushOutcome {
 impl<E: Engine> GroupCommit<E> {
     /// Wraps an opened store.
     pub fn new(core: StoreCore<E>) -> Self {
-        Self { core, queue: Vec::new() }
+        Self {
+            core,
+            queue: Vec::new(),
+        }
     }
 
     /// The store.
@@ -72,10 +75,16 @@ impl<E: Engine> GroupCommit<E> {
     pub fn flush(&mut self) -> FlushOutcome {
         let writes = std::mem::take(&mut self.queue);
         let mut batch = Batch::default();
-        let results: Vec<_> = writes.iter().map(|w| self.core.apply(&w.command, &mut batch)).collect();
+        let results: Vec<_> = writes
+            .iter()
+            .map(|w| self.core.apply(&w.command, &mut batch))
+            .collect();
         let commands = writes.len();
         let committed = self.core.commit(batch);
-        let outcome = FlushOutcome { commands, committed: committed.is_ok() };
+        let outcome = FlushOutcome {
+            commands,
+            committed: committed.is_ok(),
+        };
         for (write, result) in writes.into_iter().zip(results) {
             let answer = match &committed {
                 Ok(()) => result,
@@ -96,7 +105,9 @@ pub struct StoreActor<E: Engine> {
 impl<E: Engine> StoreActor<E> {
     /// Wraps an opened store.
     pub fn new(core: StoreCore<E>) -> Self {
-        Self { group: GroupCommit::new(core) }
+        Self {
+            group: GroupCommit::new(core),
+        }
     }
 }
 
@@ -124,7 +135,10 @@ impl<E: Engine + Unpin> Handler<Flush> for StoreActor<E> {
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
         let outcome = self.group.flush();
         if !outcome.committed {
-            tracing::error!(commands = outcome.commands, "commit failed; the store takes no more writes");
+            tracing::error!(
+                commands = outcome.commands,
+                "commit failed; the store takes no more writes"
+            );
         }
     }
 }
@@ -137,29 +151,51 @@ mod tests {
 
     use crate::store::{RocksEngine, StoreConfig};
 
-    fn put(key: &'static str) -> (Write, oneshot::Receiver<Result<CommandResponse, StoreError>>) {
+    fn put(
+        key: &'static str,
+    ) -> (
+        Write,
+        oneshot::Receiver<Result<CommandResponse, StoreError>>,
+    ) {
         let (reply, answer) = oneshot::channel();
-        let command = Command::Put(PutRequest { key: Bytes::from_static(key.as_bytes()), ..Default::default() });
+        let command = Command::Put(PutRequest {
+            key: Bytes::from_static(key.as_bytes()),
+            ..Default::default()
+        });
         (Write { command, reply }, answer)
     }
 
     #[test]
     fn a_flush_commits_all_queued_writes_at_once_and_answers_after() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let core = StoreCore::open(RocksEngine::open(dir.path()).expect("engine"), StoreConfig::default()).expect("store");
+        let core = StoreCore::open(
+            RocksEngine::open(dir.path()).expect("engine"),
+            StoreConfig::default(),
+        )
+        .expect("store");
         let view = core.read_view();
         let mut group = GroupCommit::new(core);
 
         let mut answers = Vec::new();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             let (write, mut answer) = put(key);
-            assert_eq!(group.push(write), i == 0, "only the first write of a batch schedules a flush");
+            assert_eq!(
+                group.push(write),
+                i == 0,
+                "only the first write of a batch schedules a flush"
+            );
             assert!(answer.try_recv().is_err(), "no answer before the commit");
             answers.push(answer);
         }
         assert_eq!(view.revision(), 1, "nothing visible before the commit");
 
-        assert_eq!(group.flush(), FlushOutcome { commands: 3, committed: true });
+        assert_eq!(
+            group.flush(),
+            FlushOutcome {
+                commands: 3,
+                committed: true
+            }
+        );
         let revisions: Vec<i64> = answers
             .into_iter()
             .map(|mut a| match a.try_recv() {
@@ -169,7 +205,11 @@ mod tests {
             .collect();
         assert_eq!(revisions, [2, 3, 4]);
         assert_eq!(view.revision(), 4);
-        let all = RangeRequest { key: Bytes::from_static(b"\0"), range_end: Bytes::from_static(b"\0"), ..Default::default() };
+        let all = RangeRequest {
+            key: Bytes::from_static(b"\0"),
+            range_end: Bytes::from_static(b"\0"),
+            ..Default::default()
+        };
         assert_eq!(view.range(&all).map(|r| r.count), Ok(3));
 
         // A failed command in a batch answers its own error; the others still commit.
@@ -177,8 +217,17 @@ mod tests {
         let (good, mut good_answer) = put("d");
         group.push(bad);
         group.push(good);
-        assert_eq!(group.flush(), FlushOutcome { commands: 2, committed: true });
-        assert!(matches!(bad_answer.try_recv(), Ok(Err(StoreError::EmptyKey))));
+        assert_eq!(
+            group.flush(),
+            FlushOutcome {
+                commands: 2,
+                committed: true
+            }
+        );
+        assert!(matches!(
+            bad_answer.try_recv(),
+            Ok(Err(StoreError::EmptyKey))
+        ));
         assert!(matches!(good_answer.try_recv(), Ok(Ok(_))));
         assert_eq!(view.revision(), 5);
     }

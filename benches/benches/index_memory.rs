@@ -46,6 +46,7 @@ fn keys(n: usize, size: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+#[derive(Clone, Copy)]
 struct Row {
     n: usize,
     versions: usize,
@@ -67,7 +68,12 @@ fn measure(n: usize, versions: usize, key_size: usize) -> Row {
     let bytes = allocated().saturating_sub(before);
     assert_eq!(index.len(), n);
     drop(index);
-    Row { n, versions, key_size, bytes }
+    Row {
+        n,
+        versions,
+        key_size,
+        bytes,
+    }
 }
 
 /// Least-squares fit of y = c1 + c2·versions, where y is the per-key overhead beyond the key
@@ -82,7 +88,9 @@ fn fit(rows: &[Row]) -> (f64, f64) {
         })
         .collect();
     let n = points.len() as f64;
-    let (sx, sy) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
     let (mx, my) = (sx / n, sy / n);
     let sxx: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
     let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
@@ -92,7 +100,11 @@ fn fit(rows: &[Row]) -> (f64, f64) {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let sizes: &[usize] = if quick { &[100_000] } else { &[100_000, 1_000_000] };
+    let sizes: &[usize] = if quick {
+        &[100_000]
+    } else {
+        &[100_000, 1_000_000]
+    };
     let mut rows = Vec::new();
     println!("| keys | versions | key size | index bytes | bytes per key | overhead per key (minus key, 8 B per version) |");
     println!("|---:|---:|---:|---:|---:|---:|");
@@ -112,5 +124,12 @@ fn main() {
     }
     let (c1, c2) = fit(&rows);
     println!();
-    println!("fitted: c1 = {c1:.1} B per key, c2 = {c2:.1} B per extra version (etcd: c1 = 120, c2 = 30; targets: <= 40, <= 10)");
+    println!("fitted over all rows: c1 = {c1:.1} B per key, c2 = {c2:.1} B per version (etcd: c1 = 120, c2 = 30; targets: <= 40, <= 10)");
+    // jemalloc rounds each entry (4-byte tag + key + 8 B per version) up to its size class:
+    // 268 B becomes 320 B for a 256-byte key, so the fit per key size shows where bytes go.
+    for key_size in [64, 256] {
+        let same: Vec<Row> = rows.iter().filter(|r| r.key_size == key_size).map(|r| Row { ..*r }).collect();
+        let (c1, c2) = fit(&same);
+        println!("fitted for {key_size}-byte keys: c1 = {c1:.1}, c2 = {c2:.1}");
+    }
 }

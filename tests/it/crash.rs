@@ -11,7 +11,12 @@ use crate::harness::Server;
 /// (key, value, revision) of every acknowledged put.
 type Acked = Arc<Mutex<Vec<(String, String, i64)>>>;
 
-async fn write_until_killed(server: &Server, cycle: usize, writers: usize, acked: Acked) -> Vec<tokio::task::JoinHandle<()>> {
+async fn write_until_killed(
+    server: &Server,
+    cycle: usize,
+    writers: usize,
+    acked: Acked,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = Vec::new();
     for w in 0..writers {
         let mut client = server.client().await;
@@ -55,16 +60,38 @@ async fn kill_9_under_load_loses_no_acknowledged_write() {
         let server = Server::actcd(dir.path(), &[]).await;
         checker = server.client().await;
         let acked = acked.lock().unwrap().clone();
-        assert!(!acked.is_empty(), "cycle {cycle}: the load acknowledged nothing");
-        let now = checker.get("c", Some(GetOptions::new().with_prefix().with_count_only())).await.unwrap();
+        assert!(
+            !acked.is_empty(),
+            "cycle {cycle}: the load acknowledged nothing"
+        );
+        let now = checker
+            .get("c", Some(GetOptions::new().with_prefix().with_count_only()))
+            .await
+            .unwrap();
         let current = now.header().unwrap().revision();
         let newest_acked = acked.iter().map(|a| a.2).max().unwrap_or(0);
-        assert!(current >= newest_acked, "cycle {cycle}: revision went back from {newest_acked} to {current}");
-        assert!(newest_acked > last_revision, "cycle {cycle}: revisions repeated");
+        assert!(
+            current >= newest_acked,
+            "cycle {cycle}: revision went back from {newest_acked} to {current}"
+        );
+        assert!(
+            newest_acked > last_revision,
+            "cycle {cycle}: revisions repeated"
+        );
         for (key, value, rev) in &acked {
-            let got = checker.get(key.as_str(), Some(GetOptions::new().with_revision(*rev))).await.unwrap();
-            let kv = got.kvs().first().unwrap_or_else(|| panic!("cycle {cycle}: acked {key}@{rev} is gone"));
-            assert_eq!((kv.value(), kv.mod_revision()), (value.as_bytes(), *rev), "cycle {cycle}: {key}@{rev}");
+            let got = checker
+                .get(key.as_str(), Some(GetOptions::new().with_revision(*rev)))
+                .await
+                .unwrap();
+            let kv = got
+                .kvs()
+                .first()
+                .unwrap_or_else(|| panic!("cycle {cycle}: acked {key}@{rev} is gone"));
+            assert_eq!(
+                (kv.value(), kv.mod_revision()),
+                (value.as_bytes(), *rev),
+                "cycle {cycle}: {key}@{rev}"
+            );
         }
         total_acked += acked.len();
         last_revision = current;

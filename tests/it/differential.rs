@@ -44,7 +44,7 @@ async fn run(kv: &mut KvClient<Channel>, op: &Op) -> Outcome {
                 strip(&mut resp.header);
                 // etcd sorts with an unstable sort: among equal sort values the order is arbitrary.
                 if sort_target != 0 {
-                    resp.kvs.sort_by(|a, b| sort_key(sort_target, a).cmp(&sort_key(sort_target, b)));
+                    resp.kvs.sort_by_key(|kv| sort_key(sort_target, kv));
                 }
                 format!("{resp:?}")
             })
@@ -64,11 +64,18 @@ async fn run(kv: &mut KvClient<Channel>, op: &Op) -> Outcome {
             strip(&mut resp.header);
             format!("{resp:?}")
         }),
-        Op::Compact(revision) => kv.compact(CompactionRequest { revision, physical: true }).await.map_err(err).map(|resp| {
-            let mut resp = resp.into_inner();
-            strip(&mut resp.header);
-            format!("{resp:?}")
-        }),
+        Op::Compact(revision) => kv
+            .compact(CompactionRequest {
+                revision,
+                physical: true,
+            })
+            .await
+            .map_err(err)
+            .map(|resp| {
+                let mut resp = resp.into_inner();
+                strip(&mut resp.header);
+                format!("{resp:?}")
+            }),
     }
 }
 
@@ -88,11 +95,23 @@ async fn compare_servers(ops: &[Op]) {
     let etcd = Server::etcd(etcd_dir.path()).await;
     let actcd = Server::actcd(actcd_dir.path(), &[]).await;
     let (mut e, mut a) = (etcd.kv().await, actcd.kv().await);
+    let mut errors = 0;
     for (i, op) in ops.iter().enumerate() {
         let expected = run(&mut e, op).await;
         let actual = run(&mut a, op).await;
         assert_eq!(actual, expected, "request #{i} differs: {op:?}");
+        errors += usize::from(expected.is_err());
     }
+    // A script that only errs (or never does) would prove little.
+    assert!(
+        errors > 0 && errors < ops.len(),
+        "{errors} of {} requests failed on etcd",
+        ops.len()
+    );
+    eprintln!(
+        "differential: {} requests, {errors} of them errors, identical on etcd 3.4 and actcd",
+        ops.len()
+    );
 }
 
 fn b(s: &str) -> Bytes {
@@ -100,33 +119,58 @@ fn b(s: &str) -> Bytes {
 }
 
 fn range(key: &str, end: &str) -> RangeRequest {
-    RangeRequest { key: b(key), range_end: b(end), ..Default::default() }
+    RangeRequest {
+        key: b(key),
+        range_end: b(end),
+        ..Default::default()
+    }
 }
 
 fn put(key: &str, value: &str) -> PutRequest {
-    PutRequest { key: b(key), value: b(value), ..Default::default() }
+    PutRequest {
+        key: b(key),
+        value: b(value),
+        ..Default::default()
+    }
 }
 
 fn op_put(key: &str, value: &str) -> RequestOp {
-    RequestOp { request: Some(request_op::Request::RequestPut(put(key, value))) }
+    RequestOp {
+        request: Some(request_op::Request::RequestPut(put(key, value))),
+    }
 }
 
 fn op_range(key: &str, end: &str) -> RequestOp {
-    RequestOp { request: Some(request_op::Request::RequestRange(range(key, end))) }
+    RequestOp {
+        request: Some(request_op::Request::RequestRange(range(key, end))),
+    }
 }
 
 fn op_delete(key: &str, end: &str) -> RequestOp {
     RequestOp {
-        request: Some(request_op::Request::RequestDeleteRange(DeleteRangeRequest {
-            key: b(key),
-            range_end: b(end),
-            prev_kv: true,
-        })),
+        request: Some(request_op::Request::RequestDeleteRange(
+            DeleteRangeRequest {
+                key: b(key),
+                range_end: b(end),
+                prev_kv: true,
+            },
+        )),
     }
 }
 
-fn cmp(key: &str, target: compare::CompareTarget, result: compare::CompareResult, union: compare::TargetUnion) -> Compare {
-    Compare { result: result as i32, target: target as i32, key: b(key), target_union: Some(union), range_end: Bytes::new() }
+fn cmp(
+    key: &str,
+    target: compare::CompareTarget,
+    result: compare::CompareResult,
+    union: compare::TargetUnion,
+) -> Compare {
+    Compare {
+        result: result as i32,
+        target: target as i32,
+        key: b(key),
+        target_union: Some(union),
+        range_end: Bytes::new(),
+    }
 }
 
 /// A hand-written script through the rules most likely to differ.
@@ -136,7 +180,10 @@ fn scripted() -> Vec<Op> {
         Op::Range(range("a", "")),
         Op::Put(put("a", "1")),
         Op::Put(put("b", "2")),
-        Op::Put(PutRequest { prev_kv: true, ..put("a", "11") }),
+        Op::Put(PutRequest {
+            prev_kv: true,
+            ..put("a", "11")
+        }),
         Op::Put(put("a\u{7f}", "x")),
         Op::Put(put("c/1", "c1")),
         Op::Put(put("c/2", "c2")),
@@ -144,34 +191,109 @@ fn scripted() -> Vec<Op> {
         Op::Range(range("\0", "\0")),
         Op::Range(range("b", "\0")),
         Op::Range(range("c/", "c0")),
-        Op::Range(RangeRequest { limit: 2, ..range("\0", "\0") }),
-        Op::Range(RangeRequest { limit: 2, count_only: true, ..range("\0", "\0") }),
-        Op::Range(RangeRequest { keys_only: true, ..range("a", "z") }),
-        Op::Range(RangeRequest { sort_order: 2, limit: 2, ..range("a", "z") }),
-        Op::Range(RangeRequest { sort_target: 4, sort_order: 2, ..range("a", "z") }),
-        Op::Range(RangeRequest { sort_target: 3, limit: 3, ..range("a", "z") }),
-        Op::Range(RangeRequest { min_mod_revision: 4, max_mod_revision: 6, ..range("a", "z") }),
-        Op::Range(RangeRequest { min_create_revision: 3, limit: 1, ..range("a", "z") }),
-        Op::Range(RangeRequest { revision: 3, ..range("a", "z") }),
-        Op::Range(RangeRequest { revision: 100, ..range("a", "z") }),
-        Op::Range(RangeRequest { sort_order: 5, ..range("a", "") }),
+        Op::Range(RangeRequest {
+            limit: 2,
+            ..range("\0", "\0")
+        }),
+        Op::Range(RangeRequest {
+            limit: 2,
+            count_only: true,
+            ..range("\0", "\0")
+        }),
+        Op::Range(RangeRequest {
+            keys_only: true,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            sort_order: 2,
+            limit: 2,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            sort_target: 4,
+            sort_order: 2,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            sort_target: 3,
+            limit: 3,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            min_mod_revision: 4,
+            max_mod_revision: 6,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            min_create_revision: 3,
+            limit: 1,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            revision: 3,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            revision: 100,
+            ..range("a", "z")
+        }),
+        Op::Range(RangeRequest {
+            sort_order: 5,
+            ..range("a", "")
+        }),
         Op::Range(range("", "")),
         Op::Range(range("z", "a")),
         Op::Put(put("", "v")),
-        Op::Put(PutRequest { ignore_value: true, ..put("a", "") }),
-        Op::Put(PutRequest { ignore_value: true, ..put("nokey", "") }),
-        Op::Put(PutRequest { ignore_value: true, ..put("a", "v") }),
-        Op::Put(PutRequest { ignore_lease: true, lease: 5, ..put("a", "v") }),
-        Op::Put(PutRequest { ignore_lease: true, ..put("a", "v") }),
-        Op::Put(PutRequest { lease: 12345, ..put("a", "v") }),
-        Op::Delete(DeleteRangeRequest { key: b("nothing"), range_end: Bytes::new(), prev_kv: true }),
-        Op::Delete(DeleteRangeRequest { key: b("c/"), range_end: b("c0"), prev_kv: true }),
-        Op::Delete(DeleteRangeRequest { key: b(""), range_end: Bytes::new(), prev_kv: false }),
+        Op::Put(PutRequest {
+            ignore_value: true,
+            ..put("a", "")
+        }),
+        Op::Put(PutRequest {
+            ignore_value: true,
+            ..put("nokey", "")
+        }),
+        Op::Put(PutRequest {
+            ignore_value: true,
+            ..put("a", "v")
+        }),
+        Op::Put(PutRequest {
+            ignore_lease: true,
+            lease: 5,
+            ..put("a", "v")
+        }),
+        Op::Put(PutRequest {
+            ignore_lease: true,
+            ..put("a", "v")
+        }),
+        Op::Put(PutRequest {
+            lease: 12345,
+            ..put("a", "v")
+        }),
+        Op::Delete(DeleteRangeRequest {
+            key: b("nothing"),
+            range_end: Bytes::new(),
+            prev_kv: true,
+        }),
+        Op::Delete(DeleteRangeRequest {
+            key: b("c/"),
+            range_end: b("c0"),
+            prev_kv: true,
+        }),
+        Op::Delete(DeleteRangeRequest {
+            key: b(""),
+            range_end: Bytes::new(),
+            prev_kv: false,
+        }),
         Op::Put(put("c/1", "again")),
         Op::Range(range("c/1", "")),
         Op::Txn(TxnRequest {
             compare: vec![cmp("a", T::Value, R::Equal, U::Value(b("11")))],
-            success: vec![op_put("t1", "x"), op_range("t1", ""), op_delete("b", ""), op_range("\0", "\0")],
+            success: vec![
+                op_put("t1", "x"),
+                op_range("t1", ""),
+                op_delete("b", ""),
+                op_range("\0", "\0"),
+            ],
             failure: vec![op_range("a", "")],
         }),
         Op::Txn(TxnRequest {
@@ -180,7 +302,10 @@ fn scripted() -> Vec<Op> {
             failure: vec![op_range("a", ""), op_range("t1", "")],
         }),
         Op::Txn(TxnRequest {
-            compare: vec![cmp("missing", T::Create, R::Equal, U::CreateRevision(0)), cmp("a", T::Version, R::Greater, U::Version(1))],
+            compare: vec![
+                cmp("missing", T::Create, R::Equal, U::CreateRevision(0)),
+                cmp("a", T::Version, R::Greater, U::Version(1)),
+            ],
             success: vec![
                 op_put("n1", "1"),
                 RequestOp {
@@ -194,21 +319,67 @@ fn scripted() -> Vec<Op> {
             failure: vec![],
         }),
         Op::Txn(TxnRequest {
-            compare: vec![Compare { range_end: b("c0"), ..cmp("c/", T::Version, R::Greater, U::Version(0)) }],
+            compare: vec![Compare {
+                range_end: b("c0"),
+                ..cmp("c/", T::Version, R::Greater, U::Version(0))
+            }],
             success: vec![op_range("c/", "c0")],
             failure: vec![op_put("c/none", "x")],
         }),
-        Op::Txn(TxnRequest { compare: vec![], success: vec![op_put("d", "1"), op_put("d", "2")], failure: vec![] }),
-        Op::Txn(TxnRequest { compare: vec![], success: vec![op_delete("d", "f"), op_put("e", "1")], failure: vec![] }),
-        Op::Txn(TxnRequest { compare: vec![], success: vec![RequestOp { request: None }], failure: vec![] }),
-        Op::Txn(TxnRequest { compare: vec![], success: (0..129).map(|i| op_put(&format!("m{i}"), "v")).collect(), failure: vec![] }),
-        Op::Txn(TxnRequest { compare: vec![], success: vec![RequestOp { request: Some(request_op::Request::RequestRange(RangeRequest { revision: 999, ..range("a", "") })) }], failure: vec![] }),
-        Op::Txn(TxnRequest { compare: vec![], success: vec![op_put("ta", "1"), RequestOp { request: Some(request_op::Request::RequestRange(RangeRequest { revision: 2, ..range("a", "") })) }], failure: vec![] }),
+        Op::Txn(TxnRequest {
+            compare: vec![],
+            success: vec![op_put("d", "1"), op_put("d", "2")],
+            failure: vec![],
+        }),
+        Op::Txn(TxnRequest {
+            compare: vec![],
+            success: vec![op_delete("d", "f"), op_put("e", "1")],
+            failure: vec![],
+        }),
+        Op::Txn(TxnRequest {
+            compare: vec![],
+            success: vec![RequestOp { request: None }],
+            failure: vec![],
+        }),
+        Op::Txn(TxnRequest {
+            compare: vec![],
+            success: (0..129).map(|i| op_put(&format!("m{i}"), "v")).collect(),
+            failure: vec![],
+        }),
+        Op::Txn(TxnRequest {
+            compare: vec![],
+            success: vec![RequestOp {
+                request: Some(request_op::Request::RequestRange(RangeRequest {
+                    revision: 999,
+                    ..range("a", "")
+                })),
+            }],
+            failure: vec![],
+        }),
+        Op::Txn(TxnRequest {
+            compare: vec![],
+            success: vec![
+                op_put("ta", "1"),
+                RequestOp {
+                    request: Some(request_op::Request::RequestRange(RangeRequest {
+                        revision: 2,
+                        ..range("a", "")
+                    })),
+                },
+            ],
+            failure: vec![],
+        }),
         Op::Txn(TxnRequest::default()),
         Op::Compact(1000),
         Op::Compact(5),
-        Op::Range(RangeRequest { revision: 4, ..range("a", "") }),
-        Op::Range(RangeRequest { revision: 5, ..range("\0", "\0") }),
+        Op::Range(RangeRequest {
+            revision: 4,
+            ..range("a", "")
+        }),
+        Op::Range(RangeRequest {
+            revision: 5,
+            ..range("\0", "\0")
+        }),
         Op::Compact(5),
         Op::Compact(4),
     ];
@@ -250,19 +421,39 @@ fn random_range(rng: &mut Rng, max_rev: i64) -> RangeRequest {
         1 => "\0".into(),
         _ => format!("k{}", rng.below(9)),
     };
-    let sort_target = if rng.below(3) == 0 { rng.below(5) as i32 } else { 0 };
+    let sort_target = if rng.below(3) == 0 {
+        rng.below(5) as i32
+    } else {
+        0
+    };
     RangeRequest {
         key: b(&key),
         range_end: b(&range_end),
         // With a sort on anything but the key, ties make etcd's cut arbitrary: no limit then.
-        limit: if sort_target == 0 { rng.below(4) as i64 } else { 0 },
-        revision: if rng.below(3) == 0 { rng.below(max_rev as u64 + 3) as i64 } else { 0 },
+        limit: if sort_target == 0 {
+            rng.below(4) as i64
+        } else {
+            0
+        },
+        revision: if rng.below(3) == 0 {
+            rng.below(max_rev as u64 + 3) as i64
+        } else {
+            0
+        },
         sort_order: rng.below(3) as i32,
         sort_target,
         keys_only: rng.below(5) == 0,
         count_only: rng.below(8) == 0,
-        min_mod_revision: if rng.below(6) == 0 { rng.below(max_rev as u64 + 1) as i64 } else { 0 },
-        max_create_revision: if rng.below(6) == 0 { rng.below(max_rev as u64 + 1) as i64 } else { 0 },
+        min_mod_revision: if rng.below(6) == 0 {
+            rng.below(max_rev as u64 + 1) as i64
+        } else {
+            0
+        },
+        max_create_revision: if rng.below(6) == 0 {
+            rng.below(max_rev as u64 + 1) as i64
+        } else {
+            0
+        },
         ..Default::default()
     }
 }
@@ -277,13 +468,24 @@ fn random_ops(seed: u64, count: usize) -> Vec<Op> {
         let op = match rng.below(10) {
             0..=2 => {
                 max_rev += 1;
-                Op::Put(PutRequest { prev_kv: rng.below(2) == 0, ..put(&rng.key(), &rng.value()) })
+                Op::Put(PutRequest {
+                    prev_kv: rng.below(2) == 0,
+                    ..put(&rng.key(), &rng.value())
+                })
             }
             3 => {
                 max_rev += 1;
                 let key = rng.key();
-                let end = if rng.below(2) == 0 { String::new() } else { format!("k{}", rng.below(9)) };
-                Op::Delete(DeleteRangeRequest { key: b(&key), range_end: b(&end), prev_kv: rng.below(2) == 0 })
+                let end = if rng.below(2) == 0 {
+                    String::new()
+                } else {
+                    format!("k{}", rng.below(9))
+                };
+                Op::Delete(DeleteRangeRequest {
+                    key: b(&key),
+                    range_end: b(&end),
+                    prev_kv: rng.below(2) == 0,
+                })
             }
             4..=6 => Op::Range(random_range(&mut rng, max_rev)),
             7 | 8 => {
@@ -298,7 +500,7 @@ fn random_ops(seed: u64, count: usize) -> Vec<Op> {
                 };
                 let t = [T::Version, T::Create, T::Mod, T::Value][target as usize];
                 let r = [R::Equal, R::Greater, R::Less, R::NotEqual][rng.below(4) as usize];
-                let mut branch = |rng: &mut Rng| -> Vec<RequestOp> {
+                let branch = |rng: &mut Rng| -> Vec<RequestOp> {
                     let mut used = std::collections::HashSet::new();
                     (0..rng.below(3) + 1)
                         .map(|_| match rng.below(3) {
@@ -310,14 +512,22 @@ fn random_ops(seed: u64, count: usize) -> Vec<Op> {
                                     op_range(&k, "")
                                 }
                             }
-                            1 => RequestOp { request: Some(request_op::Request::RequestRange(random_range(rng, max_rev))) },
+                            1 => RequestOp {
+                                request: Some(request_op::Request::RequestRange(random_range(
+                                    rng, max_rev,
+                                ))),
+                            },
                             _ => op_range(&rng.key(), ""),
                         })
                         .collect()
                 };
                 let success = branch(&mut rng);
                 let failure = branch(&mut rng);
-                Op::Txn(TxnRequest { compare: vec![cmp(&key, t, r, union)], success, failure })
+                Op::Txn(TxnRequest {
+                    compare: vec![cmp(&key, t, r, union)],
+                    success,
+                    failure,
+                })
             }
             _ => {
                 let back = rng.below(6) as i64;

@@ -2,6 +2,9 @@
 //!
 //! Every test starts its own server processes on free loopback ports with temporary data dirs.
 
+// A failed unwrap is a failed test, which is what these tests want.
+#![allow(clippy::unwrap_used)]
+
 mod cli;
 mod client;
 mod crash;

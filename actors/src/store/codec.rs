@@ -53,7 +53,11 @@ pub fn decode_history_value(value: &[u8]) -> Result<(bool, KeyValue), StoreError
     let tombstone = match *kind {
         PUT_KIND => false,
         DELETE_KIND => true,
-        other => return Err(StoreError::Corrupt(format!("unknown history record kind {other}"))),
+        other => {
+            return Err(StoreError::Corrupt(format!(
+                "unknown history record kind {other}"
+            )))
+        }
     };
     let kv = KeyValue::decode(Bytes::copy_from_slice(body))
         .map_err(|e| StoreError::Corrupt(format!("history record: {e}")))?;
@@ -65,7 +69,11 @@ pub fn decode_history(key: &[u8], value: &[u8]) -> Result<HistoryRecord, StoreEr
     let revision = Revision::from_key_bytes(key)
         .map_err(|e| StoreError::Corrupt(format!("history key: {e}")))?;
     let (tombstone, kv) = decode_history_value(value)?;
-    Ok(HistoryRecord { revision, tombstone, kv })
+    Ok(HistoryRecord {
+        revision,
+        tombstone,
+        kv,
+    })
 }
 
 /// Encodes an i64 meta value.

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, RangeRequest, RangeResponse, ResponseHeader,
-    TxnRequest, TxnResponse,
+    CompactionRequest, CompactionResponse, RangeRequest, RangeResponse, ResponseHeader, TxnRequest,
+    TxnResponse,
 };
 use actcd_proto::mvccpb::KeyValue;
 
@@ -36,7 +36,10 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self { max_txn_ops: 128, quota_bytes: 2 << 30 }
+        Self {
+            max_txn_ops: 128,
+            quota_bytes: 2 << 30,
+        }
     }
 }
 
@@ -61,11 +64,15 @@ struct Shared<E> {
 
 impl<E> Shared<E> {
     fn read_index(&self) -> Result<RwLockReadGuard<'_, Index>, StoreError> {
-        self.index.read().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+        self.index
+            .read()
+            .map_err(|_| StoreError::Stopped("index lock poisoned".into()))
     }
 
     fn write_index(&self) -> Result<RwLockWriteGuard<'_, Index>, StoreError> {
-        self.index.write().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+        self.index
+            .write()
+            .map_err(|_| StoreError::Stopped("index lock poisoned".into()))
     }
 }
 
@@ -76,7 +83,9 @@ pub struct ReadView<E> {
 
 impl<E> Clone for ReadView<E> {
     fn clone(&self) -> Self {
-        Self { shared: Arc::clone(&self.shared) }
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
     }
 }
 
@@ -114,7 +123,10 @@ impl<E: Engine> View for Pinned<'_, E> {
 
 impl<E: Engine> ReadView<E> {
     fn pinned(&self) -> Pinned<'_, E> {
-        Pinned { shared: &self.shared, current: self.revision() }
+        Pinned {
+            shared: &self.shared,
+            current: self.revision(),
+        }
     }
 
     /// The newest durable revision.
@@ -150,7 +162,11 @@ impl<E: Engine> ReadView<E> {
     }
 
     /// KV.Txn for a txn that writes nothing ([`txn::is_read_only`]).
-    pub fn read_only_txn(&self, req: &TxnRequest, max_txn_ops: usize) -> Result<TxnResponse, StoreError> {
+    pub fn read_only_txn(
+        &self,
+        req: &TxnRequest,
+        max_txn_ops: usize,
+    ) -> Result<TxnResponse, StoreError> {
         validate::check_txn(req, max_txn_ops)?;
         txn::run_read_only(&self.pinned(), req)
     }
@@ -191,15 +207,22 @@ impl<E: Engine> StoreCore<E> {
             if record.tombstone {
                 if let Err(e) = index.tombstone(&record.kv.key, record.revision) {
                     if record.revision.main > compacted {
-                        return Err(StoreError::Corrupt(format!("tombstone without a live key: {e}")));
+                        return Err(StoreError::Corrupt(format!(
+                            "tombstone without a live key: {e}"
+                        )));
                     }
                     stale.delete(Family::History, key.to_vec());
                 }
             } else {
-                let create = Revision { main: record.kv.create_revision, sub: 0 };
+                let create = Revision {
+                    main: record.kv.create_revision,
+                    sub: 0,
+                };
                 index
                     .restore_put(&record.kv.key, record.revision, create, record.kv.version)
-                    .map_err(|e| StoreError::Corrupt(format!("history record out of order: {e}")))?;
+                    .map_err(|e| {
+                        StoreError::Corrupt(format!("history record out of order: {e}"))
+                    })?;
             }
             last = record.revision.main;
             Ok(true)
@@ -237,12 +260,20 @@ impl<E: Engine> StoreCore<E> {
             compacted: AtomicI64::new(compacted),
             applied_index: AtomicU64::new(applied_index),
         };
-        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None })
+        Ok(Self {
+            shared: Arc::new(shared),
+            config,
+            current,
+            applied_index,
+            failed: None,
+        })
     }
 
     /// A handle for concurrent readers.
     pub fn read_view(&self) -> ReadView<E> {
-        ReadView { shared: Arc::clone(&self.shared) }
+        ReadView {
+            shared: Arc::clone(&self.shared),
+        }
     }
 
     /// The limits this writer enforces.
@@ -257,7 +288,11 @@ impl<E: Engine> StoreCore<E> {
 
     /// Applies one command into `batch`. Its changes become durable and visible at
     /// [`StoreCore::commit`]; its answer must not reach the client before that.
-    pub fn apply(&mut self, command: &Command, batch: &mut Batch) -> Result<CommandResponse, StoreError> {
+    pub fn apply(
+        &mut self,
+        command: &Command,
+        batch: &mut Batch,
+    ) -> Result<CommandResponse, StoreError> {
         if let Some(reason) = &self.failed {
             return Err(StoreError::Stopped(reason.clone()));
         }
@@ -267,11 +302,13 @@ impl<E: Engine> StoreCore<E> {
             Command::Put(req) => {
                 validate::check_put(req)?;
                 self.check_quota(KV_QUOTA_OVERHEAD + (req.key.len() + req.value.len()) as u64)?;
-                self.in_txn(batch, |ctx| ctx.put(req)).map(CommandResponse::Put)
+                self.in_txn(batch, |ctx| ctx.put(req))
+                    .map(CommandResponse::Put)
             }
             Command::DeleteRange(req) => {
                 validate::check_delete(req)?;
-                self.in_txn(batch, |ctx| ctx.delete(req)).map(CommandResponse::DeleteRange)
+                self.in_txn(batch, |ctx| ctx.delete(req))
+                    .map(CommandResponse::DeleteRange)
             }
             Command::Txn(req) => {
                 validate::check_txn(req, self.config.max_txn_ops)?;
@@ -280,7 +317,10 @@ impl<E: Engine> StoreCore<E> {
                     let decision = txn::decide(ctx, req)?;
                     ctx.check_path(req, &decision)?;
                     let mut resp = ctx.txn(req, &decision)?;
-                    resp.header = Some(ResponseHeader { revision: ctx.read_rev(), ..Default::default() });
+                    resp.header = Some(ResponseHeader {
+                        revision: ctx.read_rev(),
+                        ..Default::default()
+                    });
                     Ok(resp)
                 })
                 .map(CommandResponse::Txn)
@@ -298,15 +338,21 @@ impl<E: Engine> StoreCore<E> {
         if batch.commands == 0 {
             return Ok(());
         }
-        batch
-            .writes
-            .put(Family::Meta, APPLIED_INDEX_KEY.to_vec(), codec::encode_i64(self.applied_index as i64));
+        batch.writes.put(
+            Family::Meta,
+            APPLIED_INDEX_KEY.to_vec(),
+            codec::encode_i64(self.applied_index as i64),
+        );
         if let Err(err) = self.shared.engine.commit(&batch.writes) {
             self.failed = Some(err.to_string());
             return Err(err);
         }
-        self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
-        self.shared.applied_index.store(self.applied_index, Ordering::Release);
+        self.shared
+            .db_size
+            .store(self.shared.engine.size_bytes(), Ordering::Relaxed);
+        self.shared
+            .applied_index
+            .store(self.applied_index, Ordering::Release);
         self.shared.visible.store(self.current, Ordering::Release);
         Ok(())
     }
@@ -346,7 +392,11 @@ impl<E: Engine> StoreCore<E> {
         result
     }
 
-    fn compact(&mut self, req: &CompactionRequest, batch: &mut Batch) -> Result<CompactionResponse, StoreError> {
+    fn compact(
+        &mut self,
+        req: &CompactionRequest,
+        batch: &mut Batch,
+    ) -> Result<CompactionResponse, StoreError> {
         let compacted = self.shared.compacted.load(Ordering::Acquire);
         if req.revision <= compacted {
             return Err(StoreError::Compacted);
@@ -358,11 +408,20 @@ impl<E: Engine> StoreCore<E> {
         let removed = self.shared.write_index()?.compact(req.revision);
         for rev in removed {
             batch.overlay.remove(&rev);
-            batch.writes.delete(Family::History, rev.to_key_bytes().to_vec());
+            batch
+                .writes
+                .delete(Family::History, rev.to_key_bytes().to_vec());
         }
-        batch.writes.put(Family::Meta, COMPACTED_KEY.to_vec(), codec::encode_i64(req.revision));
+        batch.writes.put(
+            Family::Meta,
+            COMPACTED_KEY.to_vec(),
+            codec::encode_i64(req.revision),
+        );
         Ok(CompactionResponse {
-            header: Some(ResponseHeader { revision: self.current, ..Default::default() }),
+            header: Some(ResponseHeader {
+                revision: self.current,
+                ..Default::default()
+            }),
         })
     }
 }
@@ -373,7 +432,9 @@ fn txn_quota_cost(txn: &TxnRequest) -> u64 {
     fn branch_cost(ops: &[actcd_proto::etcdserverpb::RequestOp]) -> u64 {
         ops.iter()
             .map(|op| match &op.request {
-                Some(Request::RequestPut(p)) => KV_QUOTA_OVERHEAD + (p.key.len() + p.value.len()) as u64,
+                Some(Request::RequestPut(p)) => {
+                    KV_QUOTA_OVERHEAD + (p.key.len() + p.value.len()) as u64
+                }
                 Some(Request::RequestTxn(t)) => txn_quota_cost(t),
                 _ => 0,
             })

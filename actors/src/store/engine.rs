@@ -71,13 +71,20 @@ impl WriteSet {
     }
 }
 
+/// Called for each record of a scan with its key and value; returns whether to go on.
+pub type ScanVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError> + 'a;
+
 /// What the store needs from a storage engine.
 pub trait Engine: Send + Sync + 'static {
     /// Applies `set` atomically and returns only once it is on stable storage (fsync).
     fn commit(&self, set: &WriteSet) -> Result<(), StoreError>;
 
     /// Reads several records of one family; `None` where a key is absent.
-    fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+    fn get_many(
+        &self,
+        family: Family,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
 
     /// Reads one record.
     fn get(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
@@ -87,7 +94,7 @@ pub trait Engine: Send + Sync + 'static {
         &self,
         family: Family,
         from: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+        visit: &mut ScanVisitor<'_>,
     ) -> Result<(), StoreError>;
 
     /// Bytes the engine occupies on disk and in its write buffers (etcd's dbSize).

@@ -19,9 +19,6 @@ pub enum StoreError {
     /// `ignore_value`/`ignore_lease` on a key that does not exist, or an empty txn op.
     #[error("key not found")]
     KeyNotFound,
-    /// The sort order or target is not one etcd defines.
-    #[error("invalid sort option")]
-    InvalidSortOption,
     /// A txn has more compares or ops at one level than `--max-txn-ops`.
     #[error("too many operations in txn request")]
     TooManyOps,

@@ -89,7 +89,13 @@ impl Index {
     /// `create` and `version` come from the stored value, so a generation whose start was
     /// compacted away keeps its create revision and version count across a restart.
     /// Later records of the key go through [`Index::try_put`] / [`Index::tombstone`].
-    pub fn restore_put(&mut self, key: &[u8], rev: Revision, create: Revision, version: i64) -> Result<(), IndexError> {
+    pub fn restore_put(
+        &mut self,
+        key: &[u8],
+        rev: Revision,
+        create: Revision,
+        version: i64,
+    ) -> Result<(), IndexError> {
         if self.keys.contains(key) {
             return self.append(key, rev, false);
         }

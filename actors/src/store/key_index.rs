@@ -163,13 +163,21 @@ impl KeyEntry {
     /// A key whose oldest stored revision is a put at `rev` that was version `version` of a
     /// generation created at `created`: what a restart finds after a compaction cut the
     /// generation's start (the stored value still carries its create revision and version).
-    pub fn restored(key: &[u8], rev: Revision, created: Revision, version: i64) -> Result<Self, IndexError> {
+    pub fn restored(
+        key: &[u8],
+        rev: Revision,
+        created: Revision,
+        version: i64,
+    ) -> Result<Self, IndexError> {
         let packed = rev.pack(false)?;
         let dropped = u64::try_from(version.saturating_sub(1)).unwrap_or(0);
         if dropped == 0 {
             return Self::build(None, key, &[], Some(packed));
         }
-        let head = Head { created: created.pack(false)?, dropped };
+        let head = Head {
+            created: created.pack(false)?,
+            dropped,
+        };
         Self::build(Some(head), key, &[], Some(packed))
     }
 

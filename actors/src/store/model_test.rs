@@ -23,7 +23,10 @@ struct Model {
 impl Model {
     fn new() -> Self {
         // Revisions 0 and 1 are both the empty store.
-        Self { snapshots: vec![BTreeMap::new(), BTreeMap::new()], compacted: 0 }
+        Self {
+            snapshots: vec![BTreeMap::new(), BTreeMap::new()],
+            compacted: 0,
+        }
     }
 
     fn current(&self) -> i64 {
@@ -43,7 +46,11 @@ impl Model {
 
     fn delete(&mut self, key: &[u8], end: &[u8]) -> usize {
         let mut next = self.snapshots[self.current() as usize].clone();
-        let doomed: Vec<Vec<u8>> = next.keys().filter(|k| in_range(k, key, end)).cloned().collect();
+        let doomed: Vec<Vec<u8>> = next
+            .keys()
+            .filter(|k| in_range(k, key, end))
+            .cloned()
+            .collect();
         for k in &doomed {
             next.remove(k);
         }
@@ -105,14 +112,23 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn open(dir: &std::path::Path) -> StoreCore<RocksEngine> {
-    StoreCore::open(RocksEngine::open(dir).expect("engine opens"), StoreConfig::default()).expect("store opens")
+    StoreCore::open(
+        RocksEngine::open(dir).expect("engine opens"),
+        StoreConfig::default(),
+    )
+    .expect("store opens")
 }
 
 fn check_read(view: &ReadView<RocksEngine>, model: &Model, k: u8, e: u8, r: u8) {
     let (key, end) = (key(k), end(k, e));
     let current = model.current();
     let rev = i64::from(r) % (current + 2);
-    let req = RangeRequest { key: Bytes::from(key.clone()), range_end: Bytes::from(end.clone()), revision: rev, ..Default::default() };
+    let req = RangeRequest {
+        key: Bytes::from(key.clone()),
+        range_end: Bytes::from(end.clone()),
+        revision: rev,
+        ..Default::default()
+    };
     let got = view.range(&req);
     if rev > current {
         assert_eq!(got, Err(StoreError::FutureRevision));
@@ -130,7 +146,17 @@ fn check_read(view: &ReadView<RocksEngine>, model: &Model, k: u8, e: u8, r: u8) 
     let got: Vec<(Vec<u8>, Live)> = got
         .kvs
         .into_iter()
-        .map(|kv| (kv.key.to_vec(), (kv.value.to_vec(), kv.create_revision, kv.mod_revision, kv.version)))
+        .map(|kv| {
+            (
+                kv.key.to_vec(),
+                (
+                    kv.value.to_vec(),
+                    kv.create_revision,
+                    kv.mod_revision,
+                    kv.version,
+                ),
+            )
+        })
         .collect();
     assert_eq!(got, want, "range {key:?}..{end:?} at {rev}");
 }

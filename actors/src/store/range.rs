@@ -55,19 +55,30 @@ pub fn plan_range(index: &Index, req: &RangeRequest, at_rev: i64) -> RangePlan {
         0
     } else {
         // One more than asked, to learn whether there is more.
-        usize::try_from(req.limit).unwrap_or(usize::MAX - 1).saturating_add(1)
+        usize::try_from(req.limit)
+            .unwrap_or(usize::MAX - 1)
+            .saturating_add(1)
     };
     let mut revisions = Vec::new();
     let count = if req.count_only {
         index.range(&req.key, &req.range_end, at_rev, 0, |_, _| {})
     } else {
-        index.range(&req.key, &req.range_end, at_rev, limit, |_, at| revisions.push(at.mod_revision))
+        index.range(&req.key, &req.range_end, at_rev, limit, |_, at| {
+            revisions.push(at.mod_revision)
+        })
     };
-    RangePlan { revisions, count: count as i64, at_rev }
+    RangePlan {
+        revisions,
+        count: count as i64,
+        at_rev,
+    }
 }
 
 /// Fetches the values a plan names; a value gone missing means a compaction overtook the read.
-pub fn load_values(source: &impl ValueSource, plan: &RangePlan) -> Result<Vec<KeyValue>, StoreError> {
+pub fn load_values(
+    source: &impl ValueSource,
+    plan: &RangePlan,
+) -> Result<Vec<KeyValue>, StoreError> {
     let loaded = source.load(&plan.revisions)?;
     loaded
         .into_iter()
@@ -76,7 +87,12 @@ pub fn load_values(source: &impl ValueSource, plan: &RangePlan) -> Result<Vec<Ke
 }
 
 /// The filter, sort and limit pass of etcd's `executeRange`, then the response.
-pub fn finish_range(req: &RangeRequest, mut kvs: Vec<KeyValue>, count: i64, header_rev: i64) -> RangeResponse {
+pub fn finish_range(
+    req: &RangeRequest,
+    mut kvs: Vec<KeyValue>,
+    count: i64,
+    header_rev: i64,
+) -> RangeResponse {
     if req.max_mod_revision != 0 {
         kvs.retain(|kv| kv.mod_revision <= req.max_mod_revision);
     }
@@ -94,7 +110,8 @@ pub fn finish_range(req: &RangeRequest, mut kvs: Vec<KeyValue>, count: i64, head
     if req.sort_target != 0 && order == 0 {
         order = 1;
     }
-    if order != 0 {
+    // Only ASCEND and DESCEND sort; etcd leaves any other order value unsorted.
+    if order == 1 || order == 2 {
         let by = |a: &KeyValue, b: &KeyValue| match req.sort_target {
             1 => a.version.cmp(&b.version),
             2 => a.create_revision.cmp(&b.create_revision),
@@ -119,7 +136,10 @@ pub fn finish_range(req: &RangeRequest, mut kvs: Vec<KeyValue>, count: i64, head
         }
     }
     RangeResponse {
-        header: Some(ResponseHeader { revision: header_rev, ..Default::default() }),
+        header: Some(ResponseHeader {
+            revision: header_rev,
+            ..Default::default()
+        }),
         kvs,
         more,
         count,
@@ -190,5 +210,9 @@ fn compare_one(cmp: &Compare, kv: &KeyValue) -> bool {
 
 /// The range a compare reads: all of it, at `at_rev`.
 pub fn compare_range(cmp: &Compare) -> RangeRequest {
-    RangeRequest { key: cmp.key.clone(), range_end: cmp.range_end.clone(), ..Default::default() }
+    RangeRequest {
+        key: cmp.key.clone(),
+        range_end: cmp.range_end.clone(),
+        ..Default::default()
+    }
 }

@@ -8,7 +8,7 @@ use rocksdb::{
     WriteOptions, DB,
 };
 
-use super::engine::{Engine, Family, WriteOp, WriteSet};
+use super::engine::{Engine, Family, ScanVisitor, WriteOp, WriteSet};
 use super::error::StoreError;
 
 const HISTORY_CF: &str = "history";
@@ -94,7 +94,11 @@ impl Engine for RocksEngine {
         Ok(())
     }
 
-    fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    fn get_many(
+        &self,
+        family: Family,
+        keys: &[Vec<u8>],
+    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let cf = self.cf(family)?;
         self.db
             .multi_get_cf(keys.iter().map(|k| (cf, k.as_slice())))
@@ -111,7 +115,7 @@ impl Engine for RocksEngine {
         &self,
         family: Family,
         from: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+        visit: &mut ScanVisitor<'_>,
     ) -> Result<(), StoreError> {
         let iter = self.db.iterator_cf(
             self.cf(family)?,

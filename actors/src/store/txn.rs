@@ -66,34 +66,48 @@ fn branch(txn: &TxnRequest, succeeded: bool) -> &[RequestOp] {
 
 /// True when no branch of `txn` (nested ones included) writes: such a txn is served by readers.
 pub fn is_read_only(txn: &TxnRequest) -> bool {
-    txn.success.iter().chain(&txn.failure).all(|op| match &op.request {
-        Some(request_op::Request::RequestRange(_)) => true,
-        Some(request_op::Request::RequestTxn(inner)) => is_read_only(inner),
-        _ => false,
-    })
+    txn.success
+        .iter()
+        .chain(&txn.failure)
+        .all(|op| match &op.request {
+            Some(request_op::Request::RequestRange(_)) => true,
+            Some(request_op::Request::RequestTxn(inner)) => is_read_only(inner),
+            _ => false,
+        })
 }
 
 /// Runs a read-only txn on `view`.
 pub fn run_read_only(view: &impl View, txn: &TxnRequest) -> Result<TxnResponse, StoreError> {
     let decision = decide(view, txn)?;
     let mut resp = read_only_branch(view, txn, &decision)?;
-    resp.header = Some(ResponseHeader { revision: view.current(), ..Default::default() });
+    resp.header = Some(ResponseHeader {
+        revision: view.current(),
+        ..Default::default()
+    });
     Ok(resp)
 }
 
-fn read_only_branch(view: &impl View, txn: &TxnRequest, decision: &Decision) -> Result<TxnResponse, StoreError> {
+fn read_only_branch(
+    view: &impl View,
+    txn: &TxnRequest,
+    decision: &Decision,
+) -> Result<TxnResponse, StoreError> {
     let mut nested = decision.nested.iter();
     let mut responses = Vec::new();
     for op in branch(txn, decision.succeeded) {
         let response = match &op.request {
-            Some(request_op::Request::RequestRange(r)) => response_op::Response::ResponseRange(view.range(r)?),
+            Some(request_op::Request::RequestRange(r)) => {
+                response_op::Response::ResponseRange(view.range(r)?)
+            }
             Some(request_op::Request::RequestTxn(inner)) => {
                 let d = nested.next().ok_or(StoreError::KeyNotFound)?;
                 response_op::Response::ResponseTxn(read_only_branch(view, inner, d)?)
             }
             _ => return Err(StoreError::KeyNotFound),
         };
-        responses.push(ResponseOp { response: Some(response) });
+        responses.push(ResponseOp {
+            response: Some(response),
+        });
     }
     Ok(TxnResponse {
         header: Some(ResponseHeader::default()),
@@ -136,7 +150,11 @@ struct OverlaySource<'b, E: Engine> {
 
 impl<E: Engine> ValueSource for OverlaySource<'_, E> {
     fn load(&self, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
-        let missing: Vec<Revision> = revisions.iter().filter(|r| !self.overlay.contains_key(r)).copied().collect();
+        let missing: Vec<Revision> = revisions
+            .iter()
+            .filter(|r| !self.overlay.contains_key(r))
+            .copied()
+            .collect();
         let mut stored = load_from_engine(self.engine, &missing)?.into_iter();
         Ok(revisions
             .iter()
@@ -149,11 +167,17 @@ impl<E: Engine> ValueSource for OverlaySource<'_, E> {
 }
 
 /// Fetches history records by revision from the engine.
-pub fn load_from_engine(engine: &impl Engine, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
+pub fn load_from_engine(
+    engine: &impl Engine,
+    revisions: &[Revision],
+) -> Result<Vec<Option<KeyValue>>, StoreError> {
     if revisions.is_empty() {
         return Ok(Vec::new());
     }
-    let keys: Vec<Vec<u8>> = revisions.iter().map(|r| r.to_key_bytes().to_vec()).collect();
+    let keys: Vec<Vec<u8>> = revisions
+        .iter()
+        .map(|r| r.to_key_bytes().to_vec())
+        .collect();
     engine
         .get_many(Family::History, &keys)?
         .into_iter()
@@ -189,18 +213,27 @@ impl<E: Engine> TxnCtx<'_, E> {
     }
 
     fn source(&self) -> OverlaySource<'_, E> {
-        OverlaySource { overlay: &self.batch.overlay, engine: self.engine }
+        OverlaySource {
+            overlay: &self.batch.overlay,
+            engine: self.engine,
+        }
     }
 
     fn next_revision(&mut self) -> Result<Revision, StoreError> {
-        let rev = Revision { main: self.begin + 1, sub: self.changes };
+        let rev = Revision {
+            main: self.begin + 1,
+            sub: self.changes,
+        };
         rev.pack(false).map_err(|_| StoreError::TooManyChanges)?;
         self.changes += 1;
         Ok(rev)
     }
 
     fn live(&self, key: &[u8]) -> Result<Option<KeyValue>, StoreError> {
-        let req = RangeRequest { key: Bytes::copy_from_slice(key), ..Default::default() };
+        let req = RangeRequest {
+            key: Bytes::copy_from_slice(key),
+            ..Default::default()
+        };
         Ok(View::range(self, &req)?.kvs.into_iter().next())
     }
 
@@ -254,11 +287,21 @@ impl<E: Engine> TxnCtx<'_, E> {
             Some(at) => (at.create_revision.main, at.version + 1),
             None => (rev.main, 1),
         };
-        let kv = KeyValue { key: req.key.clone(), create_revision, mod_revision: rev.main, version, value, lease };
+        let kv = KeyValue {
+            key: req.key.clone(),
+            create_revision,
+            mod_revision: rev.main,
+            version,
+            value,
+            lease,
+        };
         self.record(rev, false, kv);
         self.index.put(&req.key, rev);
         Ok(PutResponse {
-            header: Some(ResponseHeader { revision: rev.main, ..Default::default() }),
+            header: Some(ResponseHeader {
+                revision: rev.main,
+                ..Default::default()
+            }),
             prev_kv: if req.prev_kv { prev } else { None },
         })
     }
@@ -268,38 +311,58 @@ impl<E: Engine> TxnCtx<'_, E> {
         let at = self.read_rev();
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut revisions = Vec::new();
-        self.index.range(&req.key, &req.range_end, at, 0, |key, found| {
-            keys.push(key.to_vec());
-            revisions.push(found.mod_revision);
-        });
+        self.index
+            .range(&req.key, &req.range_end, at, 0, |key, found| {
+                keys.push(key.to_vec());
+                revisions.push(found.mod_revision);
+            });
         let prev_kvs = if req.prev_kv {
-            self.source().load(&revisions)?.into_iter().map(|kv| kv.ok_or(StoreError::Compacted)).collect::<Result<Vec<_>, _>>()?
+            self.source()
+                .load(&revisions)?
+                .into_iter()
+                .map(|kv| kv.ok_or(StoreError::Compacted))
+                .collect::<Result<Vec<_>, _>>()?
         } else {
             Vec::new()
         };
         for key in &keys {
             let rev = self.next_revision()?;
-            let kv = KeyValue { key: Bytes::copy_from_slice(key), mod_revision: rev.main, ..Default::default() };
+            let kv = KeyValue {
+                key: Bytes::copy_from_slice(key),
+                mod_revision: rev.main,
+                ..Default::default()
+            };
             self.record(rev, true, kv);
             self.index
                 .tombstone(key, rev)
                 .map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
         }
         Ok(DeleteRangeResponse {
-            header: Some(ResponseHeader { revision: self.read_rev(), ..Default::default() }),
+            header: Some(ResponseHeader {
+                revision: self.read_rev(),
+                ..Default::default()
+            }),
             deleted: keys.len() as i64,
             prev_kvs,
         })
     }
 
     /// Applies the taken path of a txn whose compares were decided up front.
-    pub fn txn(&mut self, txn: &TxnRequest, decision: &Decision) -> Result<TxnResponse, StoreError> {
+    pub fn txn(
+        &mut self,
+        txn: &TxnRequest,
+        decision: &Decision,
+    ) -> Result<TxnResponse, StoreError> {
         let mut nested = decision.nested.iter();
         let mut responses = Vec::new();
         for op in branch(txn, decision.succeeded) {
             let response = match &op.request {
-                Some(request_op::Request::RequestRange(r)) => response_op::Response::ResponseRange(View::range(self, r)?),
-                Some(request_op::Request::RequestPut(p)) => response_op::Response::ResponsePut(self.put(p)?),
+                Some(request_op::Request::RequestRange(r)) => {
+                    response_op::Response::ResponseRange(View::range(self, r)?)
+                }
+                Some(request_op::Request::RequestPut(p)) => {
+                    response_op::Response::ResponsePut(self.put(p)?)
+                }
                 Some(request_op::Request::RequestDeleteRange(d)) => {
                     response_op::Response::ResponseDeleteRange(self.delete(d)?)
                 }
@@ -309,13 +372,23 @@ impl<E: Engine> TxnCtx<'_, E> {
                 }
                 None => return Err(StoreError::KeyNotFound),
             };
-            responses.push(ResponseOp { response: Some(response) });
+            responses.push(ResponseOp {
+                response: Some(response),
+            });
         }
-        Ok(TxnResponse { header: Some(ResponseHeader::default()), succeeded: decision.succeeded, responses })
+        Ok(TxnResponse {
+            header: Some(ResponseHeader::default()),
+            succeeded: decision.succeeded,
+            responses,
+        })
     }
 
     fn record(&mut self, rev: Revision, tombstone: bool, kv: KeyValue) {
-        self.batch.writes.put(Family::History, rev.to_key_bytes().to_vec(), encode_history_value(tombstone, &kv));
+        self.batch.writes.put(
+            Family::History,
+            rev.to_key_bytes().to_vec(),
+            encode_history_value(tombstone, &kv),
+        );
         self.batch.overlay.insert(rev, kv);
     }
 }

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every check and test, all in the release profile (one RocksDB build serves them all):
+# formatting, clippy, unit and property tests, and the integration tests against real
+# servers (actcd, Debian's etcd 3.4, etcdctl) on loopback ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh test
+cargo fmt --all -- --check
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
+cargo test --release --locked --workspace
