@@ -2,12 +2,7 @@
 //! compiler written in Rust, so building actcd needs no `protoc` binary.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = [
-        "etcd/rpc.proto",
-        "etcd/kv.proto",
-        "etcd/auth.proto",
-        "etcd/health.proto",
-    ];
+    let files = ["etcd/rpc.proto", "etcd/kv.proto", "etcd/auth.proto", "etcd/health.proto"];
     let descriptors = protox::compile(files, ["etcd"])?;
     tonic_prost_build::configure()
         // Keys and values are shared between the index, responses and watch events without copies.

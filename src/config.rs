@@ -24,19 +24,11 @@ pub struct Config {
     pub data_dir: PathBuf,
 
     /// URLs to listen on for client traffic (comma-separated, http only).
-    #[arg(
-        long = "listen-client-urls",
-        default_value = "http://127.0.0.1:2379",
-        value_delimiter = ','
-    )]
+    #[arg(long = "listen-client-urls", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     pub listen_client_urls: Vec<String>,
 
     /// This member's client URLs to advertise to the rest of the cluster.
-    #[arg(
-        long = "advertise-client-urls",
-        default_value = "http://127.0.0.1:2379",
-        value_delimiter = ','
-    )]
+    #[arg(long = "advertise-client-urls", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     pub advertise_client_urls: Vec<String>,
 
     /// URLs to serve /health and /version on (comma-separated, http only); none by default.
@@ -86,9 +78,7 @@ pub fn listen_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<SocketAdd
     let mut addrs = Vec::new();
     for url in urls {
         let Some(host_port) = url.strip_prefix("http://") else {
-            bail!(
-                "--{flag}: {url:?} is not an http:// URL (TLS and unix sockets are not supported)"
-            );
+            bail!("--{flag}: {url:?} is not an http:// URL (TLS and unix sockets are not supported)");
         };
         let host_port = host_port.trim_end_matches('/');
         let addr = host_port

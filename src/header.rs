@@ -24,11 +24,7 @@ impl Identity {
         }
         let member_id = fnv1a(seed.as_bytes()).max(1);
         let cluster_id = fnv1a(&member_id.to_be_bytes()).max(1);
-        Self {
-            cluster_id,
-            member_id,
-            raft_term: 1,
-        }
+        Self { cluster_id, member_id, raft_term: 1 }
     }
 
     /// Fills the identity into a header, keeping its revision (and creating it if absent).
@@ -41,17 +37,12 @@ impl Identity {
 
     /// A header at `revision`.
     pub fn header(&self, revision: i64) -> Option<ResponseHeader> {
-        let mut h = Some(ResponseHeader {
-            revision,
-            ..Default::default()
-        });
+        let mut h = Some(ResponseHeader { revision, ..Default::default() });
         self.fill(&mut h);
         h
     }
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }

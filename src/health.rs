@@ -28,8 +28,6 @@ impl Health for HealthService {
         if !SERVICES.contains(&request.get_ref().service.as_str()) {
             return Err(Status::not_found("unknown service"));
         }
-        Ok(Response::new(HealthCheckResponse {
-            status: ServingStatus::Serving as i32,
-        }))
+        Ok(Response::new(HealthCheckResponse { status: ServingStatus::Serving as i32 }))
     }
 }

@@ -16,10 +16,7 @@ use crate::maintenance::SERVER_VERSION;
 
 /// Serves until the listener fails.
 pub async fn serve(listener: TcpListener, store: StoreHandle) {
-    let app = Router::new()
-        .route("/health", get(health))
-        .route("/version", get(version))
-        .with_state(store);
+    let app = Router::new().route("/health", get(health)).route("/version", get(version)).with_state(store);
     if let Err(err) = axum::serve(listener, app).await {
         tracing::error!(%err, "health endpoint stopped");
     }
@@ -31,28 +28,16 @@ fn json(status: StatusCode, body: String) -> impl IntoResponse {
 
 /// Healthy when a read of the `health` key succeeds, as etcd's check does.
 async fn health(State(store): State<StoreHandle>) -> impl IntoResponse {
-    let probe = RangeRequest {
-        key: Bytes::from_static(b"health"),
-        ..Default::default()
-    };
+    let probe = RangeRequest { key: Bytes::from_static(b"health"), ..Default::default() };
     match store.view.range(&probe) {
-        Ok(_) => json(
-            StatusCode::OK,
-            r#"{"health":"true","reason":""}"#.to_string(),
-        ),
+        Ok(_) => json(StatusCode::OK, r#"{"health":"true","reason":""}"#.to_string()),
         Err(err) => json(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                r#"{{"health":"false","reason":"RANGE ERROR:{}"}}"#,
-                err.to_string().replace('"', "'")
-            ),
+            format!(r#"{{"health":"false","reason":"RANGE ERROR:{}"}}"#, err.to_string().replace('"', "'")),
         ),
     }
 }
 
 async fn version() -> impl IntoResponse {
-    json(
-        StatusCode::OK,
-        format!(r#"{{"etcdserver":"{SERVER_VERSION}","etcdcluster":"{SERVER_VERSION}"}}"#),
-    )
+    json(StatusCode::OK, format!(r#"{{"etcdserver":"{SERVER_VERSION}","etcdcluster":"{SERVER_VERSION}"}}"#))
 }

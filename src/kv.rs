@@ -6,14 +6,12 @@ use prost::Message;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
-use actcd_actors::store::{
-    txn, validate, Command, CommandResponse, ReadView, RocksEngine, StoreError,
-};
+use actcd_actors::store::{txn, validate, Command, CommandResponse, ReadView, RocksEngine, StoreError};
 use actcd_actors::store_actor::{StoreActor, Write};
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
-    PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
+    RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
 
 use crate::header::Identity;
@@ -70,22 +68,13 @@ impl KvService {
 }
 
 fn unexpected(resp: CommandResponse) -> Status {
-    Status::internal(format!(
-        "writer answered with the wrong response kind: {resp:?}"
-    ))
+    Status::internal(format!("writer answered with the wrong response kind: {resp:?}"))
 }
 
 #[tonic::async_trait]
 impl Kv for KvService {
-    async fn range(
-        &self,
-        request: Request<RangeRequest>,
-    ) -> Result<Response<RangeResponse>, Status> {
-        let mut resp = self
-            .store
-            .view
-            .range(request.get_ref())
-            .map_err(to_status)?;
+    async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        let mut resp = self.store.view.range(request.get_ref()).map_err(to_status)?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
     }
@@ -123,11 +112,7 @@ impl Kv for KvService {
         let req = request.into_inner();
         validate::check_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
         if txn::is_read_only(&req) {
-            let mut resp = self
-                .store
-                .view
-                .read_only_txn(&req, self.store.max_txn_ops)
-                .map_err(to_status)?;
+            let mut resp = self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
             self.store.identity.fill(&mut resp.header);
             return Ok(Response::new(resp));
         }

@@ -6,8 +6,8 @@ use tonic::{Request, Response, Status};
 use actcd_proto::etcdserverpb::cluster_server::Cluster;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
-    alarm_request::AlarmAction, AlarmRequest, AlarmResponse, Member, MemberListRequest,
-    MemberListResponse, StatusRequest, StatusResponse,
+    alarm_request::AlarmAction, AlarmRequest, AlarmResponse, Member, MemberListRequest, MemberListResponse,
+    StatusRequest, StatusResponse,
 };
 
 use crate::kv::StoreHandle;
@@ -28,18 +28,8 @@ pub struct MaintenanceService {
 
 impl MaintenanceService {
     /// Services for the member `name` advertising `client_urls`.
-    pub fn new(
-        store: StoreHandle,
-        name: String,
-        client_urls: Vec<String>,
-        quota_bytes: u64,
-    ) -> Self {
-        Self {
-            store,
-            name,
-            client_urls,
-            quota_bytes,
-        }
+    pub fn new(store: StoreHandle, name: String, client_urls: Vec<String>, quota_bytes: u64) -> Self {
+        Self { store, name, client_urls, quota_bytes }
     }
 
     fn member(&self) -> Member {
@@ -55,18 +45,13 @@ impl MaintenanceService {
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
-    async fn alarm(
-        &self,
-        request: Request<AlarmRequest>,
-    ) -> Result<Response<AlarmResponse>, Status> {
+    async fn alarm(&self, request: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
         match AlarmAction::try_from(request.get_ref().action) {
             Ok(AlarmAction::Get) => Ok(Response::new(AlarmResponse {
                 header: self.store.identity.header(self.store.view.revision()),
                 alarms: Vec::new(),
             })),
-            _ => Err(Status::unimplemented(
-                "actcd: raising and clearing alarms is not supported yet",
-            )),
+            _ => Err(Status::unimplemented("actcd: raising and clearing alarms is not supported yet")),
         }
     }
 

@@ -13,8 +13,8 @@ use tonic::transport::Server;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::store_actor::StoreActor;
 use actcd_proto::etcdserverpb::{
-    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
-    lease_server::LeaseServer, maintenance_server::MaintenanceServer, watch_server::WatchServer,
+    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
+    maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
 use actcd_proto::health::health_server::HealthServer;
 
@@ -42,10 +42,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
         .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
-    let store_config = StoreConfig {
-        max_txn_ops: config.max_txn_ops,
-        quota_bytes: config.quota_bytes(),
-    };
+    let store_config = StoreConfig { max_txn_ops: config.max_txn_ops, quota_bytes: config.quota_bytes() };
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
@@ -60,7 +57,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         // The writer's fsyncs block its thread; a dedicated arbiter keeps them off the gRPC workers.
         let store_arbiter = Arbiter::new();
         let writer =
-            StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core));
+            StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core, None));
         let store = StoreHandle {
             view,
             writer,
@@ -80,16 +77,12 @@ async fn serve(
 ) -> anyhow::Result<()> {
     let mut listeners = Vec::new();
     for addr in &client_addrs {
-        let listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
+        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
         tracing::info!(%addr, "serving client traffic");
         listeners.push(listener);
     }
     for addr in &metrics_addrs {
-        let listener = TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("cannot listen on {addr}"))?;
+        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
         tracing::info!(%addr, "serving /health and /version");
         tokio::spawn(http::serve(listener, store.clone()));
     }
@@ -115,10 +108,9 @@ async fn serve(
     }
     let _ = shutdown_tx.send(true);
     // In-flight requests get a moment to finish; acknowledged writes are already durable.
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        while servers.join_next().await.is_some() {}
-    })
-    .await;
+    let _ =
+        tokio::time::timeout(Duration::from_secs(5), async { while servers.join_next().await.is_some() {} })
+            .await;
     actix::System::current().stop();
     Ok(())
 }
@@ -135,9 +127,7 @@ fn grpc_router(config: &Config, store: StoreHandle) -> tonic::transport::server:
     };
     Server::builder()
         .tcp_nodelay(true)
-        .add_service(
-            KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message),
-        )
+        .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
         .add_service(WatchServer::new(NotYetBuilt).max_decoding_message_size(max_message))
         .add_service(LeaseServer::new(NotYetBuilt).max_decoding_message_size(max_message))
         .add_service(ClusterServer::new(maintenance()).max_decoding_message_size(max_message))

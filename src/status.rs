@@ -12,31 +12,18 @@ pub fn to_status(err: StoreError) -> Status {
         StoreError::ValueProvided => (Code::InvalidArgument, "etcdserver: value is provided"),
         StoreError::LeaseProvided => (Code::InvalidArgument, "etcdserver: lease is provided"),
         StoreError::KeyNotFound => (Code::InvalidArgument, "etcdserver: key not found"),
-        StoreError::TooManyOps => (
-            Code::InvalidArgument,
-            "etcdserver: too many operations in txn request",
-        ),
-        StoreError::DuplicateKey => (
-            Code::InvalidArgument,
-            "etcdserver: duplicate key given in txn request",
-        ),
+        StoreError::TooManyOps => (Code::InvalidArgument, "etcdserver: too many operations in txn request"),
+        StoreError::DuplicateKey => (Code::InvalidArgument, "etcdserver: duplicate key given in txn request"),
         // A request whose changes do not fit one revision is too large by another measure.
         StoreError::RequestTooLarge | StoreError::TooManyChanges => {
             (Code::InvalidArgument, "etcdserver: request is too large")
         }
-        StoreError::Compacted => (
-            Code::OutOfRange,
-            "etcdserver: mvcc: required revision has been compacted",
-        ),
-        StoreError::FutureRevision => (
-            Code::OutOfRange,
-            "etcdserver: mvcc: required revision is a future revision",
-        ),
+        StoreError::Compacted => (Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted"),
+        StoreError::FutureRevision => {
+            (Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision")
+        }
         StoreError::LeaseNotFound => (Code::NotFound, "etcdserver: requested lease not found"),
-        StoreError::NoSpace => (
-            Code::ResourceExhausted,
-            "etcdserver: mvcc: database space exceeded",
-        ),
+        StoreError::NoSpace => (Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
         StoreError::Stopped(_) => (Code::Unavailable, "etcdserver: server stopped"),
         // etcd answers errors it has no name for with codes.Unknown and the error's own text.
         StoreError::Storage(_) | StoreError::Corrupt(_) => {

@@ -10,7 +10,11 @@ use actix::{Actor, AsyncContext, Context, Handler, Message};
 use tokio::sync::oneshot;
 
 use crate::store::engine::Engine;
-use crate::store::{Batch, Command, CommandResponse, StoreCore, StoreError};
+use std::sync::Arc;
+
+use actix::Recipient;
+
+use crate::store::{Batch, Command, CommandResponse, CommittedEvents, StoreCore, StoreError};
 
 /// Mailbox capacity. A full mailbox parks each sender until there is room (actix gives every
 /// sender one slot beyond it), so a burst of writers waits instead of growing memory; the
@@ -53,10 +57,7 @@ pub struct FlushOutcome {
 impl<E: Engine> GroupCommit<E> {
     /// Wraps an opened store.
     pub fn new(core: StoreCore<E>) -> Self {
-        Self {
-            core,
-            queue: Vec::new(),
-        }
+        Self { core, queue: Vec::new() }
     }
 
     /// The store.
@@ -71,43 +72,44 @@ impl<E: Engine> GroupCommit<E> {
     }
 
     /// Applies every queued write into one batch, commits it, then answers each write: with
-    /// its result if the commit succeeded, with the commit's error otherwise.
-    pub fn flush(&mut self) -> FlushOutcome {
+    /// its result if the commit succeeded, with the commit's error otherwise. Returns what it
+    /// did and, if it committed, the batch's events.
+    pub fn flush(&mut self) -> (FlushOutcome, Option<CommittedEvents>) {
         let writes = std::mem::take(&mut self.queue);
         let mut batch = Batch::default();
-        let results: Vec<_> = writes
-            .iter()
-            .map(|w| self.core.apply(&w.command, &mut batch))
-            .collect();
+        let results: Vec<_> = writes.iter().map(|w| self.core.apply(&w.command, &mut batch)).collect();
         let commands = writes.len();
         let committed = self.core.commit(batch);
-        let outcome = FlushOutcome {
-            commands,
-            committed: committed.is_ok(),
-        };
+        let outcome = FlushOutcome { commands, committed: committed.is_ok() };
         for (write, result) in writes.into_iter().zip(results) {
             let answer = match &committed {
-                Ok(()) => result,
+                Ok(_) => result,
                 Err(err) => Err(err.clone()),
             };
             // A client that went away no longer wants its answer; its write stands.
             let _ = write.reply.send(answer);
         }
-        outcome
+        (outcome, committed.ok())
     }
 }
+
+/// The events of one committed batch, published to the watch tree after the fsync. Shared,
+/// not copied: every subscriber gets the same `Arc`.
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+pub struct Committed(pub Arc<CommittedEvents>);
 
 /// The single writer, on its own arbiter thread so that its fsyncs block nothing else.
 pub struct StoreActor<E: Engine> {
     group: GroupCommit<E>,
+    /// Where committed events go (the watch root).
+    subscriber: Option<Recipient<Committed>>,
 }
 
 impl<E: Engine> StoreActor<E> {
-    /// Wraps an opened store.
-    pub fn new(core: StoreCore<E>) -> Self {
-        Self {
-            group: GroupCommit::new(core),
-        }
+    /// Wraps an opened store; committed events go to `subscriber`.
+    pub fn new(core: StoreCore<E>, subscriber: Option<Recipient<Committed>>) -> Self {
+        Self { group: GroupCommit::new(core), subscriber }
     }
 }
 
@@ -133,12 +135,20 @@ impl<E: Engine + Unpin> Handler<Flush> for StoreActor<E> {
     type Result = ();
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
-        let outcome = self.group.flush();
+        let (outcome, committed) = self.group.flush();
         if !outcome.committed {
-            tracing::error!(
-                commands = outcome.commands,
-                "commit failed; the store takes no more writes"
-            );
+            tracing::error!(commands = outcome.commands, "commit failed; the store takes no more writes");
+        }
+        let (Some(subscriber), Some(events)) = (&self.subscriber, committed) else {
+            return;
+        };
+        if events.revision == events.prev_revision {
+            return;
+        }
+        // Never blocks the writer: when the subscriber's mailbox is full the batch is dropped
+        // here, and the watch tree notices the gap in revisions and reads it from storage.
+        if let Err(err) = subscriber.try_send(Committed(Arc::new(events))) {
+            tracing::debug!(%err, "watch root is behind; it will catch up from storage");
         }
     }
 }
@@ -151,51 +161,34 @@ mod tests {
 
     use crate::store::{RocksEngine, StoreConfig};
 
-    fn put(
-        key: &'static str,
-    ) -> (
-        Write,
-        oneshot::Receiver<Result<CommandResponse, StoreError>>,
-    ) {
+    fn put(key: &'static str) -> (Write, oneshot::Receiver<Result<CommandResponse, StoreError>>) {
         let (reply, answer) = oneshot::channel();
-        let command = Command::Put(PutRequest {
-            key: Bytes::from_static(key.as_bytes()),
-            ..Default::default()
-        });
+        let command =
+            Command::Put(PutRequest { key: Bytes::from_static(key.as_bytes()), ..Default::default() });
         (Write { command, reply }, answer)
     }
 
     #[test]
     fn a_flush_commits_all_queued_writes_at_once_and_answers_after() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let core = StoreCore::open(
-            RocksEngine::open(dir.path()).expect("engine"),
-            StoreConfig::default(),
-        )
-        .expect("store");
+        let core = StoreCore::open(RocksEngine::open(dir.path()).expect("engine"), StoreConfig::default())
+            .expect("store");
         let view = core.read_view();
         let mut group = GroupCommit::new(core);
 
         let mut answers = Vec::new();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             let (write, mut answer) = put(key);
-            assert_eq!(
-                group.push(write),
-                i == 0,
-                "only the first write of a batch schedules a flush"
-            );
+            assert_eq!(group.push(write), i == 0, "only the first write of a batch schedules a flush");
             assert!(answer.try_recv().is_err(), "no answer before the commit");
             answers.push(answer);
         }
         assert_eq!(view.revision(), 1, "nothing visible before the commit");
 
-        assert_eq!(
-            group.flush(),
-            FlushOutcome {
-                commands: 3,
-                committed: true
-            }
-        );
+        let (outcome, events) = group.flush();
+        assert_eq!(outcome, FlushOutcome { commands: 3, committed: true });
+        let events = events.expect("events");
+        assert_eq!((events.prev_revision, events.revision, events.events.len()), (1, 4, 3));
         let revisions: Vec<i64> = answers
             .into_iter()
             .map(|mut a| match a.try_recv() {
@@ -217,17 +210,8 @@ mod tests {
         let (good, mut good_answer) = put("d");
         group.push(bad);
         group.push(good);
-        assert_eq!(
-            group.flush(),
-            FlushOutcome {
-                commands: 2,
-                committed: true
-            }
-        );
-        assert!(matches!(
-            bad_answer.try_recv(),
-            Ok(Err(StoreError::EmptyKey))
-        ));
+        assert_eq!(group.flush().0, FlushOutcome { commands: 2, committed: true });
+        assert!(matches!(bad_answer.try_recv(), Ok(Err(StoreError::EmptyKey))));
         assert!(matches!(good_answer.try_recv(), Ok(Ok(_))));
         assert_eq!(view.revision(), 5);
     }

@@ -7,12 +7,7 @@
 //! - [`health`]: the standard `grpc.health.v1` service, which etcd registers too.
 //!
 //! Field names and numbers are etcd's, so any etcd client talks to a server built on these types.
-#![allow(
-    missing_docs,
-    clippy::unwrap_used,
-    clippy::doc_lazy_continuation,
-    clippy::large_enum_variant
-)]
+#![allow(missing_docs, clippy::unwrap_used, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
 
 /// etcd's `mvccpb` package.
 pub mod mvccpb {

@@ -6,34 +6,20 @@ use actcd::config::{listen_addrs, Config};
 use clap::Parser;
 
 fn actcd(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = Command::new(env!("CARGO_BIN_EXE_actcd")).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 #[test]
 fn flag_defaults_match_etcd() {
     let c = Config::parse_from(["actcd"]);
-    assert_eq!(
-        (c.max_txn_ops, c.max_request_bytes, c.quota_bytes()),
-        (128, 1_572_864, 2 << 30)
-    );
+    assert_eq!((c.max_txn_ops, c.max_request_bytes, c.quota_bytes()), (128, 1_572_864, 2 << 30));
     assert_eq!(c.data_dir, std::path::PathBuf::from("default.actcd"));
     assert_eq!(c.listen_client_urls, ["http://127.0.0.1:2379"]);
     assert!(listen_addrs(&["https://127.0.0.1:2379".into()], "x").is_err());
     assert!(listen_addrs(&["127.0.0.1:2379".into()], "x").is_err());
     assert_eq!(
-        listen_addrs(
-            &["http://localhost:0".into(), "http://127.0.0.1:1".into()],
-            "x"
-        )
-        .unwrap()
-        .len(),
+        listen_addrs(&["http://localhost:0".into(), "http://127.0.0.1:1".into()], "x").unwrap().len(),
         2
     );
 }
@@ -50,12 +36,8 @@ fn bad_flags_and_data_dirs_fail_in_one_line() {
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("member"), b"some other program's data").unwrap();
-    let (code, err) = actcd(&[
-        "--data-dir",
-        dir.path().to_str().unwrap(),
-        "--listen-client-urls",
-        "http://127.0.0.1:0",
-    ]);
+    let (code, err) =
+        actcd(&["--data-dir", dir.path().to_str().unwrap(), "--listen-client-urls", "http://127.0.0.1:0"]);
     assert_ne!(code, 0);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("holds no actcd database"), "{err}");

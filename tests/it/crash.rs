@@ -60,33 +60,18 @@ async fn kill_9_under_load_loses_no_acknowledged_write() {
         let server = Server::actcd(dir.path(), &[]).await;
         checker = server.client().await;
         let acked = acked.lock().unwrap().clone();
-        assert!(
-            !acked.is_empty(),
-            "cycle {cycle}: the load acknowledged nothing"
-        );
-        let now = checker
-            .get("c", Some(GetOptions::new().with_prefix().with_count_only()))
-            .await
-            .unwrap();
+        assert!(!acked.is_empty(), "cycle {cycle}: the load acknowledged nothing");
+        let now = checker.get("c", Some(GetOptions::new().with_prefix().with_count_only())).await.unwrap();
         let current = now.header().unwrap().revision();
         let newest_acked = acked.iter().map(|a| a.2).max().unwrap_or(0);
         assert!(
             current >= newest_acked,
             "cycle {cycle}: revision went back from {newest_acked} to {current}"
         );
-        assert!(
-            newest_acked > last_revision,
-            "cycle {cycle}: revisions repeated"
-        );
+        assert!(newest_acked > last_revision, "cycle {cycle}: revisions repeated");
         for (key, value, rev) in &acked {
-            let got = checker
-                .get(key.as_str(), Some(GetOptions::new().with_revision(*rev)))
-                .await
-                .unwrap();
-            let kv = got
-                .kvs()
-                .first()
-                .unwrap_or_else(|| panic!("cycle {cycle}: acked {key}@{rev} is gone"));
+            let got = checker.get(key.as_str(), Some(GetOptions::new().with_revision(*rev))).await.unwrap();
+            let kv = got.kvs().first().unwrap_or_else(|| panic!("cycle {cycle}: acked {key}@{rev} is gone"));
             assert_eq!(
                 (kv.value(), kv.mod_revision()),
                 (value.as_bytes(), *rev),

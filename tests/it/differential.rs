@@ -7,8 +7,8 @@ use tonic::transport::Channel;
 
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::{
-    compare, request_op, CompactionRequest, Compare, DeleteRangeRequest, PutRequest, RangeRequest,
-    RequestOp, ResponseHeader, TxnRequest,
+    compare, request_op, CompactionRequest, Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp,
+    ResponseHeader, TxnRequest,
 };
 
 use crate::harness::Server;
@@ -64,18 +64,13 @@ async fn run(kv: &mut KvClient<Channel>, op: &Op) -> Outcome {
             strip(&mut resp.header);
             format!("{resp:?}")
         }),
-        Op::Compact(revision) => kv
-            .compact(CompactionRequest {
-                revision,
-                physical: true,
-            })
-            .await
-            .map_err(err)
-            .map(|resp| {
+        Op::Compact(revision) => {
+            kv.compact(CompactionRequest { revision, physical: true }).await.map_err(err).map(|resp| {
                 let mut resp = resp.into_inner();
                 strip(&mut resp.header);
                 format!("{resp:?}")
-            }),
+            })
+        }
     }
 }
 
@@ -103,11 +98,7 @@ async fn compare_servers(ops: &[Op]) {
         errors += usize::from(expected.is_err());
     }
     // A script that only errs (or never does) would prove little.
-    assert!(
-        errors > 0 && errors < ops.len(),
-        "{errors} of {} requests failed on etcd",
-        ops.len()
-    );
+    assert!(errors > 0 && errors < ops.len(), "{errors} of {} requests failed on etcd", ops.len());
     eprintln!(
         "differential: {} requests, {errors} of them errors, identical on etcd 3.4 and actcd",
         ops.len()
@@ -119,42 +110,28 @@ fn b(s: &str) -> Bytes {
 }
 
 fn range(key: &str, end: &str) -> RangeRequest {
-    RangeRequest {
-        key: b(key),
-        range_end: b(end),
-        ..Default::default()
-    }
+    RangeRequest { key: b(key), range_end: b(end), ..Default::default() }
 }
 
 fn put(key: &str, value: &str) -> PutRequest {
-    PutRequest {
-        key: b(key),
-        value: b(value),
-        ..Default::default()
-    }
+    PutRequest { key: b(key), value: b(value), ..Default::default() }
 }
 
 fn op_put(key: &str, value: &str) -> RequestOp {
-    RequestOp {
-        request: Some(request_op::Request::RequestPut(put(key, value))),
-    }
+    RequestOp { request: Some(request_op::Request::RequestPut(put(key, value))) }
 }
 
 fn op_range(key: &str, end: &str) -> RequestOp {
-    RequestOp {
-        request: Some(request_op::Request::RequestRange(range(key, end))),
-    }
+    RequestOp { request: Some(request_op::Request::RequestRange(range(key, end))) }
 }
 
 fn op_delete(key: &str, end: &str) -> RequestOp {
     RequestOp {
-        request: Some(request_op::Request::RequestDeleteRange(
-            DeleteRangeRequest {
-                key: b(key),
-                range_end: b(end),
-                prev_kv: true,
-            },
-        )),
+        request: Some(request_op::Request::RequestDeleteRange(DeleteRangeRequest {
+            key: b(key),
+            range_end: b(end),
+            prev_kv: true,
+        })),
     }
 }
 
@@ -180,10 +157,7 @@ fn scripted() -> Vec<Op> {
         Op::Range(range("a", "")),
         Op::Put(put("a", "1")),
         Op::Put(put("b", "2")),
-        Op::Put(PutRequest {
-            prev_kv: true,
-            ..put("a", "11")
-        }),
+        Op::Put(PutRequest { prev_kv: true, ..put("a", "11") }),
         Op::Put(put("a\u{7f}", "x")),
         Op::Put(put("c/1", "c1")),
         Op::Put(put("c/2", "c2")),
@@ -191,109 +165,34 @@ fn scripted() -> Vec<Op> {
         Op::Range(range("\0", "\0")),
         Op::Range(range("b", "\0")),
         Op::Range(range("c/", "c0")),
-        Op::Range(RangeRequest {
-            limit: 2,
-            ..range("\0", "\0")
-        }),
-        Op::Range(RangeRequest {
-            limit: 2,
-            count_only: true,
-            ..range("\0", "\0")
-        }),
-        Op::Range(RangeRequest {
-            keys_only: true,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            sort_order: 2,
-            limit: 2,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            sort_target: 4,
-            sort_order: 2,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            sort_target: 3,
-            limit: 3,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            min_mod_revision: 4,
-            max_mod_revision: 6,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            min_create_revision: 3,
-            limit: 1,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            revision: 3,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            revision: 100,
-            ..range("a", "z")
-        }),
-        Op::Range(RangeRequest {
-            sort_order: 5,
-            ..range("a", "")
-        }),
+        Op::Range(RangeRequest { limit: 2, ..range("\0", "\0") }),
+        Op::Range(RangeRequest { limit: 2, count_only: true, ..range("\0", "\0") }),
+        Op::Range(RangeRequest { keys_only: true, ..range("a", "z") }),
+        Op::Range(RangeRequest { sort_order: 2, limit: 2, ..range("a", "z") }),
+        Op::Range(RangeRequest { sort_target: 4, sort_order: 2, ..range("a", "z") }),
+        Op::Range(RangeRequest { sort_target: 3, limit: 3, ..range("a", "z") }),
+        Op::Range(RangeRequest { min_mod_revision: 4, max_mod_revision: 6, ..range("a", "z") }),
+        Op::Range(RangeRequest { min_create_revision: 3, limit: 1, ..range("a", "z") }),
+        Op::Range(RangeRequest { revision: 3, ..range("a", "z") }),
+        Op::Range(RangeRequest { revision: 100, ..range("a", "z") }),
+        Op::Range(RangeRequest { sort_order: 5, ..range("a", "") }),
         Op::Range(range("", "")),
         Op::Range(range("z", "a")),
         Op::Put(put("", "v")),
-        Op::Put(PutRequest {
-            ignore_value: true,
-            ..put("a", "")
-        }),
-        Op::Put(PutRequest {
-            ignore_value: true,
-            ..put("nokey", "")
-        }),
-        Op::Put(PutRequest {
-            ignore_value: true,
-            ..put("a", "v")
-        }),
-        Op::Put(PutRequest {
-            ignore_lease: true,
-            lease: 5,
-            ..put("a", "v")
-        }),
-        Op::Put(PutRequest {
-            ignore_lease: true,
-            ..put("a", "v")
-        }),
-        Op::Put(PutRequest {
-            lease: 12345,
-            ..put("a", "v")
-        }),
-        Op::Delete(DeleteRangeRequest {
-            key: b("nothing"),
-            range_end: Bytes::new(),
-            prev_kv: true,
-        }),
-        Op::Delete(DeleteRangeRequest {
-            key: b("c/"),
-            range_end: b("c0"),
-            prev_kv: true,
-        }),
-        Op::Delete(DeleteRangeRequest {
-            key: b(""),
-            range_end: Bytes::new(),
-            prev_kv: false,
-        }),
+        Op::Put(PutRequest { ignore_value: true, ..put("a", "") }),
+        Op::Put(PutRequest { ignore_value: true, ..put("nokey", "") }),
+        Op::Put(PutRequest { ignore_value: true, ..put("a", "v") }),
+        Op::Put(PutRequest { ignore_lease: true, lease: 5, ..put("a", "v") }),
+        Op::Put(PutRequest { ignore_lease: true, ..put("a", "v") }),
+        Op::Put(PutRequest { lease: 12345, ..put("a", "v") }),
+        Op::Delete(DeleteRangeRequest { key: b("nothing"), range_end: Bytes::new(), prev_kv: true }),
+        Op::Delete(DeleteRangeRequest { key: b("c/"), range_end: b("c0"), prev_kv: true }),
+        Op::Delete(DeleteRangeRequest { key: b(""), range_end: Bytes::new(), prev_kv: false }),
         Op::Put(put("c/1", "again")),
         Op::Range(range("c/1", "")),
         Op::Txn(TxnRequest {
             compare: vec![cmp("a", T::Value, R::Equal, U::Value(b("11")))],
-            success: vec![
-                op_put("t1", "x"),
-                op_range("t1", ""),
-                op_delete("b", ""),
-                op_range("\0", "\0"),
-            ],
+            success: vec![op_put("t1", "x"), op_range("t1", ""), op_delete("b", ""), op_range("\0", "\0")],
             failure: vec![op_range("a", "")],
         }),
         Op::Txn(TxnRequest {
@@ -319,10 +218,7 @@ fn scripted() -> Vec<Op> {
             failure: vec![],
         }),
         Op::Txn(TxnRequest {
-            compare: vec![Compare {
-                range_end: b("c0"),
-                ..cmp("c/", T::Version, R::Greater, U::Version(0))
-            }],
+            compare: vec![Compare { range_end: b("c0"), ..cmp("c/", T::Version, R::Greater, U::Version(0)) }],
             success: vec![op_range("c/", "c0")],
             failure: vec![op_put("c/none", "x")],
         }),
@@ -336,11 +232,7 @@ fn scripted() -> Vec<Op> {
             success: vec![op_delete("d", "f"), op_put("e", "1")],
             failure: vec![],
         }),
-        Op::Txn(TxnRequest {
-            compare: vec![],
-            success: vec![RequestOp { request: None }],
-            failure: vec![],
-        }),
+        Op::Txn(TxnRequest { compare: vec![], success: vec![RequestOp { request: None }], failure: vec![] }),
         Op::Txn(TxnRequest {
             compare: vec![],
             success: (0..129).map(|i| op_put(&format!("m{i}"), "v")).collect(),
@@ -372,14 +264,8 @@ fn scripted() -> Vec<Op> {
         Op::Txn(TxnRequest::default()),
         Op::Compact(1000),
         Op::Compact(5),
-        Op::Range(RangeRequest {
-            revision: 4,
-            ..range("a", "")
-        }),
-        Op::Range(RangeRequest {
-            revision: 5,
-            ..range("\0", "\0")
-        }),
+        Op::Range(RangeRequest { revision: 4, ..range("a", "") }),
+        Op::Range(RangeRequest { revision: 5, ..range("\0", "\0") }),
         Op::Compact(5),
         Op::Compact(4),
     ];
@@ -421,39 +307,19 @@ fn random_range(rng: &mut Rng, max_rev: i64) -> RangeRequest {
         1 => "\0".into(),
         _ => format!("k{}", rng.below(9)),
     };
-    let sort_target = if rng.below(3) == 0 {
-        rng.below(5) as i32
-    } else {
-        0
-    };
+    let sort_target = if rng.below(3) == 0 { rng.below(5) as i32 } else { 0 };
     RangeRequest {
         key: b(&key),
         range_end: b(&range_end),
         // With a sort on anything but the key, ties make etcd's cut arbitrary: no limit then.
-        limit: if sort_target == 0 {
-            rng.below(4) as i64
-        } else {
-            0
-        },
-        revision: if rng.below(3) == 0 {
-            rng.below(max_rev as u64 + 3) as i64
-        } else {
-            0
-        },
+        limit: if sort_target == 0 { rng.below(4) as i64 } else { 0 },
+        revision: if rng.below(3) == 0 { rng.below(max_rev as u64 + 3) as i64 } else { 0 },
         sort_order: rng.below(3) as i32,
         sort_target,
         keys_only: rng.below(5) == 0,
         count_only: rng.below(8) == 0,
-        min_mod_revision: if rng.below(6) == 0 {
-            rng.below(max_rev as u64 + 1) as i64
-        } else {
-            0
-        },
-        max_create_revision: if rng.below(6) == 0 {
-            rng.below(max_rev as u64 + 1) as i64
-        } else {
-            0
-        },
+        min_mod_revision: if rng.below(6) == 0 { rng.below(max_rev as u64 + 1) as i64 } else { 0 },
+        max_create_revision: if rng.below(6) == 0 { rng.below(max_rev as u64 + 1) as i64 } else { 0 },
         ..Default::default()
     }
 }
@@ -468,19 +334,12 @@ fn random_ops(seed: u64, count: usize) -> Vec<Op> {
         let op = match rng.below(10) {
             0..=2 => {
                 max_rev += 1;
-                Op::Put(PutRequest {
-                    prev_kv: rng.below(2) == 0,
-                    ..put(&rng.key(), &rng.value())
-                })
+                Op::Put(PutRequest { prev_kv: rng.below(2) == 0, ..put(&rng.key(), &rng.value()) })
             }
             3 => {
                 max_rev += 1;
                 let key = rng.key();
-                let end = if rng.below(2) == 0 {
-                    String::new()
-                } else {
-                    format!("k{}", rng.below(9))
-                };
+                let end = if rng.below(2) == 0 { String::new() } else { format!("k{}", rng.below(9)) };
                 Op::Delete(DeleteRangeRequest {
                     key: b(&key),
                     range_end: b(&end),
@@ -513,9 +372,7 @@ fn random_ops(seed: u64, count: usize) -> Vec<Op> {
                                 }
                             }
                             1 => RequestOp {
-                                request: Some(request_op::Request::RequestRange(random_range(
-                                    rng, max_rev,
-                                ))),
+                                request: Some(request_op::Request::RequestRange(random_range(rng, max_rev))),
                             },
                             _ => op_range(&rng.key(), ""),
                         })
@@ -523,11 +380,7 @@ fn random_ops(seed: u64, count: usize) -> Vec<Op> {
                 };
                 let success = branch(&mut rng);
                 let failure = branch(&mut rng);
-                Op::Txn(TxnRequest {
-                    compare: vec![cmp(&key, t, r, union)],
-                    success,
-                    failure,
-                })
+                Op::Txn(TxnRequest { compare: vec![cmp(&key, t, r, union)], success, failure })
             }
             _ => {
                 let back = rng.below(6) as i64;

@@ -18,12 +18,7 @@ fn etcdctl(server: &Server, args: &[&str], stdin: Option<&str>) -> (bool, String
         .spawn()
         .expect("etcdctl runs (apt-get install etcd-client)");
     if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
     }
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -42,19 +37,10 @@ async fn everyday_etcdctl_commands_work() {
     assert_eq!(etcdctl(&server, &["put", "foo", "bar"], None).1, "OK\n");
     assert_eq!(etcdctl(&server, &["put", "foo2", "baz"], None).1, "OK\n");
     assert_eq!(etcdctl(&server, &["get", "foo"], None).1, "foo\nbar\n");
-    assert_eq!(
-        etcdctl(&server, &["get", "foo", "--prefix", "--keys-only"], None).1,
-        "foo\n\nfoo2\n\n"
-    );
-    assert_eq!(
-        etcdctl(&server, &["get", "foo", "--rev", "2"], None).1,
-        "foo\nbar\n"
-    );
+    assert_eq!(etcdctl(&server, &["get", "foo", "--prefix", "--keys-only"], None).1, "foo\n\nfoo2\n\n");
+    assert_eq!(etcdctl(&server, &["get", "foo", "--rev", "2"], None).1, "foo\nbar\n");
     let json = etcdctl(&server, &["get", "foo", "-w", "json"], None).1;
-    assert!(
-        json.contains("\"revision\":3") && json.contains("\"version\":1"),
-        "{json}"
-    );
+    assert!(json.contains("\"revision\":3") && json.contains("\"version\":1"), "{json}");
 
     let txn = "value(\"foo\") = \"bar\"\n\nput foo changed\n\nget foo2\n\n";
     let (ok, out, err) = etcdctl(&server, &["txn"], Some(txn));
@@ -66,24 +52,15 @@ async fn everyday_etcdctl_commands_work() {
     assert!(ok);
     assert_eq!(out, "compacted revision 3\n");
     let (ok, _, err) = etcdctl(&server, &["get", "foo", "--rev", "2"], None);
-    assert!(
-        !ok && err.contains("required revision has been compacted"),
-        "{err}"
-    );
+    assert!(!ok && err.contains("required revision has been compacted"), "{err}");
 
     let (ok, out, err) = etcdctl(&server, &["endpoint", "health"], None);
     assert!(ok, "{err}");
-    assert!(
-        err.contains("is healthy") || out.contains("is healthy"),
-        "{out}{err}"
-    );
+    assert!(err.contains("is healthy") || out.contains("is healthy"), "{out}{err}");
     let (ok, out, err) = etcdctl(&server, &["endpoint", "status", "-w", "table"], None);
     assert!(ok, "{err}");
     assert!(out.contains("3.6.0") && out.contains("true"), "{out}");
     let (ok, out, err) = etcdctl(&server, &["member", "list"], None);
     assert!(ok, "{err}");
-    assert!(
-        out.contains("node-a") && out.contains(&server.endpoint),
-        "{out}"
-    );
+    assert!(out.contains("node-a") && out.contains(&server.endpoint), "{out}");
 }

@@ -20,10 +20,7 @@ pub struct Server {
 
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
 }
 
 impl Server {
@@ -85,25 +82,15 @@ impl Server {
                 panic!("server exited before it was ready: {status}");
             }
             if let Ok(mut kv) = KvClient::connect(endpoint.clone()).await {
-                let probe = RangeRequest {
-                    key: "ready".into(),
-                    ..Default::default()
-                };
+                let probe = RangeRequest { key: "ready".into(), ..Default::default() };
                 if kv.range(probe).await.is_ok() {
                     break;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "server on port {port} not ready within 60 s"
-            );
+            assert!(Instant::now() < deadline, "server on port {port} not ready within 60 s");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Server {
-            child: Some(child),
-            endpoint,
-            address: format!("127.0.0.1:{port}"),
-        }
+        Server { child: Some(child), endpoint, address: format!("127.0.0.1:{port}") }
     }
 
     /// SIGKILL, then reap.
@@ -116,16 +103,12 @@ impl Server {
 
     /// A raw gRPC KV client (the project's own generated stubs).
     pub async fn kv(&self) -> KvClient<tonic::transport::Channel> {
-        KvClient::connect(self.endpoint.clone())
-            .await
-            .expect("connect")
+        KvClient::connect(self.endpoint.clone()).await.expect("connect")
     }
 
     /// A client from the independent `etcd-client` crate.
     pub async fn client(&self) -> etcd_client::Client {
-        etcd_client::Client::connect([self.endpoint.as_str()], None)
-            .await
-            .expect("etcd-client connects")
+        etcd_client::Client::connect([self.endpoint.as_str()], None).await.expect("etcd-client connects")
     }
 }
 

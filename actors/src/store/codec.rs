@@ -47,17 +47,12 @@ pub fn encode_history_value(tombstone: bool, kv: &KeyValue) -> Vec<u8> {
 
 /// Decodes a history value (without its key).
 pub fn decode_history_value(value: &[u8]) -> Result<(bool, KeyValue), StoreError> {
-    let (kind, body) = value
-        .split_first()
-        .ok_or_else(|| StoreError::Corrupt("empty history record".into()))?;
+    let (kind, body) =
+        value.split_first().ok_or_else(|| StoreError::Corrupt("empty history record".into()))?;
     let tombstone = match *kind {
         PUT_KIND => false,
         DELETE_KIND => true,
-        other => {
-            return Err(StoreError::Corrupt(format!(
-                "unknown history record kind {other}"
-            )))
-        }
+        other => return Err(StoreError::Corrupt(format!("unknown history record kind {other}"))),
     };
     let kv = KeyValue::decode(Bytes::copy_from_slice(body))
         .map_err(|e| StoreError::Corrupt(format!("history record: {e}")))?;
@@ -66,14 +61,10 @@ pub fn decode_history_value(value: &[u8]) -> Result<(bool, KeyValue), StoreError
 
 /// Decodes a whole history record from its RocksDB key and value.
 pub fn decode_history(key: &[u8], value: &[u8]) -> Result<HistoryRecord, StoreError> {
-    let revision = Revision::from_key_bytes(key)
-        .map_err(|e| StoreError::Corrupt(format!("history key: {e}")))?;
+    let revision =
+        Revision::from_key_bytes(key).map_err(|e| StoreError::Corrupt(format!("history key: {e}")))?;
     let (tombstone, kv) = decode_history_value(value)?;
-    Ok(HistoryRecord {
-        revision,
-        tombstone,
-        kv,
-    })
+    Ok(HistoryRecord { revision, tombstone, kv })
 }
 
 /// Encodes an i64 meta value.

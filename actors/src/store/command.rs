@@ -3,8 +3,8 @@
 //! can later sit in front of [`super::StoreCore::apply`] and feed it the same commands.
 
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
-    PutResponse, TxnRequest, TxnResponse,
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
+    TxnRequest, TxnResponse,
 };
 
 /// A write request, as the client sent it.

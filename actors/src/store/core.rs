@@ -13,7 +13,7 @@ use actcd_proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, RangeRequest, RangeResponse, ResponseHeader, TxnRequest,
     TxnResponse,
 };
-use actcd_proto::mvccpb::KeyValue;
+use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
 
 use super::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
 use super::command::{Command, CommandResponse};
@@ -36,10 +36,7 @@ pub struct StoreConfig {
 
 impl Default for StoreConfig {
     fn default() -> Self {
-        Self {
-            max_txn_ops: 128,
-            quota_bytes: 2 << 30,
-        }
+        Self { max_txn_ops: 128, quota_bytes: 2 << 30 }
     }
 }
 
@@ -64,16 +61,34 @@ struct Shared<E> {
 
 impl<E> Shared<E> {
     fn read_index(&self) -> Result<RwLockReadGuard<'_, Index>, StoreError> {
-        self.index
-            .read()
-            .map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+        self.index.read().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
     }
 
     fn write_index(&self) -> Result<RwLockWriteGuard<'_, Index>, StoreError> {
-        self.index
-            .write()
-            .map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+        self.index.write().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
     }
+}
+
+/// The events of one committed batch: every revision in `(prev_revision, revision]`, in order.
+/// A consumer that last saw `prev_revision` can apply them directly; one that saw less has a gap
+/// to fill from [`ReadView::history`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommittedEvents {
+    /// The visible revision before the batch.
+    pub prev_revision: i64,
+    /// The visible revision after the batch.
+    pub revision: i64,
+    /// The batch's events (each event's kv.mod_revision is its revision).
+    pub events: Vec<Event>,
+}
+
+/// Whole revisions of history read back from storage.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HistoryChunk {
+    /// Events of revisions `[from, next)`, in order.
+    pub events: Vec<Event>,
+    /// The first revision not included.
+    pub next: i64,
 }
 
 /// A cheap, cloneable handle that serves reads concurrently with the writer.
@@ -83,9 +98,7 @@ pub struct ReadView<E> {
 
 impl<E> Clone for ReadView<E> {
     fn clone(&self) -> Self {
-        Self {
-            shared: Arc::clone(&self.shared),
-        }
+        Self { shared: Arc::clone(&self.shared) }
     }
 }
 
@@ -123,10 +136,7 @@ impl<E: Engine> View for Pinned<'_, E> {
 
 impl<E: Engine> ReadView<E> {
     fn pinned(&self) -> Pinned<'_, E> {
-        Pinned {
-            shared: &self.shared,
-            current: self.revision(),
-        }
+        Pinned { shared: &self.shared, current: self.revision() }
     }
 
     /// The newest durable revision.
@@ -155,6 +165,55 @@ impl<E: Engine> ReadView<E> {
         Ok((index.len(), index.heap_bytes()))
     }
 
+    /// The key's value at `revision` (its latest version at or before it), or `None` when it
+    /// did not exist then or that history is compacted: what a watcher's prev_kv needs.
+    pub fn get_at(&self, key: &[u8], revision: i64) -> Result<Option<KeyValue>, StoreError> {
+        if revision < self.compacted_revision() {
+            return Ok(None);
+        }
+        let found = self.shared.read_index()?.get(key, revision);
+        let Some(found) = found else { return Ok(None) };
+        let loaded = txn::load_from_engine(&self.shared.engine, &[found.mod_revision])?;
+        Ok(loaded.into_iter().next().flatten())
+    }
+
+    /// Reads the events of revisions `from..=to` from storage, whole revisions only, stopping
+    /// after the revision that brings the chunk past `max_bytes` (so a chunk is never empty
+    /// when there is history to read). Fails with [`StoreError::Compacted`] if `from` is older
+    /// than the compaction revision.
+    pub fn history(&self, from: i64, to: i64, max_bytes: usize) -> Result<HistoryChunk, StoreError> {
+        if from < self.compacted_revision() {
+            return Err(StoreError::Compacted);
+        }
+        let mut chunk = HistoryChunk { events: Vec::new(), next: to + 1 };
+        let mut bytes = 0usize;
+        // First revision of the one being read; a chunk ends only between revisions.
+        let mut current = from;
+        let start = Revision { main: from.max(0), sub: 0 };
+        let start_key = start.try_to_key_bytes().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.shared.engine.scan(Family::History, &start_key, &mut |key, value| {
+            let record = codec::decode_history(key, value)?;
+            let main = record.revision.main;
+            if main > to {
+                return Ok(false);
+            }
+            if main > current && bytes >= max_bytes {
+                chunk.next = main;
+                return Ok(false);
+            }
+            current = main;
+            bytes += key.len() + value.len();
+            let kind = if record.tombstone { EventType::Delete } else { EventType::Put };
+            chunk.events.push(Event { r#type: kind as i32, kv: Some(record.kv), prev_kv: None });
+            Ok(true)
+        })?;
+        // A compaction that overtook the scan may have removed part of what it read.
+        if from < self.compacted_revision() {
+            return Err(StoreError::Compacted);
+        }
+        Ok(chunk)
+    }
+
     /// KV.Range.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
         validate::check_range(req)?;
@@ -162,11 +221,7 @@ impl<E: Engine> ReadView<E> {
     }
 
     /// KV.Txn for a txn that writes nothing ([`txn::is_read_only`]).
-    pub fn read_only_txn(
-        &self,
-        req: &TxnRequest,
-        max_txn_ops: usize,
-    ) -> Result<TxnResponse, StoreError> {
+    pub fn read_only_txn(&self, req: &TxnRequest, max_txn_ops: usize) -> Result<TxnResponse, StoreError> {
         validate::check_txn(req, max_txn_ops)?;
         txn::run_read_only(&self.pinned(), req)
     }
@@ -207,22 +262,15 @@ impl<E: Engine> StoreCore<E> {
             if record.tombstone {
                 if let Err(e) = index.tombstone(&record.kv.key, record.revision) {
                     if record.revision.main > compacted {
-                        return Err(StoreError::Corrupt(format!(
-                            "tombstone without a live key: {e}"
-                        )));
+                        return Err(StoreError::Corrupt(format!("tombstone without a live key: {e}")));
                     }
                     stale.delete(Family::History, key.to_vec());
                 }
             } else {
-                let create = Revision {
-                    main: record.kv.create_revision,
-                    sub: 0,
-                };
+                let create = Revision { main: record.kv.create_revision, sub: 0 };
                 index
                     .restore_put(&record.kv.key, record.revision, create, record.kv.version)
-                    .map_err(|e| {
-                        StoreError::Corrupt(format!("history record out of order: {e}"))
-                    })?;
+                    .map_err(|e| StoreError::Corrupt(format!("history record out of order: {e}")))?;
             }
             last = record.revision.main;
             Ok(true)
@@ -260,20 +308,12 @@ impl<E: Engine> StoreCore<E> {
             compacted: AtomicI64::new(compacted),
             applied_index: AtomicU64::new(applied_index),
         };
-        Ok(Self {
-            shared: Arc::new(shared),
-            config,
-            current,
-            applied_index,
-            failed: None,
-        })
+        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None })
     }
 
     /// A handle for concurrent readers.
     pub fn read_view(&self) -> ReadView<E> {
-        ReadView {
-            shared: Arc::clone(&self.shared),
-        }
+        ReadView { shared: Arc::clone(&self.shared) }
     }
 
     /// The limits this writer enforces.
@@ -288,11 +328,7 @@ impl<E: Engine> StoreCore<E> {
 
     /// Applies one command into `batch`. Its changes become durable and visible at
     /// [`StoreCore::commit`]; its answer must not reach the client before that.
-    pub fn apply(
-        &mut self,
-        command: &Command,
-        batch: &mut Batch,
-    ) -> Result<CommandResponse, StoreError> {
+    pub fn apply(&mut self, command: &Command, batch: &mut Batch) -> Result<CommandResponse, StoreError> {
         if let Some(reason) = &self.failed {
             return Err(StoreError::Stopped(reason.clone()));
         }
@@ -302,13 +338,11 @@ impl<E: Engine> StoreCore<E> {
             Command::Put(req) => {
                 validate::check_put(req)?;
                 self.check_quota(KV_QUOTA_OVERHEAD + (req.key.len() + req.value.len()) as u64)?;
-                self.in_txn(batch, |ctx| ctx.put(req))
-                    .map(CommandResponse::Put)
+                self.in_txn(batch, |ctx| ctx.put(req)).map(CommandResponse::Put)
             }
             Command::DeleteRange(req) => {
                 validate::check_delete(req)?;
-                self.in_txn(batch, |ctx| ctx.delete(req))
-                    .map(CommandResponse::DeleteRange)
+                self.in_txn(batch, |ctx| ctx.delete(req)).map(CommandResponse::DeleteRange)
             }
             Command::Txn(req) => {
                 validate::check_txn(req, self.config.max_txn_ops)?;
@@ -317,10 +351,7 @@ impl<E: Engine> StoreCore<E> {
                     let decision = txn::decide(ctx, req)?;
                     ctx.check_path(req, &decision)?;
                     let mut resp = ctx.txn(req, &decision)?;
-                    resp.header = Some(ResponseHeader {
-                        revision: ctx.read_rev(),
-                        ..Default::default()
-                    });
+                    resp.header = Some(ResponseHeader { revision: ctx.read_rev(), ..Default::default() });
                     Ok(resp)
                 })
                 .map(CommandResponse::Txn)
@@ -330,13 +361,15 @@ impl<E: Engine> StoreCore<E> {
     }
 
     /// Makes every command applied into `batch` durable (one engine write, one fsync), then
-    /// visible to readers. On failure the writer stops taking writes.
-    pub fn commit(&mut self, mut batch: Batch) -> Result<(), StoreError> {
+    /// visible to readers, and returns the batch's events for watchers. On failure the writer
+    /// stops taking writes.
+    pub fn commit(&mut self, mut batch: Batch) -> Result<CommittedEvents, StoreError> {
         if let Some(reason) = &self.failed {
             return Err(StoreError::Stopped(reason.clone()));
         }
+        let prev_revision = self.shared.visible.load(Ordering::Acquire);
         if batch.commands == 0 {
-            return Ok(());
+            return Ok(CommittedEvents { prev_revision, revision: prev_revision, events: Vec::new() });
         }
         batch.writes.put(
             Family::Meta,
@@ -347,14 +380,10 @@ impl<E: Engine> StoreCore<E> {
             self.failed = Some(err.to_string());
             return Err(err);
         }
-        self.shared
-            .db_size
-            .store(self.shared.engine.size_bytes(), Ordering::Relaxed);
-        self.shared
-            .applied_index
-            .store(self.applied_index, Ordering::Release);
+        self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
+        self.shared.applied_index.store(self.applied_index, Ordering::Release);
         self.shared.visible.store(self.current, Ordering::Release);
-        Ok(())
+        Ok(CommittedEvents { prev_revision, revision: self.current, events: batch.events })
     }
 
     fn check_quota(&self, cost: u64) -> Result<(), StoreError> {
@@ -408,20 +437,11 @@ impl<E: Engine> StoreCore<E> {
         let removed = self.shared.write_index()?.compact(req.revision);
         for rev in removed {
             batch.overlay.remove(&rev);
-            batch
-                .writes
-                .delete(Family::History, rev.to_key_bytes().to_vec());
+            batch.writes.delete(Family::History, rev.to_key_bytes().to_vec());
         }
-        batch.writes.put(
-            Family::Meta,
-            COMPACTED_KEY.to_vec(),
-            codec::encode_i64(req.revision),
-        );
+        batch.writes.put(Family::Meta, COMPACTED_KEY.to_vec(), codec::encode_i64(req.revision));
         Ok(CompactionResponse {
-            header: Some(ResponseHeader {
-                revision: self.current,
-                ..Default::default()
-            }),
+            header: Some(ResponseHeader { revision: self.current, ..Default::default() }),
         })
     }
 }
@@ -432,9 +452,7 @@ fn txn_quota_cost(txn: &TxnRequest) -> u64 {
     fn branch_cost(ops: &[actcd_proto::etcdserverpb::RequestOp]) -> u64 {
         ops.iter()
             .map(|op| match &op.request {
-                Some(Request::RequestPut(p)) => {
-                    KV_QUOTA_OVERHEAD + (p.key.len() + p.value.len()) as u64
-                }
+                Some(Request::RequestPut(p)) => KV_QUOTA_OVERHEAD + (p.key.len() + p.value.len()) as u64,
                 Some(Request::RequestTxn(t)) => txn_quota_cost(t),
                 _ => 0,
             })

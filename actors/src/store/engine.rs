@@ -80,22 +80,13 @@ pub trait Engine: Send + Sync + 'static {
     fn commit(&self, set: &WriteSet) -> Result<(), StoreError>;
 
     /// Reads several records of one family; `None` where a key is absent.
-    fn get_many(
-        &self,
-        family: Family,
-        keys: &[Vec<u8>],
-    ) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+    fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
 
     /// Reads one record.
     fn get(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
 
     /// Visits the records of `family` with key >= `from` in key order until `visit` returns false.
-    fn scan(
-        &self,
-        family: Family,
-        from: &[u8],
-        visit: &mut ScanVisitor<'_>,
-    ) -> Result<(), StoreError>;
+    fn scan(&self, family: Family, from: &[u8], visit: &mut ScanVisitor<'_>) -> Result<(), StoreError>;
 
     /// Bytes the engine occupies on disk and in its write buffers (etcd's dbSize).
     fn size_bytes(&self) -> u64;

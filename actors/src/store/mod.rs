@@ -24,7 +24,7 @@ pub mod txn;
 pub mod validate;
 
 pub use self::command::{Command, CommandResponse};
-pub use self::core::{ReadView, StoreConfig, StoreCore};
+pub use self::core::{CommittedEvents, HistoryChunk, ReadView, StoreConfig, StoreCore};
 pub use self::error::StoreError;
 pub use self::rocks::RocksEngine;
 pub use self::txn::Batch;

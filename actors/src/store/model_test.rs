@@ -23,10 +23,7 @@ struct Model {
 impl Model {
     fn new() -> Self {
         // Revisions 0 and 1 are both the empty store.
-        Self {
-            snapshots: vec![BTreeMap::new(), BTreeMap::new()],
-            compacted: 0,
-        }
+        Self { snapshots: vec![BTreeMap::new(), BTreeMap::new()], compacted: 0 }
     }
 
     fn current(&self) -> i64 {
@@ -46,11 +43,7 @@ impl Model {
 
     fn delete(&mut self, key: &[u8], end: &[u8]) -> usize {
         let mut next = self.snapshots[self.current() as usize].clone();
-        let doomed: Vec<Vec<u8>> = next
-            .keys()
-            .filter(|k| in_range(k, key, end))
-            .cloned()
-            .collect();
+        let doomed: Vec<Vec<u8>> = next.keys().filter(|k| in_range(k, key, end)).cloned().collect();
         for k in &doomed {
             next.remove(k);
         }
@@ -112,11 +105,8 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn open(dir: &std::path::Path) -> StoreCore<RocksEngine> {
-    StoreCore::open(
-        RocksEngine::open(dir).expect("engine opens"),
-        StoreConfig::default(),
-    )
-    .expect("store opens")
+    StoreCore::open(RocksEngine::open(dir).expect("engine opens"), StoreConfig::default())
+        .expect("store opens")
 }
 
 fn check_read(view: &ReadView<RocksEngine>, model: &Model, k: u8, e: u8, r: u8) {
@@ -146,17 +136,7 @@ fn check_read(view: &ReadView<RocksEngine>, model: &Model, k: u8, e: u8, r: u8) 
     let got: Vec<(Vec<u8>, Live)> = got
         .kvs
         .into_iter()
-        .map(|kv| {
-            (
-                kv.key.to_vec(),
-                (
-                    kv.value.to_vec(),
-                    kv.create_revision,
-                    kv.mod_revision,
-                    kv.version,
-                ),
-            )
-        })
+        .map(|kv| (kv.key.to_vec(), (kv.value.to_vec(), kv.create_revision, kv.mod_revision, kv.version)))
         .collect();
     assert_eq!(got, want, "range {key:?}..{end:?} at {rev}");
 }

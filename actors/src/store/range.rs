@@ -55,35 +55,21 @@ pub fn plan_range(index: &Index, req: &RangeRequest, at_rev: i64) -> RangePlan {
         0
     } else {
         // One more than asked, to learn whether there is more.
-        usize::try_from(req.limit)
-            .unwrap_or(usize::MAX - 1)
-            .saturating_add(1)
+        usize::try_from(req.limit).unwrap_or(usize::MAX - 1).saturating_add(1)
     };
     let mut revisions = Vec::new();
     let count = if req.count_only {
         index.range(&req.key, &req.range_end, at_rev, 0, |_, _| {})
     } else {
-        index.range(&req.key, &req.range_end, at_rev, limit, |_, at| {
-            revisions.push(at.mod_revision)
-        })
+        index.range(&req.key, &req.range_end, at_rev, limit, |_, at| revisions.push(at.mod_revision))
     };
-    RangePlan {
-        revisions,
-        count: count as i64,
-        at_rev,
-    }
+    RangePlan { revisions, count: count as i64, at_rev }
 }
 
 /// Fetches the values a plan names; a value gone missing means a compaction overtook the read.
-pub fn load_values(
-    source: &impl ValueSource,
-    plan: &RangePlan,
-) -> Result<Vec<KeyValue>, StoreError> {
+pub fn load_values(source: &impl ValueSource, plan: &RangePlan) -> Result<Vec<KeyValue>, StoreError> {
     let loaded = source.load(&plan.revisions)?;
-    loaded
-        .into_iter()
-        .map(|kv| kv.ok_or(StoreError::Compacted))
-        .collect()
+    loaded.into_iter().map(|kv| kv.ok_or(StoreError::Compacted)).collect()
 }
 
 /// The filter, sort and limit pass of etcd's `executeRange`, then the response.
@@ -136,10 +122,7 @@ pub fn finish_range(
         }
     }
     RangeResponse {
-        header: Some(ResponseHeader {
-            revision: header_rev,
-            ..Default::default()
-        }),
+        header: Some(ResponseHeader { revision: header_rev, ..Default::default() }),
         kvs,
         more,
         count,
@@ -210,9 +193,5 @@ fn compare_one(cmp: &Compare, kv: &KeyValue) -> bool {
 
 /// The range a compare reads: all of it, at `at_rev`.
 pub fn compare_range(cmp: &Compare) -> RangeRequest {
-    RangeRequest {
-        key: cmp.key.clone(),
-        range_end: cmp.range_end.clone(),
-        ..Default::default()
-    }
+    RangeRequest { key: cmp.key.clone(), range_end: cmp.range_end.clone(), ..Default::default() }
 }

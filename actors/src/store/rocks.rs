@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, WriteBatch,
-    WriteOptions, DB,
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, WriteBatch, WriteOptions,
+    DB,
 };
 
 use super::engine::{Engine, Family, ScanVisitor, WriteOp, WriteSet};
@@ -66,9 +66,7 @@ impl RocksEngine {
             Family::Meta => META_CF,
             Family::Lease => LEASE_CF,
         };
-        self.db
-            .cf_handle(name)
-            .ok_or_else(|| StoreError::Corrupt(format!("column family {name} is missing")))
+        self.db.cf_handle(name).ok_or_else(|| StoreError::Corrupt(format!("column family {name} is missing")))
     }
 
     fn property(&self, family: Family, name: &str) -> u64 {
@@ -94,11 +92,7 @@ impl Engine for RocksEngine {
         Ok(())
     }
 
-    fn get_many(
-        &self,
-        family: Family,
-        keys: &[Vec<u8>],
-    ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let cf = self.cf(family)?;
         self.db
             .multi_get_cf(keys.iter().map(|k| (cf, k.as_slice())))
@@ -111,16 +105,10 @@ impl Engine for RocksEngine {
         Ok(self.db.get_cf(self.cf(family)?, key)?)
     }
 
-    fn scan(
-        &self,
-        family: Family,
-        from: &[u8],
-        visit: &mut ScanVisitor<'_>,
-    ) -> Result<(), StoreError> {
-        let iter = self.db.iterator_cf(
-            self.cf(family)?,
-            rocksdb::IteratorMode::From(from, rocksdb::Direction::Forward),
-        );
+    fn scan(&self, family: Family, from: &[u8], visit: &mut ScanVisitor<'_>) -> Result<(), StoreError> {
+        let iter = self
+            .db
+            .iterator_cf(self.cf(family)?, rocksdb::IteratorMode::From(from, rocksdb::Direction::Forward));
         for item in iter {
             let (key, value) = item?;
             if !visit(&key, &value)? {

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use bytes::Bytes;
 
 use actcd_proto::etcdserverpb::{
-    request_op, response_op, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
-    RangeRequest, RangeResponse, RequestOp, ResponseHeader, ResponseOp, TxnRequest, TxnResponse,
+    request_op, response_op, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse, RangeRequest,
+    RangeResponse, RequestOp, ResponseHeader, ResponseOp, TxnRequest, TxnResponse,
 };
-use actcd_proto::mvccpb::KeyValue;
+use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
 
 use super::codec::encode_history_value;
 use super::engine::{Engine, Family, WriteSet};
@@ -66,24 +66,18 @@ fn branch(txn: &TxnRequest, succeeded: bool) -> &[RequestOp] {
 
 /// True when no branch of `txn` (nested ones included) writes: such a txn is served by readers.
 pub fn is_read_only(txn: &TxnRequest) -> bool {
-    txn.success
-        .iter()
-        .chain(&txn.failure)
-        .all(|op| match &op.request {
-            Some(request_op::Request::RequestRange(_)) => true,
-            Some(request_op::Request::RequestTxn(inner)) => is_read_only(inner),
-            _ => false,
-        })
+    txn.success.iter().chain(&txn.failure).all(|op| match &op.request {
+        Some(request_op::Request::RequestRange(_)) => true,
+        Some(request_op::Request::RequestTxn(inner)) => is_read_only(inner),
+        _ => false,
+    })
 }
 
 /// Runs a read-only txn on `view`.
 pub fn run_read_only(view: &impl View, txn: &TxnRequest) -> Result<TxnResponse, StoreError> {
     let decision = decide(view, txn)?;
     let mut resp = read_only_branch(view, txn, &decision)?;
-    resp.header = Some(ResponseHeader {
-        revision: view.current(),
-        ..Default::default()
-    });
+    resp.header = Some(ResponseHeader { revision: view.current(), ..Default::default() });
     Ok(resp)
 }
 
@@ -105,15 +99,9 @@ fn read_only_branch(
             }
             _ => return Err(StoreError::KeyNotFound),
         };
-        responses.push(ResponseOp {
-            response: Some(response),
-        });
+        responses.push(ResponseOp { response: Some(response) });
     }
-    Ok(TxnResponse {
-        header: Some(ResponseHeader::default()),
-        succeeded: decision.succeeded,
-        responses,
-    })
+    Ok(TxnResponse { header: Some(ResponseHeader::default()), succeeded: decision.succeeded, responses })
 }
 
 /// The changes of one group-commit batch that are not yet on disk.
@@ -125,6 +113,8 @@ pub struct Batch {
     pub overlay: HashMap<Revision, KeyValue>,
     /// Commands applied into this batch.
     pub commands: u64,
+    /// The events of the batch's changes in revision order, published after the commit.
+    pub events: Vec<Event>,
 }
 
 /// One write transaction at revision `begin + 1`.
@@ -150,11 +140,8 @@ struct OverlaySource<'b, E: Engine> {
 
 impl<E: Engine> ValueSource for OverlaySource<'_, E> {
     fn load(&self, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
-        let missing: Vec<Revision> = revisions
-            .iter()
-            .filter(|r| !self.overlay.contains_key(r))
-            .copied()
-            .collect();
+        let missing: Vec<Revision> =
+            revisions.iter().filter(|r| !self.overlay.contains_key(r)).copied().collect();
         let mut stored = load_from_engine(self.engine, &missing)?.into_iter();
         Ok(revisions
             .iter()
@@ -174,10 +161,7 @@ pub fn load_from_engine(
     if revisions.is_empty() {
         return Ok(Vec::new());
     }
-    let keys: Vec<Vec<u8>> = revisions
-        .iter()
-        .map(|r| r.to_key_bytes().to_vec())
-        .collect();
+    let keys: Vec<Vec<u8>> = revisions.iter().map(|r| r.to_key_bytes().to_vec()).collect();
     engine
         .get_many(Family::History, &keys)?
         .into_iter()
@@ -213,27 +197,18 @@ impl<E: Engine> TxnCtx<'_, E> {
     }
 
     fn source(&self) -> OverlaySource<'_, E> {
-        OverlaySource {
-            overlay: &self.batch.overlay,
-            engine: self.engine,
-        }
+        OverlaySource { overlay: &self.batch.overlay, engine: self.engine }
     }
 
     fn next_revision(&mut self) -> Result<Revision, StoreError> {
-        let rev = Revision {
-            main: self.begin + 1,
-            sub: self.changes,
-        };
+        let rev = Revision { main: self.begin + 1, sub: self.changes };
         rev.pack(false).map_err(|_| StoreError::TooManyChanges)?;
         self.changes += 1;
         Ok(rev)
     }
 
     fn live(&self, key: &[u8]) -> Result<Option<KeyValue>, StoreError> {
-        let req = RangeRequest {
-            key: Bytes::copy_from_slice(key),
-            ..Default::default()
-        };
+        let req = RangeRequest { key: Bytes::copy_from_slice(key), ..Default::default() };
         Ok(View::range(self, &req)?.kvs.into_iter().next())
     }
 
@@ -265,11 +240,8 @@ impl<E: Engine> TxnCtx<'_, E> {
     /// Applies a put.
     pub fn put(&mut self, req: &PutRequest) -> Result<PutResponse, StoreError> {
         check_lease(req.lease)?;
-        let prev = if req.ignore_value || req.ignore_lease || req.prev_kv {
-            self.live(&req.key)?
-        } else {
-            None
-        };
+        let prev =
+            if req.ignore_value || req.ignore_lease || req.prev_kv { self.live(&req.key)? } else { None };
         if (req.ignore_value || req.ignore_lease) && prev.is_none() {
             return Err(StoreError::KeyNotFound);
         }
@@ -287,21 +259,12 @@ impl<E: Engine> TxnCtx<'_, E> {
             Some(at) => (at.create_revision.main, at.version + 1),
             None => (rev.main, 1),
         };
-        let kv = KeyValue {
-            key: req.key.clone(),
-            create_revision,
-            mod_revision: rev.main,
-            version,
-            value,
-            lease,
-        };
+        let kv =
+            KeyValue { key: req.key.clone(), create_revision, mod_revision: rev.main, version, value, lease };
         self.record(rev, false, kv);
         self.index.put(&req.key, rev);
         Ok(PutResponse {
-            header: Some(ResponseHeader {
-                revision: rev.main,
-                ..Default::default()
-            }),
+            header: Some(ResponseHeader { revision: rev.main, ..Default::default() }),
             prev_kv: if req.prev_kv { prev } else { None },
         })
     }
@@ -311,11 +274,10 @@ impl<E: Engine> TxnCtx<'_, E> {
         let at = self.read_rev();
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut revisions = Vec::new();
-        self.index
-            .range(&req.key, &req.range_end, at, 0, |key, found| {
-                keys.push(key.to_vec());
-                revisions.push(found.mod_revision);
-            });
+        self.index.range(&req.key, &req.range_end, at, 0, |key, found| {
+            keys.push(key.to_vec());
+            revisions.push(found.mod_revision);
+        });
         let prev_kvs = if req.prev_kv {
             self.source()
                 .load(&revisions)?
@@ -327,32 +289,22 @@ impl<E: Engine> TxnCtx<'_, E> {
         };
         for key in &keys {
             let rev = self.next_revision()?;
-            let kv = KeyValue {
-                key: Bytes::copy_from_slice(key),
-                mod_revision: rev.main,
-                ..Default::default()
-            };
+            let kv =
+                KeyValue { key: Bytes::copy_from_slice(key), mod_revision: rev.main, ..Default::default() };
             self.record(rev, true, kv);
             self.index
                 .tombstone(key, rev)
                 .map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
         }
         Ok(DeleteRangeResponse {
-            header: Some(ResponseHeader {
-                revision: self.read_rev(),
-                ..Default::default()
-            }),
+            header: Some(ResponseHeader { revision: self.read_rev(), ..Default::default() }),
             deleted: keys.len() as i64,
             prev_kvs,
         })
     }
 
     /// Applies the taken path of a txn whose compares were decided up front.
-    pub fn txn(
-        &mut self,
-        txn: &TxnRequest,
-        decision: &Decision,
-    ) -> Result<TxnResponse, StoreError> {
+    pub fn txn(&mut self, txn: &TxnRequest, decision: &Decision) -> Result<TxnResponse, StoreError> {
         let mut nested = decision.nested.iter();
         let mut responses = Vec::new();
         for op in branch(txn, decision.succeeded) {
@@ -360,9 +312,7 @@ impl<E: Engine> TxnCtx<'_, E> {
                 Some(request_op::Request::RequestRange(r)) => {
                     response_op::Response::ResponseRange(View::range(self, r)?)
                 }
-                Some(request_op::Request::RequestPut(p)) => {
-                    response_op::Response::ResponsePut(self.put(p)?)
-                }
+                Some(request_op::Request::RequestPut(p)) => response_op::Response::ResponsePut(self.put(p)?),
                 Some(request_op::Request::RequestDeleteRange(d)) => {
                     response_op::Response::ResponseDeleteRange(self.delete(d)?)
                 }
@@ -372,15 +322,9 @@ impl<E: Engine> TxnCtx<'_, E> {
                 }
                 None => return Err(StoreError::KeyNotFound),
             };
-            responses.push(ResponseOp {
-                response: Some(response),
-            });
+            responses.push(ResponseOp { response: Some(response) });
         }
-        Ok(TxnResponse {
-            header: Some(ResponseHeader::default()),
-            succeeded: decision.succeeded,
-            responses,
-        })
+        Ok(TxnResponse { header: Some(ResponseHeader::default()), succeeded: decision.succeeded, responses })
     }
 
     fn record(&mut self, rev: Revision, tombstone: bool, kv: KeyValue) {
@@ -389,6 +333,8 @@ impl<E: Engine> TxnCtx<'_, E> {
             rev.to_key_bytes().to_vec(),
             encode_history_value(tombstone, &kv),
         );
+        let kind = if tombstone { EventType::Delete } else { EventType::Put };
+        self.batch.events.push(Event { r#type: kind as i32, kv: Some(kv.clone()), prev_kv: None });
         self.batch.overlay.insert(rev, kv);
     }
 }

@@ -49,11 +49,7 @@ pub fn check_txn(req: &TxnRequest, max_txn_ops: usize) -> Result<(), StoreError>
 }
 
 fn check_txn_shape(req: &TxnRequest, max_txn_ops: usize) -> Result<(), StoreError> {
-    let ops = req
-        .compare
-        .len()
-        .max(req.success.len())
-        .max(req.failure.len());
+    let ops = req.compare.len().max(req.success.len()).max(req.failure.len());
     if ops > max_txn_ops {
         return Err(StoreError::TooManyOps);
     }
@@ -130,9 +126,7 @@ fn branch_keys(ops: &[RequestOp]) -> Result<BranchKeys, StoreError> {
             puts.insert(key.clone());
         }
         for key in &else_keys.puts {
-            if (puts.contains(key) && !then_keys.puts.contains(key))
-                || dels.iter().any(|d| d.contains(key))
-            {
+            if (puts.contains(key) && !then_keys.puts.contains(key)) || dels.iter().any(|d| d.contains(key)) {
                 return Err(StoreError::DuplicateKey);
             }
             puts.insert(key.clone());
@@ -169,70 +163,40 @@ mod tests {
 
     fn del(key: &'static [u8], end: &'static [u8]) -> RequestOp {
         RequestOp {
-            request: Some(request_op::Request::RequestDeleteRange(
-                DeleteRangeRequest {
-                    key: Bytes::from_static(key),
-                    range_end: Bytes::from_static(end),
-                    ..Default::default()
-                },
-            )),
+            request: Some(request_op::Request::RequestDeleteRange(DeleteRangeRequest {
+                key: Bytes::from_static(key),
+                range_end: Bytes::from_static(end),
+                ..Default::default()
+            })),
         }
     }
 
     fn txn(success: Vec<RequestOp>, failure: Vec<RequestOp>) -> TxnRequest {
-        TxnRequest {
-            compare: vec![],
-            success,
-            failure,
-        }
+        TxnRequest { compare: vec![], success, failure }
     }
 
     #[test]
     fn duplicate_keys_follow_etcd() {
-        assert_eq!(
-            check_txn(&txn(vec![put(b"a"), put(b"a")], vec![]), 128),
-            Err(StoreError::DuplicateKey)
-        );
-        assert_eq!(
-            check_txn(&txn(vec![put(b"a")], vec![put(b"a")]), 128),
-            Ok(())
-        );
+        assert_eq!(check_txn(&txn(vec![put(b"a"), put(b"a")], vec![]), 128), Err(StoreError::DuplicateKey));
+        assert_eq!(check_txn(&txn(vec![put(b"a")], vec![put(b"a")]), 128), Ok(()));
         assert_eq!(
             check_txn(&txn(vec![del(b"a", b"c"), put(b"b")], vec![]), 128),
             Err(StoreError::DuplicateKey)
         );
-        assert_eq!(
-            check_txn(&txn(vec![del(b"a", b"c"), put(b"c")], vec![]), 128),
-            Ok(())
-        );
-        assert_eq!(
-            check_txn(&txn(vec![del(b"a", b"\0"), put(b"b")], vec![]), 128),
-            Ok(())
-        );
+        assert_eq!(check_txn(&txn(vec![del(b"a", b"c"), put(b"c")], vec![]), 128), Ok(()));
+        assert_eq!(check_txn(&txn(vec![del(b"a", b"\0"), put(b"b")], vec![]), 128), Ok(()));
         let nested = RequestOp {
-            request: Some(request_op::Request::RequestTxn(txn(
-                vec![put(b"x")],
-                vec![put(b"x")],
-            ))),
+            request: Some(request_op::Request::RequestTxn(txn(vec![put(b"x")], vec![put(b"x")]))),
         };
         assert_eq!(check_txn(&txn(vec![nested.clone()], vec![]), 128), Ok(()));
-        assert_eq!(
-            check_txn(&txn(vec![nested, put(b"x")], vec![]), 128),
-            Err(StoreError::DuplicateKey)
-        );
+        assert_eq!(check_txn(&txn(vec![nested, put(b"x")], vec![]), 128), Err(StoreError::DuplicateKey));
     }
 
     #[test]
     fn shape_errors_come_in_etcd_order() {
         let many = (0..129).map(|_| put(b"")).collect();
-        assert_eq!(
-            check_txn(&txn(many, vec![]), 128),
-            Err(StoreError::TooManyOps)
-        );
-        assert_eq!(
-            check_txn(&txn(vec![put(b"")], vec![]), 128),
-            Err(StoreError::EmptyKey)
-        );
+        assert_eq!(check_txn(&txn(many, vec![]), 128), Err(StoreError::TooManyOps));
+        assert_eq!(check_txn(&txn(vec![put(b"")], vec![]), 128), Err(StoreError::EmptyKey));
         assert_eq!(
             check_txn(&txn(vec![RequestOp { request: None }], vec![]), 128),
             Err(StoreError::KeyNotFound)
@@ -245,9 +209,6 @@ mod tests {
                 ..Default::default()
             })),
         };
-        assert_eq!(
-            check_txn(&txn(vec![bad_put], vec![]), 128),
-            Err(StoreError::ValueProvided)
-        );
+        assert_eq!(check_txn(&txn(vec![bad_put], vec![]), 128), Err(StoreError::ValueProvided));
     }
 }
