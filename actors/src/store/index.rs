@@ -15,11 +15,15 @@ use super::revision::Revision;
 
 /// Estimated bytes of B-tree nodes per key, for [`Index::heap_bytes`].
 ///
-/// A set element is 16 bytes (the boxed slice's pointer and length). Node
-/// fill varies between about 55% for keys inserted in ascending order and
-/// nearly 100% right after [`Index::compact`], which rebuilds the tree in
-/// bulk, so we assume 70%: 16 / 0.7 ≈ 23.
-const TREE_BYTES_PER_KEY: usize = 23;
+/// A set element is a 24-byte [`KeyEntry`]. A leaf node holds 11 of them in
+/// 280 bytes (a 320-byte allocation under jemalloc) and internal nodes add
+/// about a tenth, so a completely full tree costs about 30 bytes per key.
+/// Measured with jemalloc: 30 right after [`Index::compact`] rebuilds the
+/// tree in bulk, 44 once random inserts have split nodes (about two thirds
+/// full), and briefly up to 48 while inserts split the full nodes of a
+/// freshly rebuilt tree. We assume 24 bytes at 60% overall use of node
+/// memory (fill, node headers, internal nodes and rounding): 24 / 0.6 = 40.
+const TREE_BYTES_PER_KEY: usize = 40;
 
 /// The in-memory index of all keys and their revision histories.
 #[derive(Debug, Default)]
@@ -49,8 +53,8 @@ impl Index {
 
     /// Estimated heap bytes held by the index: each key's allocation as
     /// requested (allocator size-class rounding not included) plus
-    /// 23 bytes per key for the B-tree nodes (16-byte elements at an
-    /// assumed 70% node fill).
+    /// 40 bytes per key for the B-tree nodes (24-byte entries at an
+    /// assumed 60% use of node memory).
     pub fn heap_bytes(&self) -> usize {
         self.entry_bytes + self.keys.len() * TREE_BYTES_PER_KEY
     }
@@ -72,10 +76,7 @@ impl Index {
     /// a bad revision, and etcd panics here too.
     pub fn put(&mut self, key: &[u8], rev: Revision) {
         if let Err(err) = self.try_put(key, rev) {
-            panic!(
-                "index put of {:?} at {rev:?}: {err}",
-                key.escape_ascii().to_string()
-            );
+            panic!("index put of {:?} at {rev:?}: {err}", key.escape_ascii().to_string());
         }
     }
 
@@ -180,7 +181,11 @@ impl Index {
     /// should delete. Keys left without revisions leave the index.
     ///
     /// This rebuilds the B-tree from sorted entries, which also packs its
-    /// nodes full: after inserts they are half to two thirds full.
+    /// nodes full: after random inserts they are about two thirds full.
+    /// Updates of existing keys keep that density; inserting new keys
+    /// splits full nodes in half, and after about 5% more keys the tree is
+    /// back at its random-insert size, so rebuilding more often than
+    /// compaction does is not worth its pause.
     pub fn compact(&mut self, at_rev: i64) -> Vec<Revision> {
         let mut removed = Vec::new();
         let mut entry_bytes = 0;
@@ -217,9 +222,8 @@ mod tests {
         limit: usize,
     ) -> (Vec<(Vec<u8>, i64)>, usize) {
         let mut seen = Vec::new();
-        let count = index.range(key, end, at_rev, limit, |k, at| {
-            seen.push((k.to_vec(), at.mod_revision.main))
-        });
+        let count =
+            index.range(key, end, at_rev, limit, |k, at| seen.push((k.to_vec(), at.mod_revision.main)));
         (seen, count)
     }
 
@@ -246,11 +250,7 @@ mod tests {
         assert_eq!(index.get(b"a", 1), None);
         assert_eq!(
             index.get(b"b", 5),
-            Some(KeyAt {
-                mod_revision: rev(5),
-                create_revision: rev(3),
-                version: 2
-            })
+            Some(KeyAt { mod_revision: rev(5), create_revision: rev(3), version: 2 })
         );
         assert_eq!(index.get(b"b", 4).map(|k| k.version), Some(1));
         assert_eq!(index.get(b"a", 5).map(|k| k.mod_revision), Some(rev(2)));
@@ -261,38 +261,16 @@ mod tests {
     #[test]
     fn tombstone_errors() {
         let mut index = sample();
-        assert_eq!(
-            index.tombstone(b"a", rev(8)),
-            Err(IndexError::RevisionNotFound)
-        );
-        assert_eq!(
-            index.tombstone(b"nope", rev(8)),
-            Err(IndexError::RevisionNotFound)
-        );
-        assert_eq!(
-            index.tombstone(b"b", rev(5)),
-            Err(IndexError::OutOfOrder {
-                last: rev(5),
-                rev: rev(5)
-            })
-        );
-        assert_eq!(
-            index.try_put(b"d", rev(6)),
-            Err(IndexError::OutOfOrder {
-                last: rev(7),
-                rev: rev(6)
-            })
-        );
+        assert_eq!(index.tombstone(b"a", rev(8)), Err(IndexError::RevisionNotFound));
+        assert_eq!(index.tombstone(b"nope", rev(8)), Err(IndexError::RevisionNotFound));
+        assert_eq!(index.tombstone(b"b", rev(5)), Err(IndexError::OutOfOrder { last: rev(5), rev: rev(5) }));
+        assert_eq!(index.try_put(b"d", rev(6)), Err(IndexError::OutOfOrder { last: rev(7), rev: rev(6) }));
         assert!(index.try_put(b"new", rev(-3)).is_err());
         assert!(!index.keys.contains(&b"new"[..]));
         index.put(b"a", rev(8));
         assert_eq!(
             index.get(b"a", 8),
-            Some(KeyAt {
-                mod_revision: rev(8),
-                create_revision: rev(8),
-                version: 1
-            })
+            Some(KeyAt { mod_revision: rev(8), create_revision: rev(8), version: 1 })
         );
     }
 
@@ -311,20 +289,11 @@ mod tests {
         assert_eq!(collect(&index, b"a", b"", 7, 0), (vec![], 0));
         assert_eq!(collect(&index, b"bb", b"", 7, 0), (vec![], 0));
         // "\0": everything from key on.
-        assert_eq!(
-            collect(&index, b"b", b"\0", 7, 0),
-            (vec![kv("b", 5), kv("c", 4), kv("d", 7)], 3)
-        );
-        assert_eq!(
-            collect(&index, b"", b"\0", 5, 0),
-            (vec![kv("a", 2), kv("b", 5), kv("c", 4)], 3)
-        );
+        assert_eq!(collect(&index, b"b", b"\0", 7, 0), (vec![kv("b", 5), kv("c", 4), kv("d", 7)], 3));
+        assert_eq!(collect(&index, b"", b"\0", 5, 0), (vec![kv("a", 2), kv("b", 5), kv("c", 4)], 3));
         // Half-open interval.
         assert_eq!(collect(&index, b"a", b"c", 7, 0), (vec![kv("b", 5)], 1));
-        assert_eq!(
-            collect(&index, b"a", b"c", 4, 0),
-            (vec![kv("a", 2), kv("b", 3)], 2)
-        );
+        assert_eq!(collect(&index, b"a", b"c", 4, 0), (vec![kv("a", 2), kv("b", 3)], 2));
         // Inverted or empty intervals.
         assert_eq!(collect(&index, b"c", b"a", 7, 0), (vec![], 0));
         assert_eq!(collect(&index, b"c", b"c", 7, 0), (vec![], 0));
@@ -333,10 +302,7 @@ mod tests {
     #[test]
     fn range_limit_counts_everything() {
         let index = sample();
-        assert_eq!(
-            collect(&index, b"", b"\0", 7, 2),
-            (vec![kv("b", 5), kv("c", 4)], 3)
-        );
+        assert_eq!(collect(&index, b"", b"\0", 7, 2), (vec![kv("b", 5), kv("c", 4)], 3));
         assert_eq!(collect(&index, b"", b"\0", 7, 1), (vec![kv("b", 5)], 3));
         assert_eq!(collect(&index, b"", b"\0", 7, 3).1, 3);
         assert_eq!(collect(&index, b"", b"\0", 7, 9).0.len(), 3);
@@ -352,11 +318,7 @@ mod tests {
         // b@5's create revision was 3, whose record is gone.
         assert_eq!(
             index.get(b"b", 5),
-            Some(KeyAt {
-                mod_revision: rev(5),
-                create_revision: rev(3),
-                version: 2
-            })
+            Some(KeyAt { mod_revision: rev(5), create_revision: rev(3), version: 2 })
         );
         // a's tombstone sits at 6 > 5: a is still readable at 5.
         assert_eq!(index.get(b"a", 5).map(|k| k.mod_revision), Some(rev(2)));
@@ -367,14 +329,8 @@ mod tests {
         let removed = index.compact(7);
         assert_eq!(removed, [rev(6)], "tombstone below 7 dropped");
         assert_eq!(index.len(), 3);
-        assert_eq!(
-            collect(&index, b"", b"\0", 7, 0),
-            (vec![kv("b", 5), kv("c", 4), kv("d", 7)], 3)
-        );
-        assert_eq!(
-            index.tombstone(b"a", rev(8)),
-            Err(IndexError::RevisionNotFound)
-        );
+        assert_eq!(collect(&index, b"", b"\0", 7, 0), (vec![kv("b", 5), kv("c", 4), kv("d", 7)], 3));
+        assert_eq!(index.tombstone(b"a", rev(8)), Err(IndexError::RevisionNotFound));
     }
 
     #[test]
@@ -383,9 +339,10 @@ mod tests {
         assert!(index.is_empty());
         assert_eq!(index.heap_bytes(), 0);
         index.put(b"key", rev(2));
-        assert_eq!(index.heap_bytes(), 3 + 8 + 4 + TREE_BYTES_PER_KEY);
+        // One revision: the allocation is just the key.
+        assert_eq!(index.heap_bytes(), 3 + TREE_BYTES_PER_KEY);
         index.put(b"key", rev(3));
-        assert_eq!(index.heap_bytes(), 3 + 16 + 4 + TREE_BYTES_PER_KEY);
+        assert_eq!(index.heap_bytes(), 3 + 16 + TREE_BYTES_PER_KEY);
         index.tombstone(b"key", rev(4)).expect("delete");
         index.compact(5);
         assert_eq!(index.heap_bytes(), 0);
@@ -442,10 +399,7 @@ mod tests {
             if revs[idx].1 {
                 return None;
             }
-            let start = revs[..idx]
-                .iter()
-                .rposition(|(_, t)| *t)
-                .map_or(0, |i| i + 1);
+            let start = revs[..idx].iter().rposition(|(_, t)| *t).map_or(0, |i| i + 1);
             Some(KeyAt {
                 mod_revision: revs[idx].0,
                 create_revision: revs[start].0,
@@ -472,11 +426,7 @@ mod tests {
     }
 
     fn index_contents(index: &Index) -> BTreeMap<Vec<u8>, Vec<(Revision, bool)>> {
-        index
-            .keys
-            .iter()
-            .map(|e| (e.key().to_vec(), e.revisions().collect()))
-            .collect()
+        index.keys.iter().map(|e| (e.key().to_vec(), e.revisions().collect())).collect()
     }
 
     proptest! {

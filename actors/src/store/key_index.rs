@@ -41,23 +41,34 @@
 //! # Layout
 //!
 //! Generations are not stored: a tombstone flag marks where each one ends.
-//! Everything lives in one boxed byte slice so that an index entry costs
-//! 16 bytes plus this allocation:
+//! An entry is 24 bytes in the tree, a boxed byte slice and one word, and
+//! owns exactly one heap allocation. Packed revisions never set bit 63 (see
+//! [`super::revision`]), so that bit of the word tells the two shapes apart:
 //!
 //! ```text
-//! [n | HEAD_FLAG : u32 LE][head?][key bytes][rev 0][rev 1]…[rev n-1]
-//!                                            └ packed u64 LE each, ascending ┘
-//! head = created (packed u64 LE) ++ dropped (LEB128)
+//! one revision, no head (word bit 63 clear):
+//!   data = [key bytes]                  nothing else: a 64- or 256-byte key
+//!   word = the packed revision          is an exact allocator size class
+//!
+//! otherwise (word bit 63 set):
+//!   data = [key bytes][head?][rev 0][rev 1]…[rev n-1]
+//!                             └ packed u64 LE each, ascending ┘
+//!   word = 1 │ 0… │ head length: 5 bits at 32 │ n: 31 bits at 0
+//!   head = created (packed u64 LE) ++ dropped (LEB128)
 //! ```
 //!
-//! The count comes first so that a key comparison, the hot path of every
-//! tree search, only touches the start of the allocation.
+//! The key always starts the allocation, and its length is the slice length
+//! minus what the word says follows it, so a key comparison, the hot path of
+//! every tree search, reads only the word and the key bytes. In the example
+//! above, `put@1` makes `{ data: "foo", word: pack(1) }`; `put@2` turns it
+//! into `{ data: "foo" ++ pack(1) ++ pack(2), word: 1 << 63 | 2 }`.
 //!
 //! Compaction can cut off the start of the oldest generation, losing the
 //! revisions its create revision and versions were derived from. The head
 //! remembers them: `created` is that generation's create revision and
 //! `dropped` how many of its revisions are gone. Only entries with such a
-//! cut generation pay for a head (9 to 18 bytes).
+//! cut generation pay for a head (9 to 18 bytes); compaction that leaves one
+//! revision and no head returns the entry to the first shape.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -66,11 +77,16 @@ use std::fmt;
 use super::revision::{Revision, RevisionError};
 
 const REV_LEN: usize = 8;
-const TAG_LEN: usize = 4;
 const CREATED_LEN: usize = 8;
-const HEAD_FLAG: u32 = 1 << 31;
-/// The revision count shares the leading tag with [`HEAD_FLAG`].
-const MAX_REVISIONS: usize = (HEAD_FLAG - 1) as usize;
+/// Set in [`KeyEntry::word`] when it holds metadata rather than the one
+/// packed revision; [`Revision::pack`] never sets it.
+const LIST_FLAG: u64 = 1 << 63;
+/// The revision count: the low 31 bits of a metadata word.
+const COUNT_MASK: u64 = (1 << 31) - 1;
+/// Where a metadata word keeps the head's length in bytes (0 or 9 to 18).
+const HEAD_SHIFT: u32 = 32;
+const HEAD_MASK: u64 = 0x1f;
+const MAX_REVISIONS: usize = COUNT_MASK as usize;
 
 /// What a key looked like at some revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,46 +166,46 @@ struct Head {
 /// `BTreeSet<KeyEntry>` can be searched with a plain key.
 #[derive(Clone)]
 pub struct KeyEntry {
+    /// The key bytes, followed by the head and revisions when `word` has
+    /// [`LIST_FLAG`] set.
     data: Box<[u8]>,
+    /// The only revision (packed) or, with [`LIST_FLAG`], the revision count
+    /// and head length.
+    word: u64,
 }
 
 impl KeyEntry {
     /// A key whose first revision is a put at `rev`.
     pub fn new(key: &[u8], rev: Revision) -> Result<Self, IndexError> {
         let packed = rev.pack(false)?;
-        Self::build(None, key, &[], Some(packed))
+        Ok(Self { data: key.into(), word: packed })
     }
 
     /// A key whose oldest stored revision is a put at `rev` that was version `version` of a
     /// generation created at `created`: what a restart finds after a compaction cut the
     /// generation's start (the stored value still carries its create revision and version).
-    pub fn restored(
-        key: &[u8],
-        rev: Revision,
-        created: Revision,
-        version: i64,
-    ) -> Result<Self, IndexError> {
+    pub fn restored(key: &[u8], rev: Revision, created: Revision, version: i64) -> Result<Self, IndexError> {
         let packed = rev.pack(false)?;
         let dropped = u64::try_from(version.saturating_sub(1)).unwrap_or(0);
         if dropped == 0 {
-            return Self::build(None, key, &[], Some(packed));
+            return Self::build(None, key, &[], &[packed]);
         }
-        let head = Head {
-            created: created.pack(false)?,
-            dropped,
-        };
-        Self::build(Some(head), key, &[], Some(packed))
+        let head = Head { created: created.pack(false)?, dropped };
+        Self::build(Some(head), key, &[], &[packed])
     }
 
     /// The key bytes.
     pub fn key(&self) -> &[u8] {
-        let end = self.data.len() - REV_LEN * self.len();
-        &self.data[TAG_LEN + self.head_len()..end]
+        &self.data[..self.key_len()]
     }
 
     /// How many revisions are stored.
     pub fn len(&self) -> usize {
-        (self.tag() & !HEAD_FLAG) as usize
+        if self.word & LIST_FLAG == 0 {
+            1
+        } else {
+            (self.word & COUNT_MASK) as usize
+        }
     }
 
     /// Whether no revision is stored; compaction leaves entries like this,
@@ -199,12 +215,8 @@ impl KeyEntry {
     }
 
     /// The stored revisions, oldest first, each with its tombstone flag.
-    pub fn revisions(
-        &self,
-    ) -> impl DoubleEndedIterator<Item = (Revision, bool)> + ExactSizeIterator + '_ {
-        self.packed_bytes()
-            .chunks_exact(REV_LEN)
-            .map(|chunk| Revision::unpack(read_u64(chunk)))
+    pub fn revisions(&self) -> impl DoubleEndedIterator<Item = (Revision, bool)> + ExactSizeIterator + '_ {
+        (0..self.len()).map(|idx| Revision::unpack(self.packed(idx)))
     }
 
     /// The newest revision and whether it is a tombstone.
@@ -212,7 +224,8 @@ impl KeyEntry {
         self.revisions().next_back()
     }
 
-    /// Bytes held on the heap by this entry (excluding allocator rounding).
+    /// Bytes held on the heap by this entry (excluding allocator rounding);
+    /// the 24 bytes of the entry itself live in the tree's nodes.
     pub fn heap_bytes(&self) -> usize {
         self.data.len()
     }
@@ -230,23 +243,15 @@ impl KeyEntry {
         }
         // Generations are implicit: this one began after the closest earlier
         // tombstone.
-        let start = (0..idx)
-            .rev()
-            .find(|&i| self.is_tombstone(i))
-            .map_or(0, |i| i + 1);
+        let start = (0..idx).rev().find(|&i| self.is_tombstone(i)).map_or(0, |i| i + 1);
         let stored = position_to_version(idx - start + 1);
         let (create_packed, version) = match self.head() {
-            Some(head) if start == 0 => (
-                head.created,
-                stored.saturating_add(i64::try_from(head.dropped).unwrap_or(i64::MAX)),
-            ),
+            Some(head) if start == 0 => {
+                (head.created, stored.saturating_add(i64::try_from(head.dropped).unwrap_or(i64::MAX)))
+            }
             _ => (self.packed(start), stored),
         };
-        Some(KeyAt {
-            mod_revision,
-            create_revision: Revision::unpack(create_packed).0,
-            version,
-        })
+        Some(KeyAt { mod_revision, create_revision: Revision::unpack(create_packed).0, version })
     }
 
     /// Records a put at `rev`.
@@ -274,7 +279,10 @@ impl KeyEntry {
             }
         }
         let packed = rev.pack(tombstone)?;
-        Self::build(self.head(), self.key(), self.packed_bytes(), Some(packed))
+        match self.single() {
+            Some(only) => Self::build(None, self.key(), &[], &[only, packed]),
+            None => Self::build(self.head(), self.key(), self.list_bytes(), &[packed]),
+        }
     }
 
     /// Drops the revisions that no read at `at_rev` or later can reach,
@@ -295,15 +303,9 @@ impl KeyEntry {
         // Within it, keep from the newest revision <= at_rev. Looking only up
         // to its closing tombstone matters when one main revision holds
         // several changes of the key: etcd keeps that tombstone too.
-        let gen_end = (start..n)
-            .find(|&i| self.is_tombstone(i))
-            .map_or(n, |i| i + 1);
+        let gen_end = (start..n).find(|&i| self.is_tombstone(i)).map_or(n, |i| i + 1);
         let reachable = visible.min(gen_end);
-        let cut = if reachable > start {
-            reachable - 1
-        } else {
-            start
-        };
+        let cut = if reachable > start { reachable - 1 } else { start };
         if cut == 0 {
             return n == 0;
         }
@@ -320,75 +322,90 @@ impl KeyEntry {
                 dropped: inherited.map_or(0, |h| h.dropped) + (cut - start) as u64,
             })
         };
-        let kept = &self.packed_bytes()[cut * REV_LEN..];
+        // A single revision is either kept whole (cut == 0, handled above)
+        // or dropped (cut == n == 1); only lists keep part of themselves.
+        let kept = self.list_bytes().get(cut * REV_LEN..).unwrap_or_default();
         // Fewer revisions than before, so the count cannot overflow.
-        if let Ok(entry) = Self::build(head, self.key(), kept, None) {
+        if let Ok(entry) = Self::build(head, self.key(), kept, &[]) {
             *self = entry;
         }
         cut == n
     }
 
-    /// Lays out a fresh entry; `packed` is stored revisions in their stored
-    /// encoding, followed by `extra` if given.
-    fn build(
-        head: Option<Head>,
-        key: &[u8],
-        packed: &[u8],
-        extra: Option<u64>,
-    ) -> Result<Self, IndexError> {
-        let count = packed.len() / REV_LEN + usize::from(extra.is_some());
+    /// Lays out a fresh entry holding `stored` (revisions in their stored
+    /// encoding, packed u64 LE) followed by `extra`.
+    fn build(head: Option<Head>, key: &[u8], stored: &[u8], extra: &[u64]) -> Result<Self, IndexError> {
+        let count = stored.len() / REV_LEN + extra.len();
         if count > MAX_REVISIONS {
             return Err(IndexError::TooManyRevisions);
         }
+        if head.is_none() && count == 1 {
+            let word = match extra.first() {
+                Some(&packed) => packed,
+                None => read_u64(stored),
+            };
+            return Ok(Self { data: key.into(), word });
+        }
         let head_len = head.map_or(0, |h| CREATED_LEN + varint_len(h.dropped));
-        let mut data = Vec::with_capacity(TAG_LEN + head_len + key.len() + REV_LEN * count);
-        let flag = if head.is_some() { HEAD_FLAG } else { 0 };
-        data.extend_from_slice(&(count as u32 | flag).to_le_bytes());
+        let mut data = Vec::with_capacity(key.len() + head_len + REV_LEN * count);
+        data.extend_from_slice(key);
         if let Some(h) = head {
             data.extend_from_slice(&h.created.to_le_bytes());
             write_varint(&mut data, h.dropped);
         }
-        data.extend_from_slice(key);
-        data.extend_from_slice(packed);
-        if let Some(rev) = extra {
-            data.extend_from_slice(&rev.to_le_bytes());
+        data.extend_from_slice(stored);
+        for packed in extra {
+            data.extend_from_slice(&packed.to_le_bytes());
         }
-        // Capacity is exact, so this does not reallocate.
+        // Capacity is exact, so this does not reallocate or shrink. Both
+        // casts are lossless: count <= MAX_REVISIONS and head_len <= 18.
         Ok(Self {
             data: data.into_boxed_slice(),
+            word: LIST_FLAG | ((head_len as u64) << HEAD_SHIFT) | count as u64,
         })
     }
 
-    fn tag(&self) -> u32 {
-        let mut buf = [0; TAG_LEN];
-        buf.copy_from_slice(&self.data[..TAG_LEN]);
-        u32::from_le_bytes(buf)
+    /// The only revision, when the entry stores exactly one and no head.
+    fn single(&self) -> Option<u64> {
+        (self.word & LIST_FLAG == 0).then_some(self.word)
     }
 
+    /// Length in bytes of the head; 0 without one.
     fn head_len(&self) -> usize {
-        if self.tag() & HEAD_FLAG == 0 {
-            return 0;
+        if self.word & LIST_FLAG == 0 {
+            0
+        } else {
+            ((self.word >> HEAD_SHIFT) & HEAD_MASK) as usize
         }
-        let varint = &self.data[TAG_LEN + CREATED_LEN..];
-        CREATED_LEN
-            + varint
-                .iter()
-                .position(|b| b & 0x80 == 0)
-                .map_or(0, |p| p + 1)
+    }
+
+    /// Length of the key: everything in `data` before the head and the
+    /// revision list. This runs on every comparison in a tree search.
+    fn key_len(&self) -> usize {
+        if self.word & LIST_FLAG == 0 {
+            return self.data.len();
+        }
+        let tail =
+            ((self.word >> HEAD_SHIFT) & HEAD_MASK) as usize + REV_LEN * (self.word & COUNT_MASK) as usize;
+        self.data.len() - tail
     }
 
     fn head(&self) -> Option<Head> {
-        if self.tag() & HEAD_FLAG == 0 {
+        let head_len = self.head_len();
+        if head_len == 0 {
             return None;
         }
-        let head = &self.data[TAG_LEN..];
-        Some(Head {
-            created: read_u64(&head[..CREATED_LEN]),
-            dropped: read_varint(&head[CREATED_LEN..]),
-        })
+        let start = self.key_len();
+        let head = &self.data[start..start + head_len];
+        Some(Head { created: read_u64(&head[..CREATED_LEN]), dropped: read_varint(&head[CREATED_LEN..]) })
     }
 
-    fn packed_bytes(&self) -> &[u8] {
+    /// The stored revision list (packed u64 LE each); empty for a single
+    /// revision, which lives in `word`.
+    fn list_bytes(&self) -> &[u8] {
+        if self.word & LIST_FLAG == 0 {
+            return &[];
+        }
         &self.data[self.data.len() - REV_LEN * self.len()..]
     }
 
@@ -396,9 +413,15 @@ impl KeyEntry {
         Revision::unpack(self.packed(idx)).1
     }
 
+    /// The packed form of stored revision `idx` (< [`KeyEntry::len`]).
     fn packed(&self, idx: usize) -> u64 {
-        let bytes = self.packed_bytes();
-        read_u64(&bytes[idx * REV_LEN..(idx + 1) * REV_LEN])
+        match self.single() {
+            Some(only) => only,
+            None => {
+                let bytes = self.list_bytes();
+                read_u64(&bytes[idx * REV_LEN..(idx + 1) * REV_LEN])
+            }
+        }
     }
 
     /// How many stored revisions have `main <= at_rev`.
@@ -450,12 +473,7 @@ impl fmt::Debug for KeyEntry {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.debug_list()
                     .entries(self.0.revisions().map(|(rev, tombstone)| {
-                        format!(
-                            "{}.{}{}",
-                            rev.main,
-                            rev.sub,
-                            if tombstone { "t" } else { "" }
-                        )
+                        format!("{}.{}{}", rev.main, rev.sub, if tombstone { "t" } else { "" })
                     }))
                     .finish()
             }
@@ -517,11 +535,7 @@ mod tests {
     }
 
     fn at(mod_main: i64, create_main: i64, version: i64) -> Option<KeyAt> {
-        Some(KeyAt {
-            mod_revision: rev(mod_main),
-            create_revision: rev(create_main),
-            version,
-        })
+        Some(KeyAt { mod_revision: rev(mod_main), create_revision: rev(create_main), version })
     }
 
     /// Builds a key from `ops`: positive = put at that main, negative =
@@ -556,19 +570,54 @@ mod tests {
 
     #[test]
     fn layout_is_one_exact_allocation() {
-        let e = entry(&[2, 3]);
+        assert_eq!(std::mem::size_of::<KeyEntry>(), 24);
+        // One revision: the allocation is the key alone.
+        let e = entry(&[2]);
+        assert_eq!((e.key(), e.len(), e.heap_bytes()), (&b"foo"[..], 1, 3));
+        assert_eq!(&*e.data, b"foo");
+        assert_eq!(e.word, rev(2).pack(false).expect("pack"));
+        // More: key, then the packed revisions; the word holds the count.
+        let e = entry(&[2, -3]);
         assert_eq!(e.key(), b"foo");
-        assert_eq!(e.heap_bytes(), 3 + 2 * 8 + 4);
-        assert_eq!(std::mem::size_of::<KeyEntry>(), 16);
+        assert_eq!(e.heap_bytes(), 3 + 2 * 8);
+        assert_eq!(e.word, LIST_FLAG | 2);
+        let mut data = b"foo".to_vec();
+        data.extend_from_slice(&rev(2).pack(false).expect("pack").to_le_bytes());
+        data.extend_from_slice(&rev(3).pack(true).expect("pack").to_le_bytes());
+        assert_eq!(&*e.data, &data[..]);
         let empty_key = KeyEntry::new(b"", rev(2)).expect("put");
         assert_eq!(empty_key.key(), b"");
         assert_eq!(empty_key.len(), 1);
+        assert_eq!(empty_key.heap_bytes(), 0);
+        let empty_key = empty_key.appended(rev(3), false).expect("put");
+        assert_eq!((empty_key.key(), empty_key.len()), (&b""[..], 2));
+    }
+
+    #[test]
+    fn single_revision_keeps_its_flags() {
+        // The largest packable revision, as a tombstone, must still read as
+        // a single revision: bit 63 stays clear.
+        let top = Revision::new(Revision::MAX_MAIN, Revision::MAX_SUB);
+        let e = entry(&[2]).appended(top, true).expect("tombstone");
+        let mut removed = Vec::new();
+        let mut c = e.clone();
+        assert!(!c.compact(Revision::MAX_MAIN, &mut removed));
+        assert_eq!(c.word >> 63, 0);
+        assert_eq!(c.revisions().collect::<Vec<_>>(), [(top, true)]);
+        assert_eq!((c.key(), c.heap_bytes()), (&b"foo"[..], 3));
+        assert_eq!(c.get(Revision::MAX_MAIN), None);
+        let e = KeyEntry::new(b"k", Revision::new(Revision::MAX_MAIN, 7)).expect("put");
+        assert_eq!(e.newest(), Some((Revision::new(Revision::MAX_MAIN, 7), false)));
+        assert_eq!(e.get(Revision::MAX_MAIN).map(|k| k.version), Some(1));
     }
 
     #[test]
     fn restored_entry_keeps_create_revision_and_version() {
         let e = KeyEntry::restored(b"k", rev(7), rev(3), 4).expect("restored");
         assert_eq!(e.get(7), at(7, 3, 4));
+        // One revision, but with a head: a list of one.
+        assert_eq!((e.len(), e.key(), e.heap_bytes()), (1, &b"k"[..], 1 + 9 + 8));
+        assert_eq!(e.word, LIST_FLAG | (9 << HEAD_SHIFT) | 1);
         let e = e.appended(rev(9), false).expect("put");
         assert_eq!(e.get(9), at(9, 3, 5));
         let plain = KeyEntry::restored(b"k", rev(7), rev(7), 1).expect("restored");
@@ -636,26 +685,12 @@ mod tests {
     fn revisions_must_increase() {
         let mut e = entry(&[3]);
         for bad in [rev(2), rev(3)] {
-            assert_eq!(
-                e.put(bad),
-                Err(IndexError::OutOfOrder {
-                    last: rev(3),
-                    rev: bad
-                })
-            );
-            assert_eq!(
-                e.tombstone(bad),
-                Err(IndexError::OutOfOrder {
-                    last: rev(3),
-                    rev: bad
-                })
-            );
+            assert_eq!(e.put(bad), Err(IndexError::OutOfOrder { last: rev(3), rev: bad }));
+            assert_eq!(e.tombstone(bad), Err(IndexError::OutOfOrder { last: rev(3), rev: bad }));
         }
         assert_eq!(
             e.put(Revision::new(Revision::MAX_MAIN + 1, 0)),
-            Err(IndexError::Revision(RevisionError::MainOutOfRange(
-                Revision::MAX_MAIN + 1
-            )))
+            Err(IndexError::Revision(RevisionError::MainOutOfRange(Revision::MAX_MAIN + 1)))
         );
         assert!(KeyEntry::new(b"k", rev(-1)).is_err());
         e.put(Revision::new(3, 1)).expect("same main, later sub");
@@ -665,10 +700,7 @@ mod tests {
     #[test]
     fn etcd_example_reads() {
         let e = etcd_example();
-        assert_eq!(
-            listed(&e),
-            [(1, false), (2, false), (3, true), (4, false), (5, true)]
-        );
+        assert_eq!(listed(&e), [(1, false), (2, false), (3, true), (4, false), (5, true)]);
         assert_eq!(e.get(0), None);
         assert_eq!(e.get(1), at(1, 1, 1));
         assert_eq!(e.get(2), at(2, 1, 2));
@@ -692,7 +724,7 @@ mod tests {
         assert_eq!(listed(&c4), [(4, false), (5, true)]);
         assert_eq!((removed, empty), (vec![1, 2, 3], false));
         assert_eq!(c4.get(4), at(4, 4, 1));
-        assert_eq!(c4.heap_bytes(), 3 + 2 * 8 + 4, "no head needed");
+        assert_eq!(c4.heap_bytes(), 3 + 2 * 8, "no head needed");
 
         let (c5, removed, empty) = compacted(&e, 5);
         assert_eq!(listed(&c5), [(5, true)]);
@@ -723,10 +755,7 @@ mod tests {
         assert_eq!(c.get(8), at(8, 2, 4));
 
         let (c, removed, _) = compacted(&e, 6);
-        assert_eq!(
-            (listed(&c), removed),
-            (vec![(6, false), (8, false)], vec![2, 4])
-        );
+        assert_eq!((listed(&c), removed), (vec![(6, false), (8, false)], vec![2, 4]));
         assert_eq!(c.get(6), at(6, 2, 3));
         // Compacting an already cut generation accumulates.
         let (c, removed, _) = compacted(&c, 9);
@@ -753,10 +782,7 @@ mod tests {
         assert_eq!(c.get(7), at(7, 6, 2));
 
         let (c, removed, _) = compacted(&e, 9);
-        assert_eq!(
-            (listed(&c), removed),
-            (vec![(10, false)], vec![2, 3, 4, 6, 7, 8])
-        );
+        assert_eq!((listed(&c), removed), (vec![(10, false)], vec![2, 3, 4, 6, 7, 8]));
         assert_eq!(c.get(10), at(10, 10, 1));
         assert_eq!(c.get(9), None);
     }
@@ -779,10 +805,7 @@ mod tests {
     fn compact_removes_fully_deleted_key() {
         let e = entry(&[2, 3, -4]);
         let (c, removed, empty) = compacted(&e, 4);
-        assert_eq!(
-            (listed(&c), removed, empty),
-            (vec![(4, true)], vec![2, 3], false)
-        );
+        assert_eq!((listed(&c), removed, empty), (vec![(4, true)], vec![2, 3], false));
         let (c, removed, empty) = compacted(&e, 5);
         assert_eq!((listed(&c), removed, empty), (vec![], vec![2, 3, 4], true));
     }
@@ -791,10 +814,7 @@ mod tests {
     fn compact_with_generation_created_after() {
         let e = entry(&[2, -3, 8, 9]);
         let (c, removed, _) = compacted(&e, 5);
-        assert_eq!(
-            (listed(&c), removed),
-            (vec![(8, false), (9, false)], vec![2, 3])
-        );
+        assert_eq!((listed(&c), removed), (vec![(8, false), (9, false)], vec![2, 3]));
         assert_eq!(c.get(9), at(9, 8, 2));
     }
 
@@ -810,10 +830,7 @@ mod tests {
         assert!(!e.compact(5, &mut removed));
         assert_eq!(removed, [Revision::new(3, 0), Revision::new(5, 0)]);
         let kept: Vec<_> = e.revisions().collect();
-        assert_eq!(
-            kept,
-            [(Revision::new(5, 1), true), (Revision::new(5, 2), false)]
-        );
+        assert_eq!(kept, [(Revision::new(5, 1), true), (Revision::new(5, 2), false)]);
         assert_eq!(e.get(5).map(|k| k.version), Some(1));
     }
 
@@ -828,7 +845,8 @@ mod tests {
         assert_eq!(removed.len(), 397);
         assert_eq!(e.key(), b"key");
         // Head: 8 bytes created + 2 byte varint for 397.
-        assert_eq!(e.heap_bytes(), 10 + 3 + 2 * 8 + 4);
+        assert_eq!(e.heap_bytes(), 3 + 10 + 2 * 8);
+        assert_eq!(e.word, LIST_FLAG | (10 << HEAD_SHIFT) | 2);
         e.put(rev(401)).expect("put");
         assert_eq!(e.get(399), at(399, 2, 398));
         assert_eq!(e.get(401), at(401, 2, 400));
@@ -837,11 +855,8 @@ mod tests {
         assert_eq!(e.get(403), at(403, 403, 1));
         assert!(!e.compact(403, &mut removed));
         assert_eq!(listed(&e), [(403, false)]);
-        assert_eq!(
-            e.heap_bytes(),
-            3 + 8 + 4,
-            "head dropped with its generation"
-        );
+        assert_eq!(e.heap_bytes(), 3, "head dropped with its generation");
+        assert_eq!(e.single(), Some(rev(403).pack(false).expect("pack")));
     }
 
     #[test]
@@ -870,10 +885,7 @@ mod tests {
 
     #[test]
     fn error_messages() {
-        assert_eq!(
-            IndexError::RevisionNotFound.to_string(),
-            "mvcc: revision not found"
-        );
+        assert_eq!(IndexError::RevisionNotFound.to_string(), "mvcc: revision not found");
         let err = IndexError::from(RevisionError::SubOutOfRange(-1));
         assert!(std::error::Error::source(&err).is_some());
     }

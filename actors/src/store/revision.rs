@@ -6,21 +6,31 @@
 //! pair, laid out so that comparing packed values compares revisions:
 //!
 //! ```text
-//!  63                    21 20               1   0
-//! +------------------------+------------------+---+
-//! |      main (43 bits)    |  sub (20 bits)   | t |
-//! +------------------------+------------------+---+
+//!  63 62                   21 20               1   0
+//! +--+-----------------------+------------------+---+
+//! |0 |     main (42 bits)    |  sub (20 bits)   | t |
+//! +--+-----------------------+------------------+---+
 //! ```
 //!
 //! `t` marks a tombstone. It sits below `sub` so that it never changes the
-//! order of two distinct revisions. 2^43 main revisions last 27 years at ten
-//! thousand writes a second, and 2^20 changes per transaction is far beyond
-//! etcd's default limit of 128 operations per transaction.
+//! order of two distinct revisions. Bit 63 is always clear: the index uses
+//! it to tell a packed revision from its own metadata word (see
+//! [`super::key_index`]), so `main` is limited to 42 bits,
+//! [`Revision::MAX_MAIN`] = 2^42 - 1 ≈ 4.4·10^12. That lasts 13 years at ten
+//! thousand writes a second (139 years at a thousand); [`Revision::pack`]
+//! refuses anything larger, and the store then refuses the write. 2^20
+//! changes per transaction is far beyond etcd's default limit of 128
+//! operations per transaction.
+//!
+//! A history record's key is the packed form with `t` clear, big-endian, so
+//! that byte order equals revision order. (This is the same byte layout as
+//! with the earlier 43-bit `main`; only the range is smaller.)
 
 use std::fmt;
 
-/// Number of bits of the packed form that hold [`Revision::main`].
-const MAIN_BITS: u32 = 43;
+/// Number of bits of the packed form that hold [`Revision::main`]; the bit
+/// above them (63) is never set by [`Revision::pack`].
+const MAIN_BITS: u32 = 42;
 /// Number of bits of the packed form that hold [`Revision::sub`].
 const SUB_BITS: u32 = 20;
 /// Position of the lowest bit of `main` in the packed form.
@@ -41,7 +51,8 @@ pub struct Revision {
 /// Why a revision cannot be packed or decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RevisionError {
-    /// `main` is negative or does not fit in 43 bits.
+    /// `main` is negative or does not fit in 42 bits (also reported for a
+    /// history key whose top bit is set).
     MainOutOfRange(i64),
     /// `sub` is negative or does not fit in 20 bits.
     SubOutOfRange(i64),
@@ -54,11 +65,9 @@ pub enum RevisionError {
 impl fmt::Display for RevisionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::MainOutOfRange(main) => write!(
-                f,
-                "main revision {main} is outside 0..={}",
-                Revision::MAX_MAIN
-            ),
+            Self::MainOutOfRange(main) => {
+                write!(f, "main revision {main} is outside 0..={}", Revision::MAX_MAIN)
+            }
             Self::SubOutOfRange(sub) => {
                 write!(f, "sub revision {sub} is outside 0..={}", Revision::MAX_SUB)
             }
@@ -82,7 +91,10 @@ impl Revision {
     }
 
     /// Packs the revision and a tombstone flag into a `u64` whose numeric
-    /// order equals the revision order.
+    /// order equals the revision order. The result never has bit 63 set.
+    ///
+    /// Fails if `main` is outside `0..=MAX_MAIN` (2^42 - 1) or `sub` outside
+    /// `0..=MAX_SUB` (2^20 - 1).
     pub fn pack(self, tombstone: bool) -> Result<u64, RevisionError> {
         if !(0..=Self::MAX_MAIN).contains(&self.main) {
             return Err(RevisionError::MainOutOfRange(self.main));
@@ -98,7 +110,9 @@ impl Revision {
 
     /// Splits a packed value into the revision and its tombstone flag.
     ///
-    /// Every `u64` decodes to a valid revision, so this cannot fail.
+    /// This cannot fail: it is the inverse of [`Revision::pack`] on the
+    /// values `pack` returns. A value with bit 63 set (which `pack` never
+    /// returns) decodes to a `main` above [`Revision::MAX_MAIN`].
     pub fn unpack(packed: u64) -> (Self, bool) {
         let rev = Self {
             // Lossless: 43 and 20 bit values fit in i64.
@@ -130,11 +144,15 @@ impl Revision {
     }
 
     /// Decodes a history record key written by [`Revision::to_key_bytes`].
+    ///
+    /// Rejects keys that are not 8 bytes long, that have the tombstone bit
+    /// set, or whose top bit is set (a `main` above [`Revision::MAX_MAIN`]).
     pub fn from_key_bytes(bytes: &[u8]) -> Result<Self, RevisionError> {
-        let array: [u8; 8] = bytes
-            .try_into()
-            .map_err(|_| RevisionError::KeyLength(bytes.len()))?;
+        let array: [u8; 8] = bytes.try_into().map_err(|_| RevisionError::KeyLength(bytes.len()))?;
         let (rev, tombstone) = Self::unpack(u64::from_be_bytes(array));
+        if rev.main > Self::MAX_MAIN {
+            return Err(RevisionError::MainOutOfRange(rev.main));
+        }
         if tombstone {
             return Err(RevisionError::TombstoneBitInKey);
         }
@@ -151,29 +169,23 @@ mod tests {
     fn packs_bounds() {
         assert_eq!(Revision::new(0, 0).pack(false), Ok(0));
         assert_eq!(Revision::new(0, 0).pack(true), Ok(1));
+        assert_eq!(Revision::MAX_MAIN, (1 << 42) - 1);
+        assert_eq!(Revision::new(Revision::MAX_MAIN, Revision::MAX_SUB).pack(true), Ok(u64::MAX >> 1));
         assert_eq!(
-            Revision::new(Revision::MAX_MAIN, Revision::MAX_SUB).pack(true),
-            Ok(u64::MAX)
-        );
-        assert_eq!(
-            Revision::unpack(u64::MAX),
+            Revision::unpack(u64::MAX >> 1),
             (Revision::new(Revision::MAX_MAIN, Revision::MAX_SUB), true)
         );
+        // Bit 63 is free for the index's own use.
+        assert_eq!(Revision::unpack(1 << 63).0.main, Revision::MAX_MAIN + 1);
     }
 
     #[test]
     fn rejects_unpackable() {
         for main in [-1, i64::MIN, Revision::MAX_MAIN + 1, i64::MAX] {
-            assert_eq!(
-                Revision::new(main, 0).pack(false),
-                Err(RevisionError::MainOutOfRange(main))
-            );
+            assert_eq!(Revision::new(main, 0).pack(false), Err(RevisionError::MainOutOfRange(main)));
         }
         for sub in [-1, Revision::MAX_SUB + 1] {
-            assert_eq!(
-                Revision::new(2, sub).pack(true),
-                Err(RevisionError::SubOutOfRange(sub))
-            );
+            assert_eq!(Revision::new(2, sub).pack(true), Err(RevisionError::SubOutOfRange(sub)));
         }
         assert!(Revision::new(-1, 0).try_to_key_bytes().is_err());
     }
@@ -181,7 +193,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "cannot encode revision")]
     fn key_bytes_panics_on_unpackable() {
-        let _ = Revision::new(1 << 43, 0).to_key_bytes();
+        let _ = Revision::new(1 << 42, 0).to_key_bytes();
     }
 
     #[test]
@@ -190,20 +202,18 @@ mod tests {
         let key = rev.to_key_bytes();
         assert_eq!(key, ((2u64 << 21) | (3 << 1)).to_be_bytes());
         assert_eq!(Revision::from_key_bytes(&key), Ok(rev));
-        assert_eq!(
-            Revision::from_key_bytes(&key[..7]),
-            Err(RevisionError::KeyLength(7))
-        );
-        assert_eq!(
-            Revision::from_key_bytes(&[0; 9]),
-            Err(RevisionError::KeyLength(9))
-        );
+        assert_eq!(Revision::from_key_bytes(&key[..7]), Err(RevisionError::KeyLength(7)));
+        assert_eq!(Revision::from_key_bytes(&[0; 9]), Err(RevisionError::KeyLength(9)));
         let mut tomb = key;
         tomb[7] |= 1;
-        assert_eq!(
-            Revision::from_key_bytes(&tomb),
-            Err(RevisionError::TombstoneBitInKey)
-        );
+        assert_eq!(Revision::from_key_bytes(&tomb), Err(RevisionError::TombstoneBitInKey));
+        // The largest revision still encodes; one bit above it does not decode.
+        let max = Revision::new(Revision::MAX_MAIN, Revision::MAX_SUB);
+        assert_eq!(max.to_key_bytes(), ((u64::MAX >> 1) & !1).to_be_bytes());
+        assert_eq!(Revision::from_key_bytes(&max.to_key_bytes()), Ok(max));
+        let mut high = key;
+        high[0] |= 0x80;
+        assert_eq!(Revision::from_key_bytes(&high), Err(RevisionError::MainOutOfRange((1 << 42) | 2)));
     }
 
     #[test]
@@ -222,6 +232,7 @@ mod tests {
         #[test]
         fn pack_round_trips((rev, t) in packable()) {
             let packed = rev.pack(t).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(packed >> 63, 0);
             prop_assert_eq!(Revision::unpack(packed), (rev, t));
             prop_assert_eq!(Revision::from_key_bytes(&rev.to_key_bytes()), Ok(rev));
         }
