@@ -2,6 +2,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
@@ -46,6 +47,10 @@ pub struct Config {
     /// Raise alarms when backend size exceeds the given quota (0 defaults to 2 GiB).
     #[arg(long = "quota-backend-bytes", default_value_t = 0)]
     pub quota_backend_bytes: u64,
+
+    /// Duration of periodic watch progress notifications (e.g. 10m, 30s, 500ms).
+    #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m", value_parser = parse_duration)]
+    pub watch_progress_notify_interval: Duration,
 
     /// Log level: debug, info, warn, error, panic or fatal.
     #[arg(long = "log-level", default_value = "info", value_parser = ["debug", "info", "warn", "error", "panic", "fatal"])]
@@ -92,4 +97,35 @@ pub fn listen_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<SocketAdd
         bail!("--{flag}: no URL given");
     }
     Ok(addrs)
+}
+
+/// Parses Go-style durations as etcd's flags take them: `10m`, `1m30s`, `500ms`, `2h`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let mut total = Duration::ZERO;
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
+        let (number, tail) = rest.split_at(digits);
+        let value: f64 = number.parse().map_err(|_| format!("invalid duration {text:?}"))?;
+        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let seconds = match unit {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return Err(format!("invalid duration {text:?}: unit {unit:?}")),
+        };
+        total += Duration::from_secs_f64(value * seconds);
+        rest = tail;
+    }
+    if total.is_zero() {
+        return Err(format!("duration {text:?} must be positive"));
+    }
+    Ok(total)
 }

@@ -14,7 +14,7 @@ use actcd_proto::etcdserverpb::{
     RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
 
-use crate::header::Identity;
+use actcd_actors::identity::Identity;
 use crate::status::to_status;
 
 /// The handles a service needs to reach the store.

@@ -4,14 +4,16 @@
 //! - [`config`]: command-line flags with etcd's names.
 //! - [`server`]: process wiring: store, StoreActor, gRPC listeners, shutdown.
 //! - [`kv`]: the KV service (reads on the read view, writes through the StoreActor).
+//! - [`watch`]: the Watch service (one StreamActor per stream); [`connections`]: connection
+//!   ids and ends, for the ConnActors.
 //! - [`maintenance`]: Status, Alarm and MemberList, for etcdctl's endpoint and member commands.
 //! - [`health`]: grpc.health.v1; [`http`]: /health and /version on the metrics URLs.
 //! - [`pending`]: services not built yet, answering UNIMPLEMENTED.
-//! - [`header`]: the member identity on response headers; [`status`]: store errors as gRPC statuses.
+//! - [`status`]: store errors as gRPC statuses.
 #![deny(missing_docs)]
 
 pub mod config;
-pub mod header;
+pub mod connections;
 pub mod health;
 pub mod http;
 pub mod kv;
@@ -19,3 +21,4 @@ pub mod maintenance;
 pub mod pending;
 pub mod server;
 pub mod status;
+pub mod watch;

@@ -2,16 +2,20 @@
 //! client URL (and /health, /version on the metrics URLs) until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::{Actor, Arbiter};
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
+use actcd_actors::identity::Identity;
 use actcd_actors::store_actor::StoreActor;
+use actcd_actors::watch::root::WatchRoot;
+use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
     maintenance_server::MaintenanceServer, watch_server::WatchServer,
@@ -19,7 +23,8 @@ use actcd_proto::etcdserverpb::{
 use actcd_proto::health::health_server::HealthServer;
 
 use crate::config::{listen_addrs, Config};
-use crate::header::Identity;
+use crate::connections::{incoming, Connections};
+use crate::watch::WatchService;
 use crate::health::HealthService;
 use crate::http;
 use crate::kv::{KvService, StoreHandle};
@@ -29,6 +34,10 @@ use crate::pending::NotYetBuilt;
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
 const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
+/// Watch shards: one per core of the machine this is tuned for.
+const WATCH_SHARDS: usize = 2;
+/// Arbiters (threads) shared by the stream and connection actors.
+const STREAM_ARBITERS: usize = 2;
 
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
@@ -48,30 +57,56 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let view = core.read_view();
 
     let system = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("the tokio runtime must start")
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime must start")
     });
     system.block_on(async move {
-        // The writer's fsyncs block its thread; a dedicated arbiter keeps them off the gRPC workers.
+        let identity = Identity::new(&config.name, &config.advertise_client_urls);
+        // Each shard and the writer get an arbiter (a thread) of their own: the writer's
+        // fsyncs and a shard's catch-up reads block only themselves. Streams share a few.
+        let shard_config = ShardConfig { progress_interval: config.watch_progress_notify_interval };
+        let mut arbiters = Vec::new();
+        let shards: Vec<_> = (0..WATCH_SHARDS)
+            .map(|_| {
+                let arbiter = Arbiter::new();
+                let view = view.clone();
+                let shard = WatchShard::start_in_arbiter(&arbiter.handle(), move |_| WatchShard::new(view, shard_config));
+                arbiters.push(arbiter);
+                shard
+            })
+            .collect();
+        let root = WatchRoot::new(shards.iter().map(|s| s.clone().recipient()).collect()).start();
         let store_arbiter = Arbiter::new();
+        let subscriber = Some(root.recipient());
         let writer =
-            StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core, None));
+            StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core, subscriber));
+        let stream_arbiters: Vec<Arbiter> = (0..STREAM_ARBITERS).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
-            view,
+            view: view.clone(),
             writer,
-            identity: Identity::new(&config.name, &config.advertise_client_urls),
+            identity,
             max_txn_ops: config.max_txn_ops,
             max_request_bytes: config.max_request_bytes,
         };
-        serve(&config, store, client_addrs, metrics_addrs).await
+        let connections = Arc::new(Connections::default());
+        let watch = Arc::new(WatchService {
+            arbiters: stream_arbiters.iter().map(Arbiter::handle).collect(),
+            shards,
+            view,
+            identity,
+            max_request_bytes: config.max_request_bytes,
+            connections: Arc::clone(&connections),
+            next_stream: AtomicU64::new(0),
+            next_arbiter: AtomicUsize::new(0),
+        });
+        serve(&config, store, watch, connections, client_addrs, metrics_addrs).await
     })
 }
 
 async fn serve(
     config: &Config,
     store: StoreHandle,
+    watch: Arc<WatchService>,
+    connections: Arc<Connections>,
     client_addrs: Vec<SocketAddr>,
     metrics_addrs: Vec<SocketAddr>,
 ) -> anyhow::Result<()> {
@@ -89,10 +124,10 @@ async fn serve(
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
     for listener in listeners {
-        let router = grpc_router(config, store.clone());
+        let router = grpc_router(config, store.clone(), Arc::clone(&watch));
         let mut shutdown = shutdown_rx.clone();
+        let incoming = incoming(listener, Arc::clone(&connections));
         servers.spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
             router
                 .serve_with_incoming_shutdown(incoming, async move {
                     let _ = shutdown.wait_for(|stop| *stop).await;
@@ -115,7 +150,7 @@ async fn serve(
     Ok(())
 }
 
-fn grpc_router(config: &Config, store: StoreHandle) -> tonic::transport::server::Router {
+fn grpc_router(config: &Config, store: StoreHandle, watch: Arc<WatchService>) -> tonic::transport::server::Router {
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let maintenance = || {
         MaintenanceService::new(
@@ -128,7 +163,7 @@ fn grpc_router(config: &Config, store: StoreHandle) -> tonic::transport::server:
     Server::builder()
         .tcp_nodelay(true)
         .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
-        .add_service(WatchServer::new(NotYetBuilt).max_decoding_message_size(max_message))
+        .add_service(WatchServer::from_arc(watch).max_decoding_message_size(max_message))
         .add_service(LeaseServer::new(NotYetBuilt).max_decoding_message_size(max_message))
         .add_service(ClusterServer::new(maintenance()).max_decoding_message_size(max_message))
         .add_service(MaintenanceServer::new(maintenance()).max_decoding_message_size(max_message))

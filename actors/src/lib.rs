@@ -3,8 +3,17 @@
 //! # Layout
 //! - [`store`]: the store core (no actors): revision index, RocksDB engine, KV logic, the
 //!   single writer and the concurrent read view.
-//! - [`store_actor`]: the StoreActor, which turns queued writes into group commits.
+//! - [`store_actor`]: the StoreActor, which turns queued writes into group commits and
+//!   publishes committed events.
+//! - [`watch`]: the watch tree: WatchRoot, WatchShards and the watch records they hold.
+//! - [`stream`]: the StreamActor of one Watch gRPC stream.
+//! - [`conn`]: the ConnActor of one client connection.
+//! - [`identity`]: the member identity stamped on response headers.
 #![deny(missing_docs)]
 
+pub mod conn;
+pub mod identity;
 pub mod store;
 pub mod store_actor;
+pub mod stream;
+pub mod watch;

@@ -113,7 +113,7 @@ impl<E: Engine> StoreActor<E> {
     }
 }
 
-impl<E: Engine + Unpin> Actor for StoreActor<E> {
+impl<E: Engine> Actor for StoreActor<E> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
@@ -121,7 +121,7 @@ impl<E: Engine + Unpin> Actor for StoreActor<E> {
     }
 }
 
-impl<E: Engine + Unpin> Handler<Write> for StoreActor<E> {
+impl<E: Engine> Handler<Write> for StoreActor<E> {
     type Result = ();
 
     fn handle(&mut self, msg: Write, ctx: &mut Self::Context) {
@@ -131,7 +131,7 @@ impl<E: Engine + Unpin> Handler<Write> for StoreActor<E> {
     }
 }
 
-impl<E: Engine + Unpin> Handler<Flush> for StoreActor<E> {
+impl<E: Engine> Handler<Flush> for StoreActor<E> {
     type Result = ();
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {

@@ -75,7 +75,7 @@ impl WriteSet {
 pub type ScanVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError> + 'a;
 
 /// What the store needs from a storage engine.
-pub trait Engine: Send + Sync + 'static {
+pub trait Engine: Send + Sync + Unpin + 'static {
     /// Applies `set` atomically and returns only once it is on stable storage (fsync).
     fn commit(&self, set: &WriteSet) -> Result<(), StoreError>;
 

@@ -1,4 +1,5 @@
-//! The response header fields that identify this member, filled in on every response.
+//! The response header fields that identify this member, filled in on every response (by the
+//! gRPC services, and by stream actors for watch responses).
 
 use actcd_proto::etcdserverpb::ResponseHeader;
 

@@ -1,0 +1,74 @@
+//! The ConnActor: owns the streams of one client connection (HTTP/2 multiplexes many), and
+//! stops them when the connection goes away. Started on a connection's first stream, so
+//! connections that only send unary requests cost no actor.
+
+use std::collections::HashMap;
+
+use actix::dev::SendError;
+use actix::prelude::*;
+
+use crate::stream::{StopStream, StreamEnded};
+use crate::watch::messages::StreamId;
+
+/// A new stream on this connection.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct AttachStream {
+    /// The stream.
+    pub id: StreamId,
+    /// How to stop it.
+    pub stop: Recipient<StopStream>,
+}
+
+/// The connection closed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ConnectionClosed;
+
+/// The actor of one client connection.
+#[derive(Default)]
+pub struct ConnActor {
+    streams: HashMap<StreamId, Recipient<StopStream>>,
+}
+
+impl ConnActor {
+    /// Streams open on the connection.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+}
+
+impl Actor for ConnActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<AttachStream> for ConnActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: AttachStream, _: &mut Self::Context) {
+        self.streams.insert(msg.id, msg.stop);
+    }
+}
+
+impl Handler<StreamEnded> for ConnActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: StreamEnded, _: &mut Self::Context) {
+        self.streams.remove(&msg.0);
+    }
+}
+
+impl Handler<ConnectionClosed> for ConnActor {
+    type Result = ();
+
+    fn handle(&mut self, _: ConnectionClosed, ctx: &mut Self::Context) {
+        for (_, stream) in self.streams.drain() {
+            // A stream whose mailbox is full is stopping anyway: its client channel is gone
+            // with the connection, so its next send fails and it stops itself.
+            if let Err(SendError::Full(_)) = stream.try_send(StopStream) {
+                tracing::debug!("stream busy at connection close; it stops on its next send");
+            }
+        }
+        ctx.stop();
+    }
+}

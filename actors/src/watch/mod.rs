@@ -1,0 +1,32 @@
+//! The watch actor tree.
+//!
+//! ```text
+//!  StoreActor ──Committed (Arc, one per group commit)──▶ WatchRoot
+//!                                                          │ the same Arc to every shard
+//!                                                          ▼
+//!                                            WatchShard 0 … WatchShard K-1
+//!                     each holds the watches of the streams assigned to it (stream id mod K)
+//!                                                          │ one message per stream per batch
+//!                                                          ▼
+//!                                                    StreamActor ──▶ gRPC response stream
+//! ```
+//!
+//! A watch is a small record in its shard's [`watcher_group::WatcherGroup`], not an actor.
+//! Every hop is bounded and lossy in the same recoverable way: a full mailbox drops the
+//! message, and the receiver (or the watchers that missed it) catches up from storage by
+//! revision. So a slow client, shard or root never blocks the store, and memory never grows
+//! with how far behind anyone is.
+//!
+//! # Layout
+//! - [`messages`]: the messages of the tree (store → root → shard → stream and back).
+//! - [`watcher`]: one watch's record and what it matches.
+//! - [`range_index`]: exact keys in a hash map, ranges in an interval tree.
+//! - [`watcher_group`]: a shard's watches: synced / unsynced sets, matching, catch-up, progress.
+//! - [`shard`] / [`root`]: the actix shells.
+
+pub mod messages;
+pub mod range_index;
+pub mod root;
+pub mod shard;
+pub mod watcher;
+pub mod watcher_group;

@@ -1,0 +1,43 @@
+//! The WatchRoot actor: receives each committed batch from the store once and hands the same
+//! `Arc` to every shard.
+
+use actix::dev::SendError;
+use actix::prelude::*;
+
+use crate::store_actor::Committed;
+
+/// Mailbox capacity; the store drops batches for a full root (the tree catches up from storage).
+const MAILBOX_CAPACITY: usize = 1024;
+
+/// The root of the watch tree.
+pub struct WatchRoot {
+    shards: Vec<Recipient<Committed>>,
+}
+
+impl WatchRoot {
+    /// A root fanning out to `shards`.
+    pub fn new(shards: Vec<Recipient<Committed>>) -> Self {
+        Self { shards }
+    }
+}
+
+impl Actor for WatchRoot {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+    }
+}
+
+impl Handler<Committed> for WatchRoot {
+    type Result = ();
+
+    fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+        for shard in &self.shards {
+            // A full shard misses this batch and reads it back from storage: see WatcherGroup.
+            if let Err(SendError::Full(_)) = shard.try_send(msg.clone()) {
+                tracing::debug!(revision = msg.0.revision, "watch shard is behind; it will catch up");
+            }
+        }
+    }
+}

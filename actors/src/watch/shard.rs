@@ -1,0 +1,131 @@
+//! The WatchShard actor: the actix shell around a [`WatcherGroup`].
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use actix::dev::SendError;
+
+use actcd_proto::etcdserverpb::WatchResponse;
+
+use crate::store::engine::Engine;
+use crate::store::ReadView;
+use crate::store_actor::Committed;
+
+use super::messages::{ShardRequest, StreamId, StreamOutput};
+use super::watcher_group::{Delivery, Outbox, SyncLimits, WatcherGroup};
+
+/// How often unsynced watchers are caught up from storage (etcd: 100 ms).
+const SYNC_INTERVAL: Duration = Duration::from_millis(100);
+/// How often a shard checks that committed batches still arrive.
+const STALL_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+/// Mailbox capacity. Streams wait (`send`) when it is full; the root drops batches for a full
+/// shard (`try_send`) and the shard catches up from storage.
+const MAILBOX_CAPACITY: usize = 1024;
+
+/// Timing of a shard.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardConfig {
+    /// Periodic progress notifications (etcd's --watch-progress-notify-interval, 10 min).
+    pub progress_interval: Duration,
+}
+
+/// The streams' outboxes, delivering with `try_send` so a full stream never blocks the shard.
+#[derive(Default)]
+struct Outboxes(HashMap<StreamId, Recipient<StreamOutput>>);
+
+impl Outbox for Outboxes {
+    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
+        let Some(outbox) = self.0.get(&stream) else { return Delivery::Closed };
+        match outbox.try_send(StreamOutput(responses)) {
+            Ok(()) => Delivery::Sent,
+            Err(SendError::Full(_)) => Delivery::Full,
+            Err(SendError::Closed(_)) => {
+                self.0.remove(&stream);
+                Delivery::Closed
+            }
+        }
+    }
+}
+
+/// One shard of the watch tree.
+pub struct WatchShard<E: Engine> {
+    group: WatcherGroup,
+    outboxes: Outboxes,
+    view: ReadView<E>,
+    config: ShardConfig,
+    sync_scheduled: bool,
+}
+
+impl<E: Engine> WatchShard<E> {
+    /// A shard reading history through `view`.
+    pub fn new(view: ReadView<E>, config: ShardConfig) -> Self {
+        let group = WatcherGroup::new(view.revision());
+        Self { group, outboxes: Outboxes::default(), view, config, sync_scheduled: false }
+    }
+
+    fn sync(&mut self) {
+        self.group.sync(&self.view, &mut self.outboxes, SyncLimits::default());
+    }
+}
+
+impl<E: Engine> Actor for WatchShard<E> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        ctx.run_interval(SYNC_INTERVAL, |shard, _| shard.sync());
+        ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| shard.group.check_stalled(shard.view.revision()));
+        ctx.run_interval(self.config.progress_interval, |shard, _| shard.group.progress_tick(&mut shard.outboxes));
+    }
+}
+
+impl<E: Engine> Handler<Committed> for WatchShard<E> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+        self.group.on_committed(&msg.0, &self.view, &mut self.outboxes);
+    }
+}
+
+/// Runs a catch-up pass soon, without waiting for the next tick.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct SyncSoon;
+
+impl<E: Engine> Handler<SyncSoon> for WatchShard<E> {
+    type Result = ();
+
+    fn handle(&mut self, _: SyncSoon, _: &mut Self::Context) {
+        self.sync_scheduled = false;
+        self.sync();
+    }
+}
+
+impl<E: Engine> Handler<ShardRequest> for WatchShard<E> {
+    type Result = ();
+
+    fn handle(&mut self, msg: ShardRequest, ctx: &mut Self::Context) {
+        match msg {
+            ShardRequest::Register { stream, outbox } => {
+                self.outboxes.0.insert(stream, outbox);
+            }
+            ShardRequest::Add(spec) => {
+                let behind = spec.start_revision <= self.group.processed();
+                self.group.add(&spec);
+                if behind && !self.sync_scheduled {
+                    self.sync_scheduled = true;
+                    ctx.notify(SyncSoon);
+                }
+            }
+            ShardRequest::Cancel { stream, watch_id } => {
+                self.group.cancel(stream, watch_id);
+            }
+            ShardRequest::Progress(stream) => self.group.request_progress(stream, &mut self.outboxes),
+            ShardRequest::RemoveStream(stream) => {
+                self.group.remove_stream(stream);
+                self.outboxes.0.remove(&stream);
+            }
+        }
+    }
+}

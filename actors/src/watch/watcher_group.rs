@@ -1,0 +1,497 @@
+//! A shard's watches and everything done to them: matching committed events, catching up
+//! watchers that fell behind, progress notifications. A plain struct: tests drive it with a
+//! real store and a fake outbox, no actor runtime.
+//!
+//! Every watcher is in one of two sets (etcd's synced / unsynced groups, with etcd's victims
+//! folded into unsynced):
+//!
+//! ```text
+//!   add (start <= processed) ─────────────▶ unsynced ──catch-up from storage reaches processed──▶ synced
+//!   add (start >  processed) ─────────────────────────────────────────────────────────────────────▶ synced
+//!   synced, its stream's outbox full ───▶ unsynced (next_rev = first revision it missed)
+//!   a gap in the committed revisions ───▶ every synced watcher to unsynced
+//!   unsynced, next_rev < compaction ────▶ canceled with compact_revision
+//! ```
+//!
+//! `processed` is the revision the synced set has seen. Live events go only to synced
+//! watchers, catch-up only to unsynced ones, and a watcher moves to synced only once it has
+//! been sent everything up to `processed`: so each watcher gets each revision once, in order.
+
+use std::collections::HashMap;
+
+use smallvec::SmallVec;
+
+use actcd_proto::etcdserverpb::{ResponseHeader, WatchResponse};
+use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
+
+use crate::store::{CommittedEvents, HistoryChunk, StoreError};
+
+use super::messages::StreamId;
+use super::range_index::RangeIndex;
+use super::watcher::{flags, WatchSpec, Watcher};
+
+/// What happened to responses handed to a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Queued for the stream.
+    Sent,
+    /// The stream's buffer is full: nothing was queued.
+    Full,
+    /// The stream is gone.
+    Closed,
+}
+
+/// Where a group sends responses, one call per stream per pass.
+pub trait Outbox {
+    /// Hands `responses` (in order) to `stream`'s buffer, all or nothing.
+    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery;
+}
+
+/// The store as the watch tree reads it.
+pub trait History {
+    /// Whole revisions of history from `from` to `to` (see `ReadView::history`).
+    fn history(&self, from: i64, to: i64, max_bytes: usize) -> Result<HistoryChunk, StoreError>;
+    /// A key's value as of `revision`, for prev_kv.
+    fn get_at(&self, key: &[u8], revision: i64) -> Result<Option<KeyValue>, StoreError>;
+    /// The compaction revision.
+    fn compacted(&self) -> i64;
+}
+
+impl<E: crate::store::engine::Engine> History for crate::store::ReadView<E> {
+    fn history(&self, from: i64, to: i64, max_bytes: usize) -> Result<HistoryChunk, StoreError> {
+        crate::store::ReadView::history(self, from, to, max_bytes)
+    }
+    fn get_at(&self, key: &[u8], revision: i64) -> Result<Option<KeyValue>, StoreError> {
+        crate::store::ReadView::get_at(self, key, revision)
+    }
+    fn compacted(&self) -> i64 {
+        self.compacted_revision()
+    }
+}
+
+/// Bounds of one catch-up pass.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncLimits {
+    /// Unsynced watchers served per pass (etcd: 512).
+    pub watchers: usize,
+    /// History bytes read per pass; a response never holds more (plus one revision), far
+    /// below the 4 MiB a client accepts by default.
+    pub bytes: usize,
+}
+
+impl Default for SyncLimits {
+    fn default() -> Self {
+        Self { watchers: 512, bytes: 1 << 20 }
+    }
+}
+
+/// The watches of one shard.
+#[derive(Default)]
+pub struct WatcherGroup {
+    slots: Vec<Option<Watcher>>,
+    free: Vec<u32>,
+    synced: RangeIndex,
+    unsynced: Vec<u32>,
+    streams: HashMap<StreamId, SmallVec<[u32; 4]>>,
+    processed: i64,
+    /// `processed` at the previous stall check.
+    processed_at_last_check: i64,
+    watch_count: usize,
+}
+
+fn is_delete(ev: &Event) -> bool {
+    ev.r#type == EventType::Delete as i32
+}
+
+fn revision_of(ev: &Event) -> i64 {
+    ev.kv.as_ref().map_or(0, |kv| kv.mod_revision)
+}
+
+fn key_of(ev: &Event) -> &[u8] {
+    ev.kv.as_ref().map_or(&[], |kv| kv.key.as_ref())
+}
+
+fn header(revision: i64) -> Option<ResponseHeader> {
+    Some(ResponseHeader { revision, ..Default::default() })
+}
+
+impl WatcherGroup {
+    /// An empty group whose synced set starts at `revision`.
+    pub fn new(revision: i64) -> Self {
+        Self { processed: revision, processed_at_last_check: revision, ..Default::default() }
+    }
+
+    /// The revision the synced set has seen.
+    pub fn processed(&self) -> i64 {
+        self.processed
+    }
+
+    /// Watches held.
+    pub fn len(&self) -> usize {
+        self.watch_count
+    }
+
+    /// True when no watch is held.
+    pub fn is_empty(&self) -> bool {
+        self.watch_count == 0
+    }
+
+    /// Watchers waiting for catch-up (etcd's slow watchers).
+    pub fn unsynced_len(&self) -> usize {
+        self.unsynced.len()
+    }
+
+    /// Streams with at least one watch.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Approximate heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        let records = self.slots.capacity() * std::mem::size_of::<Option<Watcher>>()
+            + self.slots.iter().flatten().map(Watcher::heap_bytes).sum::<usize>();
+        let streams = self.streams.capacity() * (std::mem::size_of::<(StreamId, SmallVec<[u32; 4]>)>() + 8);
+        records + streams + self.synced.heap_bytes() + (self.free.capacity() + self.unsynced.capacity()) * 4
+    }
+
+    /// Adds a watch. One that starts at or before `processed` must first catch up.
+    pub fn add(&mut self, spec: &WatchSpec) {
+        let watcher = Watcher::new(spec);
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.streams.entry(spec.stream).or_default().push(slot);
+        if watcher.next_rev <= self.processed {
+            self.unsynced.push(slot);
+            self.slots[slot as usize] = Some(watcher);
+        } else {
+            self.synced.insert(&watcher.key, &watcher.range_end, slot);
+            let mut watcher = watcher;
+            watcher.flags |= flags::SYNCED;
+            self.slots[slot as usize] = Some(watcher);
+        }
+        self.watch_count += 1;
+    }
+
+    /// Removes one watch; returns whether it existed.
+    pub fn cancel(&mut self, stream: StreamId, watch_id: i64) -> bool {
+        let Some(slots) = self.streams.get(&stream) else { return false };
+        let found = slots
+            .iter()
+            .copied()
+            .find(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.watch_id == watch_id));
+        let Some(slot) = found else { return false };
+        self.remove_slot(slot);
+        true
+    }
+
+    /// Removes every watch of a stream; returns how many.
+    pub fn remove_stream(&mut self, stream: StreamId) -> usize {
+        let Some(slots) = self.streams.get(&stream).cloned() else { return 0 };
+        for slot in &slots {
+            self.remove_slot(*slot);
+        }
+        self.streams.remove(&stream);
+        slots.len()
+    }
+
+    fn remove_slot(&mut self, slot: u32) {
+        let Some(watcher) = self.slots[slot as usize].take() else { return };
+        if watcher.has(flags::SYNCED) {
+            self.synced.remove(&watcher.key, &watcher.range_end, slot);
+        } else if let Some(at) = self.unsynced.iter().position(|s| *s == slot) {
+            self.unsynced.swap_remove(at);
+        }
+        if let Some(list) = self.streams.get_mut(&watcher.stream) {
+            list.retain(|s| *s != slot);
+            if list.is_empty() {
+                self.streams.remove(&watcher.stream);
+            }
+        }
+        self.free.push(slot);
+        self.watch_count -= 1;
+    }
+
+    fn desync(&mut self, slot: u32, next_rev: i64) {
+        let Some(w) = self.slots[slot as usize].as_mut() else { return };
+        if !w.has(flags::SYNCED) {
+            w.next_rev = w.next_rev.min(next_rev);
+            return;
+        }
+        w.flags &= !flags::SYNCED;
+        w.next_rev = w.next_rev.max(next_rev);
+        let (key, end) = (w.key.clone(), w.range_end.clone());
+        self.synced.remove(&key, &end, slot);
+        self.unsynced.push(slot);
+    }
+
+    fn desync_all(&mut self, from: i64) {
+        let synced: Vec<u32> = (0..self.slots.len() as u32)
+            .filter(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.has(flags::SYNCED)))
+            .collect();
+        for slot in synced {
+            self.desync(slot, from);
+        }
+    }
+
+    /// Feeds a committed batch to the synced watchers. A batch that does not follow on from
+    /// `processed` means batches were dropped upstream: every synced watcher then catches up
+    /// from storage instead.
+    pub fn on_committed(&mut self, batch: &CommittedEvents, history: &impl History, outbox: &mut impl Outbox) {
+        if batch.revision <= self.processed {
+            return;
+        }
+        if batch.prev_revision > self.processed {
+            let from = self.processed + 1;
+            self.desync_all(from);
+            self.processed = batch.revision;
+            return;
+        }
+        let fresh: Vec<&Event> = batch.events.iter().filter(|e| revision_of(e) > self.processed).collect();
+        self.processed = batch.revision;
+        self.deliver_live(&fresh, history, outbox);
+    }
+
+    fn deliver_live(&mut self, events: &[&Event], history: &impl History, outbox: &mut impl Outbox) {
+        // stream → responses, and the (slot, revision) of each response for when delivery fails.
+        let mut out: HashMap<StreamId, (Vec<WatchResponse>, Vec<(u32, i64)>)> = HashMap::new();
+        let mut start = 0;
+        while start < events.len() {
+            let rev = revision_of(events[start]);
+            let end = start + events[start..].iter().take_while(|e| revision_of(e) == rev).count();
+            let mut per_slot: Vec<(u32, Vec<Event>)> = Vec::new();
+            let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
+            for (i, ev) in events[start..end].iter().enumerate() {
+                let mut matched: SmallVec<[u32; 8]> = SmallVec::new();
+                self.synced.matches(key_of(ev), |slot| matched.push(slot));
+                for slot in matched {
+                    let Some(w) = self.slots[slot as usize].as_ref() else { continue };
+                    if rev < w.next_rev || !w.wants(is_delete(ev)) {
+                        continue;
+                    }
+                    let event = if w.has(flags::PREV_KV) {
+                        let prev = prev_cache.entry(i).or_insert_with(|| previous(ev, history)).clone();
+                        Event { prev_kv: prev, ..(*ev).clone() }
+                    } else {
+                        (*ev).clone()
+                    };
+                    match per_slot.iter_mut().find(|(s, _)| *s == slot) {
+                        Some((_, list)) => list.push(event),
+                        None => per_slot.push((slot, vec![event])),
+                    }
+                }
+            }
+            for (slot, evs) in per_slot {
+                let Some(w) = self.slots[slot as usize].as_mut() else { continue };
+                w.flags |= flags::NOTIFIED;
+                let entry = out.entry(w.stream).or_default();
+                entry.0.push(WatchResponse { header: header(rev), watch_id: w.watch_id, events: evs, ..Default::default() });
+                entry.1.push((slot, rev));
+            }
+            start = end;
+        }
+        for (stream, (responses, sent)) in out {
+            match outbox.deliver(stream, responses) {
+                Delivery::Sent => {
+                    for (slot, rev) in sent {
+                        if let Some(w) = self.slots[slot as usize].as_mut() {
+                            w.next_rev = w.next_rev.max(rev + 1);
+                        }
+                    }
+                }
+                Delivery::Full => {
+                    // The stream missed these: each watcher resumes from its first lost revision.
+                    let mut first: HashMap<u32, i64> = HashMap::new();
+                    for (slot, rev) in sent {
+                        first.entry(slot).and_modify(|r| *r = (*r).min(rev)).or_insert(rev);
+                    }
+                    for (slot, rev) in first {
+                        self.desync(slot, rev);
+                    }
+                }
+                Delivery::Closed => {
+                    self.remove_stream(stream);
+                }
+            }
+        }
+    }
+
+    /// One catch-up pass over the unsynced watchers: cancels those whose history was compacted,
+    /// sends the others the next chunk of history, and moves the ones that reach `processed`
+    /// into the synced set.
+    pub fn sync(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) {
+        if self.unsynced.is_empty() {
+            return;
+        }
+        self.cancel_compacted(history, outbox);
+        let picked: Vec<u32> = self.unsynced.iter().copied().take(limits.watchers).collect();
+        let Some(from) = picked.iter().filter_map(|s| self.slots[*s as usize].as_ref()).map(|w| w.next_rev).min()
+        else {
+            return;
+        };
+        let to = self.processed;
+        let chunk = if from > to {
+            HistoryChunk { events: Vec::new(), next: to + 1 }
+        } else {
+            match history.history(from, to, limits.bytes) {
+                Ok(chunk) => chunk,
+                // Compacted meanwhile: the next pass cancels them. Other errors: retry later.
+                Err(_) => return,
+            }
+        };
+        let mut out: HashMap<StreamId, (Vec<WatchResponse>, Vec<u32>)> = HashMap::new();
+        let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
+        let mut advance_now = Vec::new();
+        for slot in picked {
+            let Some(w) = self.slots[slot as usize].as_ref() else { continue };
+            if w.next_rev >= chunk.next {
+                if w.next_rev > to {
+                    advance_now.push(slot);
+                }
+                continue;
+            }
+            let mut evs = Vec::new();
+            for (i, ev) in chunk.events.iter().enumerate() {
+                if revision_of(ev) < w.next_rev || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
+                    continue;
+                }
+                if w.has(flags::PREV_KV) {
+                    let prev = prev_cache.entry(i).or_insert_with(|| previous(ev, history)).clone();
+                    evs.push(Event { prev_kv: prev, ..ev.clone() });
+                } else {
+                    evs.push(ev.clone());
+                }
+            }
+            let entry = out.entry(w.stream).or_default();
+            if !evs.is_empty() {
+                entry.0.push(WatchResponse { header: header(to), watch_id: w.watch_id, events: evs, ..Default::default() });
+            }
+            entry.1.push(slot);
+        }
+        for slot in advance_now {
+            self.mark_synced(slot);
+        }
+        for (stream, (responses, slots)) in out {
+            let delivered = if responses.is_empty() { Delivery::Sent } else { outbox.deliver(stream, responses) };
+            match delivered {
+                Delivery::Sent => {
+                    for slot in slots {
+                        let Some(w) = self.slots[slot as usize].as_mut() else { continue };
+                        w.next_rev = w.next_rev.max(chunk.next);
+                        w.flags |= flags::NOTIFIED;
+                        if w.next_rev > self.processed {
+                            self.mark_synced(slot);
+                        }
+                    }
+                }
+                Delivery::Full => {}
+                Delivery::Closed => {
+                    self.remove_stream(stream);
+                }
+            }
+        }
+    }
+
+    fn mark_synced(&mut self, slot: u32) {
+        let Some(at) = self.unsynced.iter().position(|s| *s == slot) else { return };
+        self.unsynced.swap_remove(at);
+        let Some(w) = self.slots[slot as usize].as_mut() else { return };
+        w.flags |= flags::SYNCED;
+        let (key, end) = (w.key.clone(), w.range_end.clone());
+        self.synced.insert(&key, &end, slot);
+    }
+
+    fn cancel_compacted(&mut self, history: &impl History, outbox: &mut impl Outbox) {
+        let compacted = history.compacted();
+        let mut doomed: HashMap<StreamId, Vec<u32>> = HashMap::new();
+        for slot in &self.unsynced {
+            if let Some(w) = self.slots[*slot as usize].as_ref() {
+                if w.next_rev < compacted {
+                    doomed.entry(w.stream).or_default().push(*slot);
+                }
+            }
+        }
+        for (stream, slots) in doomed {
+            let responses = slots
+                .iter()
+                .filter_map(|s| self.slots[*s as usize].as_ref())
+                .map(|w| WatchResponse {
+                    header: header(0),
+                    watch_id: w.watch_id,
+                    canceled: true,
+                    compact_revision: compacted,
+                    ..Default::default()
+                })
+                .collect();
+            match outbox.deliver(stream, responses) {
+                Delivery::Sent => slots.into_iter().for_each(|s| self.remove_slot(s)),
+                Delivery::Full => {}
+                Delivery::Closed => {
+                    self.remove_stream(stream);
+                }
+            }
+        }
+    }
+
+    /// Answers a WatchProgressRequest: only when every watcher of the stream is synced, with
+    /// watch_id -1 at `processed`, ordered after everything already sent (etcd drops the request
+    /// otherwise; the client asks again).
+    pub fn request_progress(&mut self, stream: StreamId, outbox: &mut impl Outbox) {
+        let Some(slots) = self.streams.get(&stream) else { return };
+        let all_synced =
+            slots.iter().all(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.has(flags::SYNCED)));
+        if !all_synced {
+            return;
+        }
+        let progress = WatchResponse { header: header(self.processed), watch_id: -1, ..Default::default() };
+        if outbox.deliver(stream, vec![progress]) == Delivery::Closed {
+            self.remove_stream(stream);
+        }
+    }
+
+    /// The periodic progress tick: every synced watcher that asked for progress notifications
+    /// and got nothing since the last tick is told the current revision.
+    pub fn progress_tick(&mut self, outbox: &mut impl Outbox) {
+        let mut out: HashMap<StreamId, Vec<WatchResponse>> = HashMap::new();
+        for w in self.slots.iter_mut().flatten() {
+            let idle = w.has(flags::PROGRESS) && w.has(flags::SYNCED) && !w.has(flags::NOTIFIED);
+            w.flags &= !flags::NOTIFIED;
+            if idle {
+                out.entry(w.stream).or_default().push(WatchResponse {
+                    header: header(self.processed),
+                    watch_id: w.watch_id,
+                    ..Default::default()
+                });
+            }
+        }
+        for (stream, responses) in out {
+            if outbox.deliver(stream, responses) == Delivery::Closed {
+                self.remove_stream(stream);
+            }
+        }
+    }
+
+    /// Called on a timer with the store's visible revision: if committed batches stopped
+    /// arriving while the store moved on (dropped upstream), catch up from storage.
+    pub fn check_stalled(&mut self, visible: i64) {
+        if visible > self.processed && self.processed == self.processed_at_last_check {
+            let from = self.processed + 1;
+            self.desync_all(from);
+            self.processed = visible;
+        }
+        self.processed_at_last_check = self.processed;
+    }
+}
+
+/// The previous version of an event's key (none for a creation, or if compacted).
+fn previous(ev: &Event, history: &impl History) -> Option<KeyValue> {
+    let kv = ev.kv.as_ref()?;
+    if !is_delete(ev) && kv.version == 1 {
+        return None;
+    }
+    history.get_at(&kv.key, kv.mod_revision - 1).ok().flatten()
+}

@@ -1,0 +1,127 @@
+//! Seeing each client connection's birth and death under tonic: the server accepts from our own
+//! listener stream, whose sockets carry a connection id (tonic's `Connected` puts it in every
+//! request's extensions) and tell the registry when they are dropped, that is, when the
+//! connection is gone.
+
+use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use actix::Addr;
+use futures::Stream;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tonic::transport::server::Connected;
+
+use actcd_actors::conn::{ConnActor, ConnectionClosed};
+
+/// A connection's id, found in the extensions of each of its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ConnId(pub u64);
+
+/// Live connections that have a ConnActor (those that opened a stream). Touched by the accept
+/// path, the gRPC services and socket drops on many threads, hence the mutex; each access is a
+/// map lookup, never held across an await.
+#[derive(Default)]
+pub struct Connections {
+    actors: Mutex<HashMap<ConnId, Addr<ConnActor>>>,
+    next_id: AtomicU64,
+}
+
+impl Connections {
+    /// The connection's actor, started by `start` if it has none yet.
+    pub fn actor(&self, id: ConnId, start: impl FnOnce() -> Addr<ConnActor>) -> Option<Addr<ConnActor>> {
+        let mut actors = self.actors.lock().ok()?;
+        Some(actors.entry(id).or_insert_with(start).clone())
+    }
+
+    fn closed(&self, id: ConnId) {
+        let actor = self.actors.lock().ok().and_then(|mut a| a.remove(&id));
+        if let Some(actor) = actor {
+            // One message per closed connection, and its streams must be stopped: do_send.
+            actor.do_send(ConnectionClosed);
+        }
+    }
+
+    /// Connections with an actor.
+    pub fn len(&self) -> usize {
+        self.actors.lock().map(|a| a.len()).unwrap_or(0)
+    }
+
+    /// True when no connection has an actor.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An accepted socket that reports its own end.
+pub struct TrackedStream {
+    inner: TcpStream,
+    id: ConnId,
+    registry: Arc<Connections>,
+}
+
+impl Drop for TrackedStream {
+    fn drop(&mut self) {
+        self.registry.closed(self.id);
+    }
+}
+
+impl Connected for TrackedStream {
+    type ConnectInfo = ConnId;
+
+    fn connect_info(&self) -> ConnId {
+        self.id
+    }
+}
+
+impl AsyncRead for TrackedStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TrackedStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+/// Accepted sockets as a stream for tonic's `serve_with_incoming`.
+pub fn incoming(
+    listener: TcpListener,
+    registry: Arc<Connections>,
+) -> impl Stream<Item = io::Result<TrackedStream>> {
+    futures::stream::unfold((listener, registry), |(listener, registry)| async move {
+        let accepted = listener.accept().await.map(|(inner, _)| {
+            // Small requests and responses must not wait for Nagle.
+            let _ = inner.set_nodelay(true);
+            let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
+            TrackedStream { inner, id, registry: Arc::clone(&registry) }
+        });
+        Some((accepted, (listener, registry)))
+    })
+}

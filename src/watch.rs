@@ -1,0 +1,92 @@
+//! The Watch service: each call starts a StreamActor (on one of the stream arbiters) that owns
+//! the stream from then on; the response is the receiving end of its bounded channel.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use actix::{Actor, Addr, ArbiterHandle, AsyncContext};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use actcd_actors::conn::{AttachStream, ConnActor};
+use actcd_actors::identity::Identity;
+use actcd_actors::store::{ReadView, RocksEngine};
+use actcd_actors::stream::{StreamActor, StreamSetup};
+use actcd_actors::watch::shard::WatchShard;
+use actcd_proto::etcdserverpb::watch_server::Watch;
+use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
+
+use crate::connections::{ConnId, Connections};
+
+/// Responses queued towards one client beyond which its stream actor waits (see
+/// actcd_actors::stream for what happens next). Boxed, so an idle channel costs little.
+const RESPONSE_BUFFER: usize = 16;
+
+/// The Watch service.
+pub struct WatchService {
+    /// Arbiters the stream and connection actors run on, used round robin.
+    pub arbiters: Vec<ArbiterHandle>,
+    /// The watch shards; a stream's watches live in shard `stream id % len`.
+    pub shards: Vec<Addr<WatchShard<RocksEngine>>>,
+    /// For revisions at create and cancel.
+    pub view: ReadView<RocksEngine>,
+    /// Header identity.
+    pub identity: Identity,
+    /// Fragment threshold (etcd: --max-request-bytes).
+    pub max_request_bytes: usize,
+    /// Live connections.
+    pub connections: Arc<Connections>,
+    /// Next stream id.
+    pub next_stream: AtomicU64,
+    /// Round-robin cursor over `arbiters`.
+    pub next_arbiter: AtomicUsize,
+}
+
+impl WatchService {
+    fn arbiter(&self) -> Option<&ArbiterHandle> {
+        let n = self.arbiters.len();
+        (n > 0).then(|| &self.arbiters[self.next_arbiter.fetch_add(1, Ordering::Relaxed) % n])
+    }
+}
+
+#[tonic::async_trait]
+impl Watch for WatchService {
+    async fn watch(
+        &self,
+        request: Request<Streaming<WatchRequest>>,
+    ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
+        let conn = request.extensions().get::<ConnId>().copied();
+        // The stream ends at the first transport error; the actor then stops.
+        let input = request.into_inner().take_while(|r| futures::future::ready(r.is_ok())).filter_map(|r| async { r.ok() });
+        let arbiter = self.arbiter().ok_or_else(|| Status::unavailable("etcdserver: server stopped"))?.clone();
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();
+        let conn_actor: Option<Addr<ConnActor>> = conn.and_then(|c| {
+            self.connections.actor(c, || {
+                let arbiter = self.arbiter().cloned().unwrap_or_else(|| arbiter.clone());
+                ConnActor::start_in_arbiter(&arbiter, |_| ConnActor::default())
+            })
+        });
+        let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
+        let setup = StreamSetup {
+            id,
+            shard,
+            output,
+            view: self.view.clone(),
+            identity: self.identity,
+            max_bytes: self.max_request_bytes,
+            conn: conn_actor.clone().map(|c| c.recipient()),
+        };
+        let stream = StreamActor::start_in_arbiter(&arbiter, move |ctx| {
+            ctx.add_stream(input);
+            StreamActor::new(setup)
+        });
+        if let Some(conn_actor) = conn_actor {
+            conn_actor.do_send(AttachStream { id, stop: stream.recipient() });
+        }
+        let out = ReceiverStream::new(responses).map(|r: Box<WatchResponse>| Ok(*r));
+        Ok(Response::new(Box::pin(out)))
+    }
+}
