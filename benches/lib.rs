@@ -1,6 +1,40 @@
-//! actcd's benchmarks. The runnable ones live in `benches/`:
+//! actcd's bundled load client, `actcd-bench`, and its benchmarks.
+//!
+//! `actcd-bench` load-tests any etcd v3 endpoint (actcd or etcd) with the commands, flags and
+//! report of etcd's `benchmark` tool. It knows only the wire contract (`actcd-proto`), never the
+//! server or the actors. Its code lives here so that the report and histogram code is unit-tested
+//! in a cheap test binary; `src/main.rs` only calls [`cli::main`].
 //!
 //! # Layout
+//! - `src/cli.rs`: the command line (etcd benchmark's global flags and commands) and dispatch.
+//! - `src/report.rs`: latency recording (sharded HDR histograms with exact min/max/mean/stddev)
+//!   and the report in etcd's text format or as JSON.
+//! - `src/format.rs`: Go-compatible number, duration and byte-size formatting for the report.
+//! - `src/cpu.rs`: the client's own CPU use, from `/proc/self/stat`.
+//! - `src/keys.rs`: etcd benchmark's key encoding (zig-zag varints), a small PRNG, range ends.
+//! - `src/conn.rs`: endpoints, dialing one gRPC channel per connection, error texts.
+//! - `src/runner.rs`: the load loop: clients over connections, the rate schedule (measured from
+//!   the intended send time), stop on Ctrl-C, stall watchdog, progress bar.
+//! - `src/cmd/`: one file per command family: `put`, `range`, `txn` (txn-put, txn-mixed),
+//!   `watch` (watch, watch-latency) and `lease` (lease-keepalive).
 //! - `benches/index_memory.rs`: the revision index's bytes per key and per version, row for row
 //!   with etcd's storage-memory table, with the fitted c1 and c2.
+//! - `compare`: runs the same commands against actcd and Debian's etcd 3.4 and prints the ratios.
 #![deny(missing_docs)]
+
+#[path = "src/cli.rs"]
+pub mod cli;
+#[path = "src/cmd/mod.rs"]
+pub mod cmd;
+#[path = "src/conn.rs"]
+pub mod conn;
+#[path = "src/cpu.rs"]
+pub mod cpu;
+#[path = "src/format.rs"]
+pub mod format;
+#[path = "src/keys.rs"]
+pub mod keys;
+#[path = "src/report.rs"]
+pub mod report;
+#[path = "src/runner.rs"]
+pub mod runner;

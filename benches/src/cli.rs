@@ -1,0 +1,354 @@
+//! The command line: etcd benchmark's global flags and commands, checked for bad combinations,
+//! then dispatched to `cmd::*` on a tokio runtime.
+
+use crate::cmd;
+use crate::conn::endpoint_uri;
+use crate::format::parse_go_duration;
+use crate::runner::{Out, Settings, Stop};
+use clap::{ArgAction, Args, Parser, Subcommand};
+use std::time::Duration;
+
+/// `actcd-bench`: etcd benchmark's commands against any etcd v3 endpoint.
+#[derive(Debug, Parser)]
+#[command(
+    name = "actcd-bench",
+    version,
+    about = "A load client for etcd v3 endpoints (actcd or etcd) with etcd benchmark's commands, flags and report",
+    after_help = "Boolean flags take an optional value: --sequential-keys, --sequential-keys=true or =false."
+)]
+pub struct Cli {
+    /// Flags that every command takes.
+    #[command(flatten)]
+    pub global: Global,
+    /// The benchmark to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// etcd benchmark's global flags, plus the bounds that keep every run from hanging.
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// gRPC endpoints, comma separated (host:port or http://host:port).
+    #[arg(long, global = true, value_delimiter = ',', default_value = "127.0.0.1:2379")]
+    pub endpoints: Vec<String>,
+    /// Total number of gRPC connections.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub conns: usize,
+    /// Total number of gRPC clients, spread round-robin over the connections.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub clients: usize,
+    /// Add a per-second time series (unix second, min/avg/max latency, throughput) to the report.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub sample: bool,
+    /// Print numbers with %g instead of %4.4f.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub precise: bool,
+    /// Print one JSON document instead of the text report.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub json: bool,
+    /// Bound on connecting to an endpoint.
+    #[arg(long, global = true, default_value = "2s", value_parser = parse_go_duration)]
+    pub dial_timeout: Duration,
+    /// Bound on each request (counted as an error when exceeded).
+    #[arg(long, global = true, default_value = "10s", value_parser = parse_go_duration)]
+    pub request_timeout: Duration,
+    /// Stop the run when nothing succeeded for this long while requests were outstanding or
+    /// failing (a dead or frozen server).
+    #[arg(long, global = true, default_value = "15s", value_parser = parse_go_duration)]
+    pub stall_timeout: Duration,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Benchmark put.
+    Put(PutArgs),
+    /// Benchmark range.
+    Range(RangeArgs),
+    /// Benchmark txn-put (transactions of --txn-ops puts).
+    TxnPut(TxnPutArgs),
+    /// Benchmark a mixed load of txn-put and txn-range.
+    TxnMixed(TxnMixedArgs),
+    /// Benchmark watch: watch creation, then events delivered for concurrent puts.
+    Watch(WatchArgs),
+    /// Benchmark watch latency: from a put's send to each watcher's event.
+    WatchLatency(WatchLatencyArgs),
+    /// Benchmark lease keepalive (one short keep-alive stream per request).
+    LeaseKeepalive(LeaseKeepaliveArgs),
+}
+
+/// `put`.
+#[derive(Debug, Clone, Args)]
+pub struct PutArgs {
+    /// Key size of put request.
+    #[arg(long, default_value_t = 8)]
+    pub key_size: usize,
+    /// Value size of put request.
+    #[arg(long, default_value_t = 8)]
+    pub val_size: usize,
+    /// Maximum puts per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Total number of put requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+    /// Maximum possible keys.
+    #[arg(long, default_value_t = 1)]
+    pub key_space_size: u64,
+    /// Use sequential keys.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub sequential_keys: bool,
+    /// Interval to compact the database (e.g. 5m; 0 never).
+    #[arg(long, default_value = "0", value_parser = parse_go_duration)]
+    pub compact_interval: Duration,
+    /// Delta between the current revision and the compact revision.
+    #[arg(long, default_value_t = 1000)]
+    pub compact_index_delta: i64,
+    /// Check HashKV (and Status) of the first endpoint after the run.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub check_hashkv: bool,
+}
+
+/// `range key [end]`.
+#[derive(Debug, Clone, Args)]
+pub struct RangeArgs {
+    /// The key (or the start of the range).
+    pub key: String,
+    /// The end of the range (exclusive).
+    pub end: Option<String>,
+    /// Total number of range requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+    /// Maximum requests per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Linearizable (l) or Serializable (s).
+    #[arg(long, default_value = "l")]
+    pub consistency: String,
+    /// Maximum number of results (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub limit: i64,
+    /// Only get the count.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub count_only: bool,
+    /// Only get the keys.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub keys_only: bool,
+    /// Range over every key with the prefix `key`.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub prefix: bool,
+}
+
+/// `txn-put`.
+#[derive(Debug, Clone, Args)]
+pub struct TxnPutArgs {
+    /// Key size of txn put.
+    #[arg(long, default_value_t = 8)]
+    pub key_size: usize,
+    /// Value size of txn put.
+    #[arg(long, default_value_t = 8)]
+    pub val_size: usize,
+    /// Number of puts per txn.
+    #[arg(long, default_value_t = 1)]
+    pub txn_ops: u64,
+    /// Maximum txns per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Total number of txn requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+    /// Maximum possible keys.
+    #[arg(long, default_value_t = 1)]
+    pub key_space_size: u64,
+}
+
+/// `txn-mixed [key] [end]`.
+#[derive(Debug, Clone, Args)]
+pub struct TxnMixedArgs {
+    /// Start of the read range (default: the first key).
+    pub key: Option<String>,
+    /// End of the read range (default: --end-key, else every key from `key` on).
+    pub end: Option<String>,
+    /// Key size of mixed txn.
+    #[arg(long, default_value_t = 8)]
+    pub key_size: usize,
+    /// Value size of mixed txn.
+    #[arg(long, default_value_t = 8)]
+    pub val_size: usize,
+    /// Maximum txns per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Total number of txn requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+    /// Read operation range end key (as the `end` argument).
+    #[arg(long)]
+    pub end_key: Option<String>,
+    /// Read operation range result limit.
+    #[arg(long, default_value_t = 1000)]
+    pub limit: i64,
+    /// Maximum possible keys.
+    #[arg(long, default_value_t = 1)]
+    pub key_space_size: u64,
+    /// Linearizable (l) or Serializable (s).
+    #[arg(long, default_value = "l")]
+    pub consistency: String,
+    /// Read/write ops ratio.
+    #[arg(long, default_value_t = 1.0)]
+    pub rw_ratio: f64,
+}
+
+/// `watch`.
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// Total watch streams.
+    #[arg(long, default_value_t = 10)]
+    pub streams: usize,
+    /// Total watchers per stream.
+    #[arg(long, default_value_t = 100)]
+    pub watch_per_stream: usize,
+    /// Total number of keys to be watched.
+    #[arg(long, default_value_t = 1)]
+    pub watched_key_total: usize,
+    /// Number of keys to put per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub put_rate: u64,
+    /// Number of put requests.
+    #[arg(long, default_value_t = 1000)]
+    pub put_total: u64,
+    /// Key size of watch request.
+    #[arg(long, default_value_t = 32)]
+    pub key_size: usize,
+    /// Maximum possible keys.
+    #[arg(long, default_value_t = 1)]
+    pub key_space_size: u64,
+    /// Use sequential keys.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub sequential_keys: bool,
+}
+
+/// `watch-latency`.
+#[derive(Debug, Clone, Args)]
+pub struct WatchLatencyArgs {
+    /// Total watch streams.
+    #[arg(long, default_value_t = 10)]
+    pub streams: usize,
+    /// Total watchers per stream.
+    #[arg(long, default_value_t = 10)]
+    pub watchers_per_stream: usize,
+    /// Ask for the previous key-value with each event.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub prevkv: bool,
+    /// Total number of put requests.
+    #[arg(long, default_value_t = 1000)]
+    pub put_total: u64,
+    /// Number of keys to put per second (0 is no limit).
+    #[arg(long, default_value_t = 100)]
+    pub put_rate: u64,
+    /// Key size of watch response.
+    #[arg(long, default_value_t = 32)]
+    pub key_size: usize,
+    /// Value size of watch response (at least 8: the put's send time travels in it).
+    #[arg(long, default_value_t = 32)]
+    pub val_size: usize,
+}
+
+/// `lease-keepalive`.
+#[derive(Debug, Clone, Args)]
+pub struct LeaseKeepaliveArgs {
+    /// Total number of lease keepalive requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+}
+
+impl Command {
+    /// The command's name, as etcd benchmark names it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Put(_) => "put",
+            Command::Range(_) => "range",
+            Command::TxnPut(_) => "txn-put",
+            Command::TxnMixed(_) => "txn-mixed",
+            Command::Watch(_) => "watch",
+            Command::WatchLatency(_) => "watch-latency",
+            Command::LeaseKeepalive(_) => "lease-keepalive",
+        }
+    }
+}
+
+/// Checks the global flags and turns them into [`Settings`].
+pub fn settings(g: &Global) -> Result<Settings, String> {
+    if g.conns == 0 {
+        return Err("--conns must be at least 1".to_string());
+    }
+    if g.clients == 0 {
+        return Err("--clients must be at least 1".to_string());
+    }
+    if g.endpoints.is_empty() {
+        return Err("--endpoints is empty".to_string());
+    }
+    for (flag, d) in [
+        ("--dial-timeout", g.dial_timeout),
+        ("--request-timeout", g.request_timeout),
+        ("--stall-timeout", g.stall_timeout),
+    ] {
+        if d.is_zero() {
+            return Err(format!("{flag} must be above 0"));
+        }
+    }
+    let endpoints = g.endpoints.iter().map(|e| endpoint_uri(e)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Settings {
+        endpoints,
+        conns: g.conns,
+        clients: g.clients,
+        sample: g.sample,
+        precise: g.precise,
+        json: g.json,
+        dial_timeout: g.dial_timeout,
+        request_timeout: g.request_timeout,
+        stall_timeout: g.stall_timeout,
+    })
+}
+
+/// Parses the command line, runs the command and exits with its code: 0 on a finished run, 1
+/// when it stopped early (unreachable endpoint, fatal error, stall, Ctrl-C), 2 on bad flags.
+pub fn main() {
+    let cli = Cli::parse();
+    let code = match settings(&cli.global).and_then(|s| cmd::validate(&cli.command).map(|_| s)) {
+        Err(e) => {
+            eprintln!("actcd-bench {}: {e}", cli.command.name());
+            2
+        }
+        Ok(settings) => run(settings, cli.command),
+    };
+    std::process::exit(code);
+}
+
+fn run(settings: Settings, command: Command) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("actcd-bench: cannot start the tokio runtime: {e}");
+            return 1;
+        }
+    };
+    let code = runtime.block_on(async move {
+        let stop = Stop::new();
+        let s = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                s.stop("interrupted (Ctrl-C)");
+                eprintln!("\nactcd-bench: interrupted; reporting what completed (Ctrl-C again quits)");
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    std::process::exit(130);
+                }
+            }
+        });
+        let out = Out::new(command.name(), &settings);
+        cmd::run(&settings, &stop, &out, command).await;
+        out.finish(stop.reason())
+    });
+    // Requests dropped by a stop may still hold tasks; don't wait for them.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    code
+}

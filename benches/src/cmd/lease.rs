@@ -1,0 +1,76 @@
+//! `lease-keepalive`: each client grants one lease (TTL 100) and then keeps it alive once per
+//! request, each time over a short LeaseKeepAlive stream (etcd's `KeepAliveOnce`).
+
+use super::{channel_for, connect};
+use crate::cli::LeaseKeepaliveArgs;
+use crate::report::Recorder;
+use crate::runner::{run_load, OpError, Out, Plan, Settings, Stop, Worker};
+use actcd_proto::etcdserverpb::lease_client::LeaseClient;
+use actcd_proto::etcdserverpb::{LeaseGrantRequest, LeaseKeepAliveRequest};
+use std::future::Future;
+use std::sync::Arc;
+use tonic::transport::Channel;
+
+/// The TTL etcd benchmark grants, seconds.
+const TTL: i64 = 100;
+
+struct KeepaliveWorker {
+    lease: LeaseClient<Channel>,
+    id: Option<i64>,
+}
+
+impl KeepaliveWorker {
+    async fn keep_alive_once(&mut self) -> Result<(), OpError> {
+        let id = match self.id {
+            Some(id) => id,
+            None => {
+                // Granted on the first request (and again after a failed grant); a failure
+                // counts as that request's error.
+                let r = self.lease.lease_grant(LeaseGrantRequest { ttl: TTL, id: 0 }).await?.into_inner();
+                if !r.error.is_empty() {
+                    return Err(OpError::new(format!("lease grant: {}", r.error)));
+                }
+                self.id = Some(r.id);
+                r.id
+            }
+        };
+        let mut responses = self
+            .lease
+            .lease_keep_alive(futures::stream::iter([LeaseKeepAliveRequest { id }]))
+            .await?
+            .into_inner();
+        match responses.message().await? {
+            Some(r) if r.ttl > 0 => Ok(()),
+            Some(_) => {
+                // TTL 0: the lease is gone (expired or revoked); grant a new one next time.
+                self.id = None;
+                Err(OpError::new("requested lease not found"))
+            }
+            None => Err(OpError::new("keep-alive stream closed without a response")),
+        }
+    }
+}
+
+impl Worker for KeepaliveWorker {
+    fn call(&mut self, _i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
+        (0, self.keep_alive_once())
+    }
+}
+
+/// Runs `lease-keepalive`.
+pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: LeaseKeepaliveArgs) {
+    let Some(channels) = connect(settings, stop, out, &["lease-keepalive"]).await else {
+        return;
+    };
+    let workers: Vec<KeepaliveWorker> = (0..settings.clients)
+        .map(|c| KeepaliveWorker { lease: LeaseClient::new(channel_for(&channels, c)), id: None })
+        .collect();
+    let rec = Arc::new(Recorder::new("lease-keepalive", settings.clients, settings.sample));
+    let total = run_load(settings, stop, Plan::new(a.total, 0), std::slice::from_ref(&rec), workers).await;
+    out.report("", rec.stats(total), "");
+    if let Some(reason) = stop.reason() {
+        if reason.contains("Unimplemented") {
+            out.note("note: the endpoint does not implement the Lease service; lease-keepalive needs it");
+        }
+    }
+}

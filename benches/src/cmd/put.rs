@@ -1,0 +1,181 @@
+//! `put`: puts of `--key-size` keys (random or sequential key numbers in `--key-space-size`) and
+//! one random `--val-size` value, optionally compacting every `--compact-interval`, and reading
+//! HashKV and Status after the run with `--check-hashkv`.
+
+use super::{channel_for, check_key_space, connect};
+use crate::cli::PutArgs;
+use crate::format::{go_duration, humanize_bytes};
+use crate::keys::{varint_key, Rng};
+use crate::report::Recorder;
+use crate::runner::{run_load, OpError, Out, Plan, Settings, Stop, Worker};
+use actcd_proto::etcdserverpb::kv_client::KvClient;
+use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use actcd_proto::etcdserverpb::{CompactionRequest, HashKvRequest, PutRequest, RangeRequest, StatusRequest};
+use bytes::Bytes;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// Largest response the client accepts (etcd's client allows up to 2 GiB).
+pub const MAX_RESPONSE: usize = i32::MAX as usize;
+
+/// A KV client on `channel` that accepts large responses.
+pub fn kv_client(channel: Channel) -> KvClient<Channel> {
+    KvClient::new(channel).max_decoding_message_size(MAX_RESPONSE)
+}
+
+/// Checks `put`'s flags.
+pub fn validate(a: &PutArgs) -> Result<(), String> {
+    check_key_space(a.key_size, a.key_space_size)?;
+    if !a.compact_interval.is_zero() && a.compact_index_delta < 0 {
+        return Err(format!("--compact-index-delta must not be negative, got {}", a.compact_index_delta));
+    }
+    Ok(())
+}
+
+struct PutWorker {
+    kv: KvClient<Channel>,
+    rng: Rng,
+    key_size: usize,
+    key_space: u64,
+    sequential: bool,
+    value: Bytes,
+}
+
+impl Worker for PutWorker {
+    fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
+        let n = if self.sequential { i % self.key_space } else { self.rng.below(self.key_space) };
+        let req = PutRequest {
+            key: Bytes::from(varint_key(n, self.key_size)),
+            value: self.value.clone(),
+            ..Default::default()
+        };
+        (0, async move { self.kv.put(req).await.map(|_| ()).map_err(OpError::from) })
+    }
+}
+
+/// Runs `put`.
+pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: PutArgs) {
+    let Some(channels) = connect(settings, stop, out, &["put"]).await else {
+        return;
+    };
+    let value = Bytes::from(Rng::seeded(0).bytes(a.val_size));
+    let workers: Vec<PutWorker> = (0..settings.clients)
+        .map(|c| PutWorker {
+            kv: kv_client(channel_for(&channels, c)),
+            rng: Rng::seeded(c as u64 + 1),
+            key_size: a.key_size,
+            key_space: a.key_space_size,
+            sequential: a.sequential_keys,
+            value: value.clone(),
+        })
+        .collect();
+    let compactor = (!a.compact_interval.is_zero()).then(|| {
+        tokio::spawn(compact_loop(
+            kv_client(channels[0].clone()),
+            a.compact_interval,
+            a.compact_index_delta,
+            settings.request_timeout,
+        ))
+    });
+    let rec = Arc::new(Recorder::new("put", settings.clients, settings.sample));
+    let total =
+        run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
+    if let Some(c) = compactor {
+        c.abort();
+    }
+    out.report("", rec.stats(total), "\n");
+    if a.check_hashkv && !stop.is_stopped() {
+        hash_kv(settings, out, channels[0].clone()).await;
+    }
+}
+
+/// Every `interval`, reads the current revision and compacts `delta` revisions behind it.
+/// Failures are warnings: the put load goes on.
+async fn compact_loop(mut kv: KvClient<Channel>, interval: Duration, delta: i64, bound: Duration) {
+    loop {
+        tokio::time::sleep(interval).await;
+        let range = RangeRequest { key: Bytes::from_static(b"foo"), ..Default::default() };
+        let rev = match tokio::time::timeout(bound, kv.range(range)).await {
+            Ok(Ok(r)) => r.into_inner().header.map(|h| h.revision).unwrap_or(0),
+            Ok(Err(e)) => {
+                eprintln!(
+                    "warning: compaction skipped: cannot read the revision: {}",
+                    crate::conn::status_text(&e)
+                );
+                continue;
+            }
+            Err(_) => {
+                eprintln!("warning: compaction skipped: reading the revision timed out");
+                continue;
+            }
+        };
+        let target = rev - delta;
+        if target <= 0 {
+            continue;
+        }
+        let req = CompactionRequest { revision: target, physical: false };
+        match tokio::time::timeout(bound, kv.compact(req)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                eprintln!("warning: compaction at revision {target} failed: {}", crate::conn::status_text(&e))
+            }
+            Err(_) => eprintln!("warning: compaction at revision {target} timed out"),
+        }
+    }
+}
+
+/// `--check-hashkv`: HashKV and Status of the first endpoint, as etcd's `HashKV Summary`.
+async fn hash_kv(settings: &Settings, out: &Out, channel: Channel) {
+    let endpoint = settings.endpoints.first().cloned().unwrap_or_default();
+    let mut m = MaintenanceClient::new(channel);
+    let bound = settings.request_timeout;
+    let st = Instant::now();
+    let hash = match tokio::time::timeout(bound, m.hash_kv(HashKvRequest { revision: 0 })).await {
+        Ok(Ok(r)) => r.into_inner(),
+        Ok(Err(e)) => {
+            out.note(format!(
+                "Failed to get the hashkv of endpoint {endpoint} ({})",
+                crate::conn::status_text(&e)
+            ));
+            return;
+        }
+        Err(_) => {
+            out.note(format!("Failed to get the hashkv of endpoint {endpoint} (timed out after {bound:?})"));
+            return;
+        }
+    };
+    let took = st.elapsed();
+    let status = match tokio::time::timeout(bound, m.status(StatusRequest {})).await {
+        Ok(Ok(r)) => r.into_inner(),
+        Ok(Err(e)) => {
+            out.note(format!(
+                "Failed to get the status of endpoint {endpoint} ({})",
+                crate::conn::status_text(&e)
+            ));
+            return;
+        }
+        Err(_) => {
+            out.note(format!("Failed to get the status of endpoint {endpoint} (timed out after {bound:?})"));
+            return;
+        }
+    };
+    let db_size = u64::try_from(status.db_size).unwrap_or(0);
+    out.print(&format!(
+        "HashKV Summary:\n\tHashKV: {}\n\tEndpoint: {endpoint}\n\tTime taken to get hashkv: {}\n\tDB size: {}\n",
+        hash.hash,
+        go_duration(took),
+        humanize_bytes(db_size)
+    ));
+    out.extra(
+        "hashkv",
+        serde_json::json!({
+            "hash": hash.hash,
+            "compact_revision": hash.compact_revision,
+            "endpoint": endpoint,
+            "secs": took.as_secs_f64(),
+            "db_size": db_size,
+        }),
+    );
+}

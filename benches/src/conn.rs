@@ -1,0 +1,157 @@
+//! Endpoints and connections: one tonic `Channel` (one HTTP/2 connection) per `--conns`, spread
+//! round-robin over `--endpoints`, each dialed under `--dial-timeout`; and the error texts that
+//! the error distribution counts.
+
+use std::error::Error as StdError;
+use std::time::Duration;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+/// An endpoint as a URI: `127.0.0.1:2379` becomes `http://127.0.0.1:2379`.
+pub fn endpoint_uri(endpoint: &str) -> Result<String, String> {
+    let endpoint = endpoint.trim();
+    if endpoint.is_empty() {
+        return Err("empty endpoint in --endpoints".to_string());
+    }
+    if let Some((scheme, _)) = endpoint.split_once("://") {
+        return match scheme {
+            "http" => Ok(endpoint.to_string()),
+            "https" | "unixs" => {
+                Err(format!("endpoint {endpoint}: TLS is not supported by actcd-bench; use http://"))
+            }
+            other => Err(format!(
+                "endpoint {endpoint}: unsupported scheme {other:?}; use host:port or http://host:port"
+            )),
+        };
+    }
+    Ok(format!("http://{endpoint}"))
+}
+
+/// An error and its causes, joined with `: `, without repeating a cause the text already holds.
+pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        let s = e.to_string();
+        if !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        source = e.source();
+    }
+    text
+}
+
+/// A gRPC status as Go's grpc prints it (`rpc error: code = Unavailable desc = ...`), with the
+/// transport cause when tonic has one.
+pub fn status_text(status: &Status) -> String {
+    let mut desc = status.message().to_string();
+    if let Some(source) = status.source() {
+        let cause = error_chain(source);
+        if !desc.contains(&cause) {
+            if !desc.is_empty() {
+                desc.push_str(": ");
+            }
+            desc.push_str(&cause);
+        }
+    }
+    format!("rpc error: code = {:?} desc = {}", status.code(), desc)
+}
+
+/// Whether a status means the server will never serve this call (so a run stops at once rather
+/// than collect the same error for every request).
+pub fn is_fatal(status: &Status) -> bool {
+    status.code() == Code::Unimplemented
+}
+
+/// Why dialing failed: which connection, to where, and the cause.
+#[derive(Debug, Clone)]
+pub struct DialError {
+    /// The connection number (0-based).
+    pub conn: usize,
+    /// The endpoint URI.
+    pub endpoint: String,
+    /// The cause.
+    pub error: String,
+}
+
+impl std::fmt::Display for DialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot connect to {}: {}", self.endpoint, self.error)
+    }
+}
+
+/// The endpoint of connection `conn`: connections go round-robin over the endpoints.
+fn endpoint_for(uris: &[String], conn: usize) -> &str {
+    &uris[conn % uris.len()]
+}
+
+/// Dials `conns` connections, each within `dial_timeout` (TCP connect and HTTP/2 handshake).
+/// Returns the channels, or every connection's failure.
+pub async fn dial(
+    uris: &[String],
+    conns: usize,
+    dial_timeout: Duration,
+) -> Result<Vec<Channel>, Vec<DialError>> {
+    let attempts = (0..conns).map(|conn| {
+        let uri = endpoint_for(uris, conn).to_string();
+        async move {
+            let fail = |error: String| DialError { conn, endpoint: uri.clone(), error };
+            let endpoint = Endpoint::from_shared(uri.clone())
+                .map_err(|e| fail(error_chain(&e)))?
+                .connect_timeout(dial_timeout)
+                .tcp_nodelay(true);
+            match tokio::time::timeout(dial_timeout, endpoint.connect()).await {
+                Ok(Ok(channel)) => Ok(channel),
+                Ok(Err(e)) => Err(fail(error_chain(&e))),
+                Err(_) => Err(fail(format!("no connection within {:?} (--dial-timeout)", dial_timeout))),
+            }
+        }
+    });
+    let results = futures::future::join_all(attempts).await;
+    let mut channels = Vec::with_capacity(conns);
+    let mut errors = Vec::new();
+    for r in results {
+        match r {
+            Ok(c) => channels.push(c),
+            Err(e) => errors.push(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(channels)
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_take_optional_scheme() {
+        assert_eq!(endpoint_uri("127.0.0.1:2379").as_deref(), Ok("http://127.0.0.1:2379"));
+        assert_eq!(endpoint_uri(" http://localhost:23790 ").as_deref(), Ok("http://localhost:23790"));
+        assert!(endpoint_uri("https://x:1").is_err());
+        assert!(endpoint_uri("").is_err());
+        assert!(endpoint_uri("ftp://x:1").is_err());
+    }
+
+    #[test]
+    fn status_reads_like_go_grpc() {
+        let s = Status::unimplemented("unknown service etcdserverpb.Watch");
+        assert_eq!(
+            status_text(&s),
+            "rpc error: code = Unimplemented desc = unknown service etcdserverpb.Watch"
+        );
+        assert!(is_fatal(&s));
+        assert!(!is_fatal(&Status::unavailable("x")));
+    }
+
+    #[test]
+    fn conns_round_robin_over_endpoints() {
+        let uris = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(endpoint_for(&uris, 0), "a");
+        assert_eq!(endpoint_for(&uris, 3), "b");
+    }
+}
