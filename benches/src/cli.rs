@@ -56,6 +56,10 @@ pub struct Global {
     /// failing (a dead or frozen server).
     #[arg(long, global = true, default_value = "15s", value_parser = parse_go_duration)]
     pub stall_timeout: Duration,
+    /// Client threads: 1 runs every client on one thread (leanest: no cross-thread wake-ups,
+    /// and the client never takes more than one core from a server on the same machine).
+    #[arg(long, global = true, default_value_t = 1)]
+    pub threads: usize,
 }
 
 /// The commands.
@@ -284,6 +288,9 @@ pub fn settings(g: &Global) -> Result<Settings, String> {
     if g.clients == 0 {
         return Err("--clients must be at least 1".to_string());
     }
+    if g.threads == 0 {
+        return Err("--threads must be at least 1".to_string());
+    }
     if g.endpoints.is_empty() {
         return Err("--endpoints is empty".to_string());
     }
@@ -307,6 +314,7 @@ pub fn settings(g: &Global) -> Result<Settings, String> {
         dial_timeout: g.dial_timeout,
         request_timeout: g.request_timeout,
         stall_timeout: g.stall_timeout,
+        threads: g.threads,
     })
 }
 
@@ -325,7 +333,12 @@ pub fn main() {
 }
 
 fn run(settings: Settings, command: Command) -> i32 {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let built = if settings.threads == 1 {
+        tokio::runtime::Builder::new_current_thread().enable_all().build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(settings.threads).enable_all().build()
+    };
+    let runtime = match built {
         Ok(r) => r,
         Err(e) => {
             eprintln!("actcd-bench: cannot start the tokio runtime: {e}");

@@ -2,6 +2,8 @@
 //! round-robin over `--endpoints`, each dialed under `--dial-timeout`; and the error texts that
 //! the error distribution counts.
 
+use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use actcd_proto::etcdserverpb::StatusRequest;
 use std::error::Error as StdError;
 use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
@@ -27,35 +29,50 @@ pub fn endpoint_uri(endpoint: &str) -> Result<String, String> {
     Ok(format!("http://{endpoint}"))
 }
 
-/// An error and its causes, joined with `: `, without repeating a cause the text already holds.
+/// An error and its causes, joined with `: `, leaving out a text that the next cause repeats
+/// (tonic's and hyper's errors often wrap an error that says the same).
 pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
-    let mut text = err.to_string();
+    let mut texts = vec![err.to_string()];
     let mut source = err.source();
     while let Some(e) = source {
-        let s = e.to_string();
-        if !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
+        texts.push(e.to_string());
         source = e.source();
     }
-    text
+    join_causes(texts)
+}
+
+fn join_causes(texts: Vec<String>) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for t in texts {
+        if t.is_empty() || out.iter().any(|o| o.contains(&t)) {
+            continue;
+        }
+        out.retain(|o| !t.contains(o.as_str()));
+        out.push(t);
+    }
+    out.join(": ")
 }
 
 /// A gRPC status as Go's grpc prints it (`rpc error: code = Unavailable desc = ...`), with the
 /// transport cause when tonic has one.
 pub fn status_text(status: &Status) -> String {
-    let mut desc = status.message().to_string();
-    if let Some(source) = status.source() {
-        let cause = error_chain(source);
-        if !desc.contains(&cause) {
-            if !desc.is_empty() {
-                desc.push_str(": ");
-            }
-            desc.push_str(&cause);
-        }
+    let mut texts = vec![status.message().to_string()];
+    let mut source = status.source();
+    while let Some(e) = source {
+        texts.push(e.to_string());
+        source = e.source();
     }
-    format!("rpc error: code = {:?} desc = {}", status.code(), desc)
+    format!("rpc error: code = {:?} desc = {}", status.code(), join_causes(texts))
+}
+
+/// Whether a status says the request never reached a gRPC server (refused, reset, not an
+/// HTTP/2 peer), as opposed to an answer from one.
+pub fn is_transport_failure(status: &Status) -> bool {
+    match status.code() {
+        Code::Unavailable => true,
+        Code::Unknown => status.source().is_some() || status.message().contains("transport error"),
+        _ => false,
+    }
 }
 
 /// Whether a status means the server will never serve this call (so a run stops at once rather
@@ -101,10 +118,21 @@ pub async fn dial(
                 .map_err(|e| fail(error_chain(&e)))?
                 .connect_timeout(dial_timeout)
                 .tcp_nodelay(true);
-            match tokio::time::timeout(dial_timeout, endpoint.connect()).await {
+            let connected = async {
+                let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
+                // tonic connects without waiting for the peer's HTTP/2 settings; one cheap
+                // call (Status) proves a gRPC server answers. Any gRPC answer will do, even an
+                // error status: only a transport failure means unreachable.
+                let mut probe = MaintenanceClient::new(channel.clone());
+                match probe.status(StatusRequest {}).await {
+                    Err(s) if is_transport_failure(&s) => Err(status_text(&s)),
+                    _ => Ok(channel),
+                }
+            };
+            match tokio::time::timeout(dial_timeout, connected).await {
                 Ok(Ok(channel)) => Ok(channel),
-                Ok(Err(e)) => Err(fail(error_chain(&e))),
-                Err(_) => Err(fail(format!("no connection within {:?} (--dial-timeout)", dial_timeout))),
+                Ok(Err(e)) => Err(fail(e)),
+                Err(_) => Err(fail(format!("no gRPC answer within {:?} (--dial-timeout)", dial_timeout))),
             }
         }
     });
@@ -146,6 +174,19 @@ mod tests {
         );
         assert!(is_fatal(&s));
         assert!(!is_fatal(&Status::unavailable("x")));
+        assert!(is_transport_failure(&Status::unavailable("x")));
+        assert!(!is_transport_failure(&s));
+    }
+
+    #[test]
+    fn causes_are_not_repeated() {
+        let t = |v: &[&str]| join_causes(v.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            t(&["tcp connect error", "transport error", "tcp connect error", "refused"]),
+            "tcp connect error: transport error: refused"
+        );
+        assert_eq!(t(&["a", "a: b"]), "a: b");
+        assert_eq!(t(&["x", ""]), "x");
     }
 
     #[test]
