@@ -181,6 +181,11 @@ impl Out {
         self.doc.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// What the JSON document holds so far.
+    pub fn document(&self) -> Document {
+        self.doc().clone()
+    }
+
     /// Whether `--json` is on.
     pub fn json(&self) -> bool {
         self.settings.json

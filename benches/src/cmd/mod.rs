@@ -7,6 +7,9 @@ pub mod range;
 pub mod txn;
 pub mod watch;
 
+#[cfg(test)]
+mod against_stub;
+
 use crate::cli::Command;
 use crate::conn::dial;
 use crate::report::Recorder;

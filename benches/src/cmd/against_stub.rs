@@ -1,0 +1,142 @@
+//! The commands against an in-process gRPC server that serves only KV puts and ranges (no Watch,
+//! no Lease, no Maintenance), and that can be shut down mid-run: the bad-input paths end with a
+//! clear reason and counted errors, never a hang.
+
+use super::run;
+use crate::cli::{Cli, Command};
+use crate::runner::{Out, Settings, Stop};
+use actcd_proto::etcdserverpb::kv_server::{Kv, KvServer};
+use actcd_proto::etcdserverpb::{PutRequest, PutResponse, RangeRequest, RangeResponse};
+use clap::Parser;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tonic::{Request, Response, Status};
+
+struct KvOnly;
+
+#[tonic::async_trait]
+impl Kv for KvOnly {
+    async fn range(&self, _: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        Ok(Response::new(RangeResponse::default()))
+    }
+
+    async fn put(&self, _: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
+        Ok(Response::new(PutResponse::default()))
+    }
+}
+
+/// Serves `KvOnly` on a free loopback port until `shutdown` resolves.
+async fn serve(shutdown: tokio::sync::oneshot::Receiver<()>) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
+    let addr = listener.local_addr().expect("has an address");
+    drop(listener);
+    tokio::spawn(async move {
+        let _ = tonic::transport::Server::builder()
+            .add_service(KvServer::new(KvOnly))
+            .serve_with_shutdown(addr, async {
+                let _ = shutdown.await;
+            })
+            .await;
+    });
+    // Wait until it listens.
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    addr
+}
+
+fn parse(addr: SocketAddr, args: &[&str]) -> (Settings, Command) {
+    let endpoints = format!("--endpoints={addr}");
+    let mut argv = vec!["actcd-bench", "--json", "--stall-timeout=1s", &endpoints];
+    argv.extend_from_slice(args);
+    let cli = Cli::try_parse_from(argv).expect("parses");
+    let settings = crate::cli::settings(&cli.global).expect("valid");
+    (settings, cli.command)
+}
+
+async fn run_cmd(addr: SocketAddr, args: &[&str]) -> (Stop, Out) {
+    let (settings, command) = parse(addr, args);
+    let stop = Stop::new();
+    let out = Out::new(command.name(), &settings);
+    let run = run(&settings, &stop, &out, command);
+    tokio::time::timeout(Duration::from_secs(20), run).await.expect("the command ends");
+    (stop, out)
+}
+
+#[tokio::test]
+async fn put_and_range_complete() {
+    let (_tx, rx) = tokio::sync::oneshot::channel();
+    let addr = serve(rx).await;
+    let (stop, out) = run_cmd(addr, &["--clients=4", "--conns=2", "put", "--total=200"]).await;
+    assert!(stop.reason().is_none());
+    let doc = out.document();
+    assert_eq!(doc.reports[0].requests, 200);
+    assert_eq!(doc.reports[0].errors, 0);
+    let (stop, out) = run_cmd(addr, &["range", "foo", "--total=50", "--rate=1000"]).await;
+    assert!(stop.reason().is_none());
+    assert_eq!(out.document().reports[0].requests, 50);
+}
+
+#[tokio::test]
+async fn missing_services_stop_with_a_clear_reason() {
+    let (_tx, rx) = tokio::sync::oneshot::channel();
+    let addr = serve(rx).await;
+
+    let (stop, out) = run_cmd(addr, &["lease-keepalive", "--total=1000"]).await;
+    let reason = stop.reason().unwrap_or_default();
+    assert!(reason.contains("Unimplemented"), "{reason}");
+    let report = &out.document().reports[0];
+    assert_eq!(report.requests, 0);
+    assert!(report.errors >= 1 && report.errors < 1000);
+
+    let (stop, out) =
+        run_cmd(addr, &["watch", "--streams=3", "--watch-per-stream=5", "--put-total=10"]).await;
+    let reason = stop.reason().unwrap_or_default();
+    assert!(reason.contains("Watch") && reason.contains("Unimplemented"), "{reason}");
+    let doc = out.document();
+    assert_eq!(doc.reports.len(), 1, "only the creation report");
+    assert_eq!(doc.reports[0].errors, 15);
+
+    let (stop, _) = run_cmd(addr, &["watch-latency", "--put-total=10"]).await;
+    assert!(stop.reason().unwrap_or_default().contains("Unimplemented"));
+
+    let (stop, out) = run_cmd(addr, &["put", "--total=10", "--check-hashkv"]).await;
+    assert!(stop.reason().is_none());
+    let doc = out.document();
+    assert_eq!(doc.reports[0].requests, 10);
+    assert!(doc.notes.iter().any(|n| n.contains("hashkv")), "{:?}", doc.notes);
+}
+
+#[tokio::test]
+async fn a_server_dying_mid_run_ends_the_run() {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let addr = serve(rx).await;
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = tx.send(());
+    });
+    let started = Instant::now();
+    // 100 puts a second for 100 s: far longer than the server lives.
+    let (stop, out) = run_cmd(addr, &["--clients=2", "put", "--total=10000", "--rate=100"]).await;
+    let report = &out.document().reports[0];
+    assert!(report.requests > 0 && report.requests < 10000);
+    assert!(report.errors > 0, "errors counted");
+    assert!(stop.reason().unwrap_or_default().contains("stall"));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn unreachable_endpoints_report_the_dial_error() {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let addr = serve(rx).await;
+    let _ = tx.send(());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (stop, out) = run_cmd(addr, &["--conns=3", "range", "foo"]).await;
+    assert!(stop.reason().unwrap_or_default().contains("cannot connect"));
+    let doc = out.document();
+    assert_eq!(doc.reports[0].errors, 3);
+    assert_eq!(doc.reports[0].requests, 0);
+}
