@@ -14,8 +14,8 @@ use actcd_proto::etcdserverpb::{
     RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
 
-use actcd_actors::identity::Identity;
 use crate::status::to_status;
+use actcd_actors::identity::Identity;
 
 /// The handles a service needs to reach the store.
 #[derive(Clone)]

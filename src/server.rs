@@ -11,8 +11,8 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 
-use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::identity::Identity;
+use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::store_actor::StoreActor;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
@@ -24,12 +24,12 @@ use actcd_proto::health::health_server::HealthServer;
 
 use crate::config::{listen_addrs, Config};
 use crate::connections::{incoming, Connections};
-use crate::watch::WatchService;
 use crate::health::HealthService;
 use crate::http;
 use crate::kv::{KvService, StoreHandle};
 use crate::maintenance::MaintenanceService;
 use crate::pending::NotYetBuilt;
+use crate::watch::WatchService;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
@@ -57,7 +57,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let view = core.read_view();
 
     let system = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("the tokio runtime must start")
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("the tokio runtime must start")
     });
     system.block_on(async move {
         let identity = Identity::new(&config.name, &config.advertise_client_urls);
@@ -69,7 +72,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .map(|_| {
                 let arbiter = Arbiter::new();
                 let view = view.clone();
-                let shard = WatchShard::start_in_arbiter(&arbiter.handle(), move |_| WatchShard::new(view, shard_config));
+                let shard = WatchShard::start_in_arbiter(&arbiter.handle(), move |_| {
+                    WatchShard::new(view, shard_config)
+                });
                 arbiters.push(arbiter);
                 shard
             })
@@ -150,7 +155,11 @@ async fn serve(
     Ok(())
 }
 
-fn grpc_router(config: &Config, store: StoreHandle, watch: Arc<WatchService>) -> tonic::transport::server::Router {
+fn grpc_router(
+    config: &Config,
+    store: StoreHandle,
+    watch: Arc<WatchService>,
+) -> tonic::transport::server::Router {
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let maintenance = || {
         MaintenanceService::new(

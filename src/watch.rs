@@ -59,8 +59,12 @@ impl Watch for WatchService {
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
         let conn = request.extensions().get::<ConnId>().copied();
         // The stream ends at the first transport error; the actor then stops.
-        let input = request.into_inner().take_while(|r| futures::future::ready(r.is_ok())).filter_map(|r| async { r.ok() });
-        let arbiter = self.arbiter().ok_or_else(|| Status::unavailable("etcdserver: server stopped"))?.clone();
+        let input = request
+            .into_inner()
+            .take_while(|r| futures::future::ready(r.is_ok()))
+            .filter_map(|r| async { r.ok() });
+        let arbiter =
+            self.arbiter().ok_or_else(|| Status::unavailable("etcdserver: server stopped"))?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();
         let conn_actor: Option<Addr<ConnActor>> = conn.and_then(|c| {

@@ -21,10 +21,11 @@ use actcd_proto::etcdserverpb::{
 use crate::identity::Identity;
 use crate::store::engine::Engine;
 use crate::store::ReadView;
-use crate::watch::messages::{ShardRequest, StreamId, StreamOutput};
+use crate::watch::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput};
 use crate::watch::watcher::WatchSpec;
 
-/// Messages of the stream's mailbox beyond this wait; the shard then desyncs (see module doc).
+/// The stream's mailbox: the shard's messages are bounded by [`OutputQuota`] (the shard then
+/// desyncs, see module doc); this bounds the rest (stop requests).
 const MAILBOX_CAPACITY: usize = 4;
 
 /// etcd's error texts for refused watch creations.
@@ -110,7 +111,12 @@ impl StreamState {
             progress_notify: req.progress_notify,
         };
         Created {
-            response: WatchResponse { header: header(current), watch_id, created: true, ..Default::default() },
+            response: WatchResponse {
+                header: header(current),
+                watch_id,
+                created: true,
+                ..Default::default()
+            },
             watch: Some(watch),
         }
     }
@@ -199,16 +205,18 @@ pub struct StreamSetup<E: Engine> {
 pub struct StreamActor<E: Engine> {
     state: StreamState,
     setup: StreamSetup<E>,
+    quota: OutputQuota,
 }
 
 impl<E: Engine> StreamActor<E> {
     /// A stream actor; feed it the request stream with `ctx.add_stream`.
     pub fn new(setup: StreamSetup<E>) -> Self {
-        Self { state: StreamState::new(setup.id), setup }
+        Self { state: StreamState::new(setup.id), setup, quota: OutputQuota::default() }
     }
 
-    /// Sends responses to the client in order, pausing the actor until they are queued.
-    fn send(&mut self, mut responses: Vec<WatchResponse>, ctx: &mut Context<Self>) {
+    /// Sends responses to the client in order, pausing the actor until they are queued; then
+    /// gives back `releases` slots of the shard's quota.
+    fn send(&mut self, mut responses: Vec<WatchResponse>, releases: usize, ctx: &mut Context<Self>) {
         for r in &mut responses {
             self.setup.identity.fill(&mut r.header);
         }
@@ -223,7 +231,8 @@ impl<E: Engine> StreamActor<E> {
                 true
             }
             .into_actor(self)
-            .map(|open, _, ctx| {
+            .map(move |open, actor, ctx| {
+                (0..releases).for_each(|_| actor.quota.release());
                 if !open {
                     ctx.stop();
                 }
@@ -232,7 +241,7 @@ impl<E: Engine> StreamActor<E> {
     }
 
     /// Sends a request to the shard, pausing the actor until the shard's mailbox takes it.
-    fn to_shard(&mut self, request: ShardRequest, ctx: &mut Context<Self>) {
+    fn ask_shard(&mut self, request: ShardRequest, ctx: &mut Context<Self>) {
         let shard = self.setup.shard.clone();
         ctx.wait(async move { shard.send(request).await.is_ok() }.into_actor(self).map(|ok, _, ctx| {
             if !ok {
@@ -248,7 +257,8 @@ impl<E: Engine> Actor for StreamActor<E> {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         let outbox = ctx.address().recipient();
-        self.to_shard(ShardRequest::Register { stream: self.setup.id, outbox }, ctx);
+        let quota = self.quota.clone();
+        self.ask_shard(ShardRequest::Register { stream: self.setup.id, outbox, quota }, ctx);
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
@@ -267,19 +277,22 @@ impl<E: Engine> StreamHandler<WatchRequest> for StreamActor<E> {
         match request.request_union {
             Some(watch_request::RequestUnion::CreateRequest(create)) => {
                 let created = self.state.create(create, self.setup.view.revision());
-                self.send(vec![created.response], ctx);
+                self.send(vec![created.response], 0, ctx);
                 if let Some(watch) = created.watch {
-                    self.to_shard(ShardRequest::Add(watch), ctx);
+                    self.ask_shard(ShardRequest::Add(watch), ctx);
                 }
             }
             Some(watch_request::RequestUnion::CancelRequest(cancel)) => {
                 if let Some(response) = self.state.cancel(cancel.watch_id, self.setup.view.revision()) {
-                    self.to_shard(ShardRequest::Cancel { stream: self.setup.id, watch_id: cancel.watch_id }, ctx);
-                    self.send(vec![response], ctx);
+                    self.ask_shard(
+                        ShardRequest::Cancel { stream: self.setup.id, watch_id: cancel.watch_id },
+                        ctx,
+                    );
+                    self.send(vec![response], 0, ctx);
                 }
             }
             Some(watch_request::RequestUnion::ProgressRequest(_)) => {
-                self.to_shard(ShardRequest::Progress(self.setup.id), ctx);
+                self.ask_shard(ShardRequest::Progress(self.setup.id), ctx);
             }
             None => {}
         }
@@ -291,8 +304,10 @@ impl<E: Engine> Handler<StreamOutput> for StreamActor<E> {
 
     fn handle(&mut self, msg: StreamOutput, ctx: &mut Self::Context) {
         let responses = self.state.outgoing(msg.0, self.setup.max_bytes);
-        if !responses.is_empty() {
-            self.send(responses, ctx);
+        if responses.is_empty() {
+            self.quota.release();
+        } else {
+            self.send(responses, 1, ctx);
         }
     }
 }
@@ -347,10 +362,15 @@ mod tests {
         s.create(WatchCreateRequest { fragment: true, ..create("k", "\0", 0) }, 1);
         s.create(create("k", "\0", 0), 1);
         let ev = |i: u8| Event {
-            kv: Some(KeyValue { key: Bytes::from(vec![b'k', i]), value: Bytes::from(vec![0; 100]), ..Default::default() }),
+            kv: Some(KeyValue {
+                key: Bytes::from(vec![b'k', i]),
+                value: Bytes::from(vec![0; 100]),
+                ..Default::default()
+            }),
             ..Default::default()
         };
-        let big = |id| WatchResponse { watch_id: id, events: (0..10).map(ev).collect(), ..Default::default() };
+        let big =
+            |id| WatchResponse { watch_id: id, events: (0..10).map(ev).collect(), ..Default::default() };
         let out = s.outgoing(vec![big(0), big(1)], 300);
         let fragmented: Vec<_> = out.iter().filter(|r| r.watch_id == 0).collect();
         assert!(fragmented.len() > 1);

@@ -93,6 +93,30 @@ impl Server {
         Server { child: Some(child), endpoint, address: format!("127.0.0.1:{port}") }
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// Resident memory of the server process, in bytes.
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+
+    /// A raw gRPC Watch client.
+    pub async fn watch_client(
+        &self,
+    ) -> actcd_proto::etcdserverpb::watch_client::WatchClient<tonic::transport::Channel> {
+        actcd_proto::etcdserverpb::watch_client::WatchClient::connect(self.endpoint.clone())
+            .await
+            .expect("connect")
+    }
+
     /// SIGKILL, then reap.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -11,3 +11,4 @@ mod crash;
 mod differential;
 mod etcdctl;
 mod harness;
+mod watch;

@@ -1,6 +1,9 @@
 //! Messages of the watch tree. Streams and shards hold each other as `Recipient`s of these, so
 //! root → shard → stream → shard is a flow of messages, not a circle of imports.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use actix::{Message, Recipient};
 
 use actcd_proto::etcdserverpb::WatchResponse;
@@ -16,6 +19,30 @@ pub type StreamId = u64;
 #[rtype(result = "()")]
 pub struct StreamOutput(pub Vec<WatchResponse>);
 
+/// Messages a shard may have queued for one stream before it counts the stream as full.
+pub const STREAM_OUTPUT_LIMIT: usize = 4;
+
+/// The bound on a stream's queued [`StreamOutput`]s, shared by its shard (which counts a
+/// message in before sending) and its stream actor (which counts it out once the client's
+/// channel took it). Actix's own mailbox bound parks a `try_send`er until it is polled, which a
+/// shard never is, so the bound is kept here instead.
+#[derive(Debug, Clone, Default)]
+pub struct OutputQuota(Arc<AtomicUsize>);
+
+impl OutputQuota {
+    /// Takes one slot, or returns false when the stream already has its limit queued.
+    pub fn try_take(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < STREAM_OUTPUT_LIMIT).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// Returns a slot.
+    pub fn release(&self) {
+        let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}
+
 /// What a stream asks of its shard. One message type, so a stream holds one recipient.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -26,6 +53,8 @@ pub enum ShardRequest {
         stream: StreamId,
         /// Where the shard sends the stream's responses.
         outbox: Recipient<StreamOutput>,
+        /// The bound on what the shard may have queued for the stream.
+        quota: OutputQuota,
     },
     /// Adds a watch (its id already chosen by the stream).
     Add(WatchSpec),

@@ -94,11 +94,8 @@ impl RangeIndex {
 
     /// Approximate heap bytes: map entries and keys, tree nodes and bounds.
     pub fn heap_bytes(&self) -> usize {
-        let exact: usize = self
-            .exact
-            .keys()
-            .map(|k| k.len() + std::mem::size_of::<(Box<[u8]>, Slots)>() + 8)
-            .sum();
+        let exact: usize =
+            self.exact.keys().map(|k| k.len() + std::mem::size_of::<(Box<[u8]>, Slots)>() + 8).sum();
         exact + self.range_count * 160
     }
 }

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use actix::dev::SendError;
 
 use actcd_proto::etcdserverpb::WatchResponse;
 
@@ -12,7 +11,7 @@ use crate::store::engine::Engine;
 use crate::store::ReadView;
 use crate::store_actor::Committed;
 
-use super::messages::{ShardRequest, StreamId, StreamOutput};
+use super::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput};
 use super::watcher_group::{Delivery, Outbox, SyncLimits, WatcherGroup};
 
 /// How often unsynced watchers are caught up from storage (etcd: 100 ms).
@@ -30,21 +29,24 @@ pub struct ShardConfig {
     pub progress_interval: Duration,
 }
 
-/// The streams' outboxes, delivering with `try_send` so a full stream never blocks the shard.
+/// The streams' outboxes. A full stream never blocks the shard: its quota says so first.
 #[derive(Default)]
-struct Outboxes(HashMap<StreamId, Recipient<StreamOutput>>);
+struct Outboxes(HashMap<StreamId, (Recipient<StreamOutput>, OutputQuota)>);
 
 impl Outbox for Outboxes {
     fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
-        let Some(outbox) = self.0.get(&stream) else { return Delivery::Closed };
-        match outbox.try_send(StreamOutput(responses)) {
-            Ok(()) => Delivery::Sent,
-            Err(SendError::Full(_)) => Delivery::Full,
-            Err(SendError::Closed(_)) => {
-                self.0.remove(&stream);
-                Delivery::Closed
-            }
+        let Some((outbox, quota)) = self.0.get(&stream) else { return Delivery::Closed };
+        if !outbox.connected() {
+            self.0.remove(&stream);
+            return Delivery::Closed;
         }
+        if !quota.try_take() {
+            return Delivery::Full;
+        }
+        // Bounded by the quota just taken (at most STREAM_OUTPUT_LIMIT queued per stream),
+        // so do_send cannot grow the stream's mailbox without bound.
+        outbox.do_send(StreamOutput(responses));
+        Delivery::Sent
     }
 }
 
@@ -76,7 +78,9 @@ impl<E: Engine> Actor for WatchShard<E> {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         ctx.run_interval(SYNC_INTERVAL, |shard, _| shard.sync());
         ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| shard.group.check_stalled(shard.view.revision()));
-        ctx.run_interval(self.config.progress_interval, |shard, _| shard.group.progress_tick(&mut shard.outboxes));
+        ctx.run_interval(self.config.progress_interval, |shard, _| {
+            shard.group.progress_tick(&mut shard.outboxes)
+        });
     }
 }
 
@@ -107,8 +111,8 @@ impl<E: Engine> Handler<ShardRequest> for WatchShard<E> {
 
     fn handle(&mut self, msg: ShardRequest, ctx: &mut Self::Context) {
         match msg {
-            ShardRequest::Register { stream, outbox } => {
-                self.outboxes.0.insert(stream, outbox);
+            ShardRequest::Register { stream, outbox, quota } => {
+                self.outboxes.0.insert(stream, (outbox, quota));
             }
             ShardRequest::Add(spec) => {
                 let behind = spec.start_revision <= self.group.processed();

@@ -69,6 +69,12 @@ impl<E: crate::store::engine::Engine> History for crate::store::ReadView<E> {
     }
 }
 
+/// A stream's responses of one live batch, with the (slot, revision) behind each.
+type LiveBatch = (Vec<WatchResponse>, Vec<(u32, i64)>);
+
+/// History chunks read in one catch-up pass at most.
+const CHUNKS_PER_PASS: usize = 4;
+
 /// Bounds of one catch-up pass.
 #[derive(Debug, Clone, Copy)]
 pub struct SyncLimits {
@@ -241,7 +247,12 @@ impl WatcherGroup {
     /// Feeds a committed batch to the synced watchers. A batch that does not follow on from
     /// `processed` means batches were dropped upstream: every synced watcher then catches up
     /// from storage instead.
-    pub fn on_committed(&mut self, batch: &CommittedEvents, history: &impl History, outbox: &mut impl Outbox) {
+    pub fn on_committed(
+        &mut self,
+        batch: &CommittedEvents,
+        history: &impl History,
+        outbox: &mut impl Outbox,
+    ) {
         if batch.revision <= self.processed {
             return;
         }
@@ -258,7 +269,7 @@ impl WatcherGroup {
 
     fn deliver_live(&mut self, events: &[&Event], history: &impl History, outbox: &mut impl Outbox) {
         // stream → responses, and the (slot, revision) of each response for when delivery fails.
-        let mut out: HashMap<StreamId, (Vec<WatchResponse>, Vec<(u32, i64)>)> = HashMap::new();
+        let mut out: HashMap<StreamId, LiveBatch> = HashMap::new();
         let mut start = 0;
         while start < events.len() {
             let rev = revision_of(events[start]);
@@ -289,7 +300,12 @@ impl WatcherGroup {
                 let Some(w) = self.slots[slot as usize].as_mut() else { continue };
                 w.flags |= flags::NOTIFIED;
                 let entry = out.entry(w.stream).or_default();
-                entry.0.push(WatchResponse { header: header(rev), watch_id: w.watch_id, events: evs, ..Default::default() });
+                entry.0.push(WatchResponse {
+                    header: header(rev),
+                    watch_id: w.watch_id,
+                    events: evs,
+                    ..Default::default()
+                });
                 entry.1.push((slot, rev));
             }
             start = end;
@@ -321,39 +337,58 @@ impl WatcherGroup {
     }
 
     /// One catch-up pass over the unsynced watchers: cancels those whose history was compacted,
-    /// sends the others the next chunk of history, and moves the ones that reach `processed`
-    /// into the synced set.
+    /// sends the others their next chunks of history, and moves the ones that reach `processed`
+    /// into the synced set. Watchers far behind do not hold back those nearer the head: each
+    /// chunk is read from the oldest revision still wanted by a watcher not yet served.
     pub fn sync(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) {
         if self.unsynced.is_empty() {
             return;
         }
         self.cancel_compacted(history, outbox);
-        let picked: Vec<u32> = self.unsynced.iter().copied().take(limits.watchers).collect();
-        let Some(from) = picked.iter().filter_map(|s| self.slots[*s as usize].as_ref()).map(|w| w.next_rev).min()
-        else {
-            return;
-        };
+        let count = self.unsynced.len().min(limits.watchers);
+        let mut pending: Vec<u32> = self.unsynced[..count].to_vec();
+        // The next pass starts with the watchers after these (fairness past `limits.watchers`).
+        self.unsynced.rotate_left(count);
         let to = self.processed;
-        let chunk = if from > to {
-            HistoryChunk { events: Vec::new(), next: to + 1 }
-        } else {
-            match history.history(from, to, limits.bytes) {
+        for _ in 0..CHUNKS_PER_PASS {
+            let Some(from) =
+                pending.iter().filter_map(|s| self.slots[*s as usize].as_ref()).map(|w| w.next_rev).min()
+            else {
+                return;
+            };
+            if from > to {
+                for slot in pending {
+                    self.mark_synced(slot);
+                }
+                return;
+            }
+            let chunk = match history.history(from, to, limits.bytes) {
                 Ok(chunk) => chunk,
                 // Compacted meanwhile: the next pass cancels them. Other errors: retry later.
                 Err(_) => return,
-            }
-        };
+            };
+            let (serve, later): (Vec<u32>, Vec<u32>) = pending
+                .into_iter()
+                .partition(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.next_rev < chunk.next));
+            self.serve_chunk(&chunk, &serve, history, outbox);
+            pending = later;
+        }
+    }
+
+    /// Sends each of `slots` its events of `chunk`, one response per watcher, one message per
+    /// stream; those whose stream took it advance past the chunk.
+    fn serve_chunk(
+        &mut self,
+        chunk: &HistoryChunk,
+        slots: &[u32],
+        history: &impl History,
+        outbox: &mut impl Outbox,
+    ) {
+        let to = self.processed;
         let mut out: HashMap<StreamId, (Vec<WatchResponse>, Vec<u32>)> = HashMap::new();
         let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
-        let mut advance_now = Vec::new();
-        for slot in picked {
+        for &slot in slots {
             let Some(w) = self.slots[slot as usize].as_ref() else { continue };
-            if w.next_rev >= chunk.next {
-                if w.next_rev > to {
-                    advance_now.push(slot);
-                }
-                continue;
-            }
             let mut evs = Vec::new();
             for (i, ev) in chunk.events.iter().enumerate() {
                 if revision_of(ev) < w.next_rev || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
@@ -368,15 +403,18 @@ impl WatcherGroup {
             }
             let entry = out.entry(w.stream).or_default();
             if !evs.is_empty() {
-                entry.0.push(WatchResponse { header: header(to), watch_id: w.watch_id, events: evs, ..Default::default() });
+                entry.0.push(WatchResponse {
+                    header: header(to),
+                    watch_id: w.watch_id,
+                    events: evs,
+                    ..Default::default()
+                });
             }
             entry.1.push(slot);
         }
-        for slot in advance_now {
-            self.mark_synced(slot);
-        }
         for (stream, (responses, slots)) in out {
-            let delivered = if responses.is_empty() { Delivery::Sent } else { outbox.deliver(stream, responses) };
+            let delivered =
+                if responses.is_empty() { Delivery::Sent } else { outbox.deliver(stream, responses) };
             match delivered {
                 Delivery::Sent => {
                     for slot in slots {
@@ -494,4 +532,185 @@ fn previous(ev: &Event, history: &impl History) -> Option<KeyValue> {
         return None;
     }
     history.get_at(&kv.key, kv.mod_revision - 1).ok().flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest};
+
+    use crate::store::{Batch, Command, RocksEngine, StoreConfig, StoreCore};
+
+    /// A fake set of stream buffers: each holds at most `capacity` deliveries.
+    struct Buffers {
+        capacity: usize,
+        got: HashMap<StreamId, Vec<Vec<WatchResponse>>>,
+    }
+
+    impl Outbox for Buffers {
+        fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
+            let queue = self.got.entry(stream).or_default();
+            if queue.len() >= self.capacity {
+                return Delivery::Full;
+            }
+            queue.push(responses);
+            Delivery::Sent
+        }
+    }
+
+    impl Buffers {
+        fn new(capacity: usize) -> Self {
+            Self { capacity, got: HashMap::new() }
+        }
+        /// Drains a stream's buffer: (watch id, revisions of its events) per response.
+        fn drain(&mut self, stream: StreamId) -> Vec<(i64, Vec<i64>)> {
+            self.got
+                .remove(&stream)
+                .unwrap_or_default()
+                .into_iter()
+                .flatten()
+                .map(|r| (r.watch_id, r.events.iter().map(revision_of).collect()))
+                .collect()
+        }
+    }
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        store: StoreCore<RocksEngine>,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let engine = RocksEngine::open(dir.path()).expect("engine");
+            let store = StoreCore::open(engine, StoreConfig::default()).expect("store");
+            Self { _dir: dir, store }
+        }
+        fn commit(&mut self, commands: Vec<Command>) -> CommittedEvents {
+            let mut batch = Batch::default();
+            for c in &commands {
+                self.store.apply(c, &mut batch).expect("apply");
+            }
+            self.store.commit(batch).expect("commit")
+        }
+        fn put(&mut self, key: &'static str, value: &'static str) -> CommittedEvents {
+            self.commit(vec![put(key, value)])
+        }
+    }
+
+    fn put(key: &'static str, value: &'static str) -> Command {
+        Command::Put(PutRequest {
+            key: Bytes::from_static(key.as_bytes()),
+            value: Bytes::from_static(value.as_bytes()),
+            ..Default::default()
+        })
+    }
+
+    fn spec(stream: StreamId, watch_id: i64, key: &'static str, end: &'static str, start: i64) -> WatchSpec {
+        WatchSpec {
+            stream,
+            watch_id,
+            key: Bytes::from_static(key.as_bytes()),
+            range_end: Bytes::from_static(end.as_bytes()),
+            start_revision: start,
+            prev_kv: false,
+            no_put: false,
+            no_delete: false,
+            progress_notify: false,
+        }
+    }
+
+    #[test]
+    fn synced_watchers_get_each_revision_in_its_own_response_with_filters_and_prev_kv() {
+        let mut f = Fixture::new();
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        let mut out = Buffers::new(100);
+        group.add(&spec(1, 0, "a", "", 2));
+        group.add(&WatchSpec { prev_kv: true, no_put: true, ..spec(1, 1, "a", "b", 2) });
+        group.add(&spec(2, 0, "\0", "\0", 2));
+
+        let batch = f.commit(vec![put("a", "1"), put("b", "2")]);
+        group.on_committed(&batch, &view, &mut out);
+        let delete =
+            Command::DeleteRange(DeleteRangeRequest { key: Bytes::from_static(b"a"), ..Default::default() });
+        let batch = f.commit(vec![delete]);
+        group.on_committed(&batch, &view, &mut out);
+
+        assert_eq!(out.drain(1), [(0, vec![2]), (0, vec![4]), (1, vec![4])]);
+        assert_eq!(out.drain(2), [(0, vec![2]), (0, vec![3]), (0, vec![4])]);
+        let with_prev =
+            group.slots.iter().flatten().find(|w| w.stream == 1 && w.watch_id == 1).map(|w| w.next_rev);
+        assert_eq!(with_prev, Some(5));
+    }
+
+    #[test]
+    fn a_full_stream_is_caught_up_from_storage_in_order_without_duplicates() {
+        let mut f = Fixture::new();
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        let mut out = Buffers::new(1);
+        group.add(&spec(1, 0, "k", "", 2));
+        for _ in 0..5 {
+            let batch = f.put("k", "v");
+            group.on_committed(&batch, &view, &mut out);
+        }
+        // Only the first revision fit; the watcher fell back to unsynced at revision 3.
+        assert_eq!(group.unsynced_len(), 1);
+        assert_eq!(out.drain(1), [(0, vec![2])]);
+        let mut out = Buffers::new(10);
+        group.sync(&view, &mut out, SyncLimits::default());
+        assert_eq!(out.drain(1), [(0, vec![3, 4, 5, 6])]);
+        assert_eq!(group.unsynced_len(), 0);
+        let batch = f.put("k", "v");
+        group.on_committed(&batch, &view, &mut out);
+        assert_eq!(out.drain(1), [(0, vec![7])]);
+    }
+
+    #[test]
+    fn watchers_behind_a_compaction_are_canceled_and_gaps_are_filled_from_storage() {
+        let mut f = Fixture::new();
+        for _ in 0..4 {
+            f.put("k", "v");
+        }
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        let mut out = Buffers::new(10);
+        group.add(&spec(1, 7, "k", "", 2));
+        f.commit(vec![Command::Compact(CompactionRequest { revision: 4, physical: true })]);
+        group.sync(&view, &mut out, SyncLimits::default());
+        let got = out.got.remove(&1).unwrap_or_default().concat();
+        assert_eq!(got.len(), 1);
+        assert!(got[0].canceled && got[0].compact_revision == 4 && got[0].watch_id == 7);
+        assert!(group.is_empty());
+
+        // A batch that does not follow on from the last one: the synced set catches up.
+        group.add(&spec(1, 8, "k", "", 6));
+        f.put("k", "lost");
+        let batch = f.put("k", "seen");
+        group.on_committed(&batch, &view, &mut out);
+        assert_eq!(group.unsynced_len(), 1);
+        group.sync(&view, &mut out, SyncLimits::default());
+        assert_eq!(out.drain(1), [(8, vec![6, 7])]);
+    }
+
+    #[test]
+    fn progress_is_answered_only_when_every_watcher_of_the_stream_is_synced() {
+        let mut f = Fixture::new();
+        f.put("k", "v");
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        let mut out = Buffers::new(10);
+        group.add(&spec(1, 0, "k", "", 1));
+        group.request_progress(1, &mut out);
+        assert!(out.got.is_empty(), "an unsynced watcher holds progress back");
+        group.sync(&view, &mut out, SyncLimits::default());
+        out.drain(1);
+        group.request_progress(1, &mut out);
+        assert_eq!(out.drain(1), [(-1, vec![])]);
+        group.request_progress(9, &mut out);
+        assert!(out.got.is_empty(), "a stream without watchers gets nothing");
+    }
 }
