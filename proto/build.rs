@@ -11,6 +11,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         // Services not built yet answer UNIMPLEMENTED instead of being left out.
         .generate_default_stubs(true)
+        // Small per-RPC buffers: see src/codec.rs.
+        .codec_path("crate::codec::LeanCodec")
         .compile_fds(descriptors)?;
     println!("cargo:rerun-if-changed=etcd");
     Ok(())
