@@ -13,13 +13,21 @@
 //! - `src/cpu.rs`: the client's own CPU use, from `/proc/self/stat`.
 //! - `src/keys.rs`: etcd benchmark's key encoding (zig-zag varints), a small PRNG, range ends.
 //! - `src/conn.rs`: endpoints, dialing one gRPC channel per connection, error texts.
+//! - `src/procfs.rs`: a process's resident memory, name and open-file limit, and the memory
+//!   available, from `/proc`.
+//! - `src/memtable.rs`: etcd's watch-memory table: rows, the plan (does a row fit the machine),
+//!   the least-squares fit of c1, c2, c3, the table in etcd's layout.
 //! - `src/runner.rs`: the load loop: clients over connections, the rate schedule (measured from
 //!   the intended send time), stop on Ctrl-C, stall watchdog, progress bar.
 //! - `src/cmd/`: one file per command family: `put`, `range`, `txn` (txn-put, txn-mixed),
-//!   `watch` (watch, watch-latency) and `lease` (lease-keepalive).
+//!   `watch` (watch, watch-latency, watch-fanout), `watch_memory` (one row of the watch-memory
+//!   table, and the offline modes --list, --plan, --table) and `lease` (lease-keepalive).
 //! - `benches/index_memory.rs`: the revision index's bytes per key and per version, row for row
 //!   with etcd's storage-memory table, with the fitted c1 and c2.
 //! - `compare`: runs the same commands against actcd and Debian's etcd 3.4 and prints the ratios.
+//! - `watch-memory`: etcd's watch-memory table, one fresh server per row, with the fit.
+//! - `watch-fanout`: watch fan-out (1000 watchers of one key) against actcd and etcd, the ratio.
+//! - `server.sh`: starting and stopping actcd or etcd on loopback, shared by the scripts.
 #![deny(missing_docs)]
 
 #[path = "src/cli.rs"]
@@ -34,6 +42,10 @@ pub mod cpu;
 pub mod format;
 #[path = "src/keys.rs"]
 pub mod keys;
+#[path = "src/memtable.rs"]
+pub mod memtable;
+#[path = "src/procfs.rs"]
+pub mod procfs;
 #[path = "src/report.rs"]
 pub mod report;
 #[path = "src/runner.rs"]

@@ -6,6 +6,7 @@ use crate::conn::endpoint_uri;
 use crate::format::parse_go_duration;
 use crate::runner::{Out, Settings, Stop};
 use clap::{ArgAction, Args, Parser, Subcommand};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// `actcd-bench`: etcd benchmark's commands against any etcd v3 endpoint.
@@ -77,6 +78,12 @@ pub enum Command {
     Watch(WatchArgs),
     /// Benchmark watch latency: from a put's send to each watcher's event.
     WatchLatency(WatchLatencyArgs),
+    /// Benchmark watch fan-out: many watchers of one key, events delivered per second and
+    /// put-to-event latency.
+    WatchFanout(WatchFanoutArgs),
+    /// Watch memory: one row of etcd's watch-memory table (clients x streams x watches) and the
+    /// server's RSS; --plan, --list and --table for the driver (benches/watch-memory).
+    WatchMemory(WatchMemoryArgs),
     /// Benchmark lease keepalive (one short keep-alive stream per request).
     LeaseKeepalive(LeaseKeepaliveArgs),
 }
@@ -257,6 +264,78 @@ pub struct WatchLatencyArgs {
     pub val_size: usize,
 }
 
+/// `watch-fanout`.
+#[derive(Debug, Clone, Args)]
+pub struct WatchFanoutArgs {
+    /// Watchers of the one key, spread evenly over the streams.
+    #[arg(long, default_value_t = 1000)]
+    pub watchers: usize,
+    /// Watch streams (spread over --clients, which spread over --conns).
+    #[arg(long, default_value_t = 100)]
+    pub streams: usize,
+    /// Puts to the watched key.
+    #[arg(long, default_value_t = 1000)]
+    pub puts: u64,
+    /// Puts per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub put_rate: u64,
+    /// Concurrent putters, spread over the connections.
+    #[arg(long, default_value_t = 8)]
+    pub put_clients: usize,
+    /// Key size of the watched key.
+    #[arg(long, default_value_t = 32)]
+    pub key_size: usize,
+    /// Value size of the puts (at least 8: the put's send time travels in the value).
+    #[arg(long, default_value_t = 256)]
+    pub val_size: usize,
+}
+
+/// `watch-memory`.
+#[derive(Debug, Clone, Args)]
+pub struct WatchMemoryArgs {
+    /// The server's process id: its VmRSS is read from /proc/PID/status.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// The server's name in the results (default: the process name of --server-pid).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Rows: all (etcd's 15), quick, small, big (etcd's rows not in quick), or a list like
+    /// 1kx10x1,2kx50x100 (clients x streams per client x watches per stream). A run takes one.
+    #[arg(long, default_value = "quick")]
+    pub rows: String,
+    /// Print the rows of --rows, one per line, smallest first, and run nothing.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub list: bool,
+    /// Print per row whether it fits the machine (run, with estimates, or skip, with the
+    /// reason), estimated from RESULTS, and run nothing.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub plan: bool,
+    /// Print RESULTS as etcd's table, one per server, with the fitted c1, c2, c3.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub table: bool,
+    /// Run the row even when the estimate says it does not fit.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub force: bool,
+    /// Wait after the last created response before reading the server's RSS.
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    pub settle: Duration,
+    /// Streams being opened at once.
+    #[arg(long, default_value_t = 256)]
+    pub open_concurrency: usize,
+    /// Memory (MiB) the estimate keeps free for the rest of the machine.
+    #[arg(long, default_value_t = 2048)]
+    pub reserve_mib: u64,
+    /// Longest estimated setup a row may take.
+    #[arg(long, default_value = "10m", value_parser = parse_go_duration)]
+    pub row_time_limit: Duration,
+    /// Estimates are multiplied by this before they are compared with the machine.
+    #[arg(long, default_value_t = 1.25)]
+    pub margin: f64,
+    /// Results of rows measured earlier (JSON documents of watch-memory --json): the table's
+    /// rows (--table), or what the estimates are fitted from (--plan and a run).
+    pub results: Vec<PathBuf>,
+}
+
 /// `lease-keepalive`.
 #[derive(Debug, Clone, Args)]
 pub struct LeaseKeepaliveArgs {
@@ -275,6 +354,8 @@ impl Command {
             Command::TxnMixed(_) => "txn-mixed",
             Command::Watch(_) => "watch",
             Command::WatchLatency(_) => "watch-latency",
+            Command::WatchFanout(_) => "watch-fanout",
+            Command::WatchMemory(_) => "watch-memory",
             Command::LeaseKeepalive(_) => "lease-keepalive",
         }
     }
@@ -327,7 +408,11 @@ pub fn main() {
             eprintln!("actcd-bench {}: {e}", cli.command.name());
             2
         }
-        Ok(settings) => run(settings, cli.command),
+        Ok(settings) => match &cli.command {
+            // Offline modes: no connection, no report, no client CPU line.
+            Command::WatchMemory(a) if cmd::watch_memory::offline(a) => cmd::watch_memory::run_offline(a),
+            _ => run(settings, cli.command),
+        },
     };
     std::process::exit(code);
 }

@@ -6,6 +6,7 @@ pub mod put;
 pub mod range;
 pub mod txn;
 pub mod watch;
+pub mod watch_memory;
 
 #[cfg(test)]
 mod against_stub;
@@ -26,6 +27,8 @@ pub fn validate(command: &Command) -> Result<(), String> {
         Command::TxnMixed(a) => txn::validate_mixed(a),
         Command::Watch(a) => watch::validate_watch(a),
         Command::WatchLatency(a) => watch::validate_latency(a),
+        Command::WatchFanout(a) => watch::validate_fanout(a),
+        Command::WatchMemory(a) => watch_memory::validate(a),
         Command::LeaseKeepalive(_) => Ok(()),
     }
 }
@@ -39,6 +42,8 @@ pub async fn run(settings: &Settings, stop: &Stop, out: &Out, command: Command) 
         Command::TxnMixed(a) => txn::run_mixed(settings, stop, out, a).await,
         Command::Watch(a) => watch::run_watch(settings, stop, out, a).await,
         Command::WatchLatency(a) => watch::run_latency(settings, stop, out, a).await,
+        Command::WatchFanout(a) => watch::run_fanout(settings, stop, out, a).await,
+        Command::WatchMemory(a) => watch_memory::run(settings, stop, out, a).await,
         Command::LeaseKeepalive(a) => lease::run(settings, stop, out, a).await,
     }
 }

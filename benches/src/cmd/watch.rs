@@ -1,4 +1,4 @@
-//! `watch` and `watch-latency`.
+//! `watch`, `watch-latency` and `watch-fanout`.
 //!
 //! Both open `--streams` Watch streams spread over the clients (and so over the connections),
 //! create their watches one after another on each stream (a creation's latency runs from sending
@@ -6,12 +6,16 @@
 //! starts with its send time (nanoseconds since the put phase began, little-endian), so an
 //! event's latency is measured from the put's send to the event's arrival, per watcher.
 //!
+//! `watch-fanout` is watch-latency turned to throughput: `--watchers` watchers of one key spread
+//! evenly over `--streams` streams, `--put-clients` concurrent putters (unthrottled by default),
+//! and the report's figure is events delivered per second, from the first put to the last event.
+//!
 //! Against a server without the Watch service the stream fails with UNIMPLEMENTED: the creation
 //! report counts the failed watches and the command stops with that reason.
 
 use super::put::{kv_client, MAX_RESPONSE};
 use super::{channel_for, check_key_space, connect};
-use crate::cli::{WatchArgs, WatchLatencyArgs};
+use crate::cli::{WatchArgs, WatchFanoutArgs, WatchLatencyArgs};
 use crate::conn::{is_fatal, status_text};
 use crate::keys::{varint_key, Rng};
 use crate::report::Recorder;
@@ -60,6 +64,35 @@ pub fn validate_latency(a: &WatchLatencyArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks `watch-fanout`'s flags.
+pub fn validate_fanout(a: &WatchFanoutArgs) -> Result<(), String> {
+    if a.watchers == 0 || a.streams == 0 || a.put_clients == 0 {
+        return Err("--watchers, --streams and --put-clients must be at least 1".to_string());
+    }
+    if a.streams > a.watchers {
+        return Err(format!(
+            "--streams {} is more than --watchers {}: a stream would watch nothing",
+            a.streams, a.watchers
+        ));
+    }
+    if a.key_size < 1 {
+        return Err("--key-size must be at least 1".to_string());
+    }
+    if a.val_size < 8 {
+        return Err(format!(
+            "--val-size must be at least 8 (the put's send time travels in the value), got {}",
+            a.val_size
+        ));
+    }
+    Ok(())
+}
+
+/// Watchers on stream `s` when `watchers` spread evenly over `streams` (the first streams take
+/// one more when it does not divide).
+pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> usize {
+    watchers / streams + usize::from(s < watchers % streams)
+}
+
 /// An open Watch stream whose watches are created.
 struct OpenStream {
     index: usize,
@@ -68,7 +101,7 @@ struct OpenStream {
     responses: Streaming<WatchResponse>,
 }
 
-fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
+pub(crate) fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
     WatchRequest {
         request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
             key,
@@ -461,9 +494,72 @@ pub async fn run_latency(settings: &Settings, stop: &Stop, out: &Out, a: WatchLa
     out.report("Watch events summary:\n", events.stats(took), "");
 }
 
+/// Runs `watch-fanout`.
+pub async fn run_fanout(settings: &Settings, stop: &Stop, out: &Out, a: WatchFanoutArgs) {
+    let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else {
+        return;
+    };
+    let key = Bytes::from(Rng::seeded(0).bytes(a.key_size));
+    let k = key.clone();
+    let (watchers, streams) = (a.watchers, a.streams);
+    let (open, created, took) = open_streams(
+        settings,
+        stop,
+        &channels,
+        a.streams,
+        move |s| vec![k.clone(); watchers_on(s, watchers, streams)],
+        StreamPlan { prev_kv: false, timeout: settings.request_timeout },
+    )
+    .await;
+    let create_stats = created.stats(took);
+    if create_stats.errors > 0 || open.is_empty() {
+        out.report("Watch creation summary:\n", create_stats, "");
+    }
+    if open.is_empty() || stop.is_stopped() {
+        if !stop.is_stopped() {
+            stop.stop("no watch stream could be opened");
+        }
+        return;
+    }
+    let live: u64 = open.iter().map(|s| watchers_on(s.index, watchers, streams) as u64).sum();
+    let expected = a.puts * live;
+    let phase = EventPhase {
+        keys: Arc::new(vec![key]),
+        put_total: a.puts,
+        put_rate: a.put_rate,
+        put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
+        value_size: a.val_size,
+        expected,
+    };
+    let (events, puts, took) = run_events(settings, stop, open, phase).await;
+    let event_stats = events.stats(took);
+    out.extra("watchers", live.into());
+    out.extra("events_expected", expected.into());
+    out.extra("events_per_sec", serde_json::json!(event_stats.requests_per_sec));
+    out.report("Put summary:\n", puts.stats(took), "");
+    out.print(&format!(
+        "\nWatch fan-out: {live} watchers of one key, {} puts: {} events in {:.4} secs, {:.0} events/sec.\n",
+        a.puts,
+        event_stats.requests,
+        took.as_secs_f64(),
+        event_stats.requests_per_sec
+    ));
+    out.report("Watch events summary (put-to-event latency):\n", event_stats, "");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watchers_spread_evenly_over_streams() {
+        assert_eq!((0..100).map(|s| watchers_on(s, 1000, 100)).sum::<usize>(), 1000);
+        assert_eq!(
+            (0..7).map(|s| watchers_on(s, 1000, 7)).collect::<Vec<_>>(),
+            vec![143, 143, 143, 143, 143, 143, 142]
+        );
+        assert_eq!(watchers_on(0, 1, 1), 1);
+    }
 
     #[test]
     fn stamped_values_carry_the_send_time() {

@@ -1,0 +1,432 @@
+//! `watch-memory`: one row of etcd's watch-memory benchmark, measured from this separate
+//! process, plus the offline modes a driver needs around it.
+//!
+//! A row dials `clients` connections (one HTTP/2 connection each), opens `streams per client`
+//! Watch streams on each and creates `watches per stream` watches on each stream, on distinct
+//! keys (`w/{conn}/{stream}/{i}`); every create of a stream goes out at once and the row waits for
+//! every created response. Then it waits `--settle`, reads the server's VmRSS from
+//! `/proc/PID/status`, and closes everything. The server's RSS only means something on a fresh
+//! server, so a run takes exactly one row; `benches/watch-memory` restarts the server per row.
+//!
+//! Before it connects, a row is checked against the machine: file descriptors (one per
+//! connection on each side), memory (server and client, estimated from the rows measured so far,
+//! given as RESULTS, or from high default coefficients) and setup time. A row that does not fit
+//! is recorded as skipped, with the reason, and not run (`--force` runs it anyway).
+//!
+//! Offline modes: `--list` prints the rows of `--rows`; `--plan` prints, per row, `run` with the
+//! estimates or `skip` with the reason; `--table` prints the RESULTS in etcd's layout with the
+//! least-squares fit of c1, c2 and c3.
+
+use super::watch::create_request;
+use crate::cli::WatchMemoryArgs;
+use crate::conn::{dial, status_text};
+use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
+use crate::procfs::{self, Proc};
+use crate::report::Recorder;
+use crate::runner::{watchdog, Out, Progress, Settings, Stop};
+use actcd_proto::etcdserverpb::watch_client::WatchClient;
+use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
+use bytes::Bytes;
+use futures::channel::mpsc::{unbounded, UnboundedSender};
+use futures::StreamExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+use tonic::Streaming;
+
+/// Connections dialed at once (a burst of thousands overflows the server's accept backlog).
+const DIAL_BATCH: usize = 100;
+
+/// Checks `watch-memory`'s flags.
+pub fn validate(a: &WatchMemoryArgs) -> Result<(), String> {
+    let rows = memtable::parse_rows(&a.rows)?;
+    let modes = [a.list, a.plan, a.table].iter().filter(|m| **m).count();
+    if modes > 1 {
+        return Err("--list, --plan and --table go one at a time".to_string());
+    }
+    if modes == 0 && rows.len() != 1 {
+        return Err(format!(
+            "--rows {} has {} rows; a run measures one row on a fresh server (benches/watch-memory runs them all, --list lists them)",
+            a.rows,
+            rows.len()
+        ));
+    }
+    if a.open_concurrency == 0 {
+        return Err("--open-concurrency must be at least 1".to_string());
+    }
+    if a.margin.is_nan() || a.margin < 1.0 {
+        return Err(format!("--margin must be at least 1, got {}", a.margin));
+    }
+    Ok(())
+}
+
+/// Whether the flags ask for an offline mode (no connection, no report).
+pub fn offline(a: &WatchMemoryArgs) -> bool {
+    a.list || a.plan || a.table
+}
+
+fn machine(server_pid: Option<u32>) -> Machine {
+    let client_fds = procfs::open_file_limit(Proc::Me).unwrap_or(u64::MAX);
+    Machine {
+        mem_available: procfs::mem_available().unwrap_or(0),
+        client_fds,
+        server_fds: server_pid.and_then(|p| procfs::open_file_limit(Proc::Pid(p))).unwrap_or(client_fds),
+    }
+}
+
+/// `--server`, else the process name of `--server-pid`, else empty.
+fn server_name(a: &WatchMemoryArgs) -> String {
+    a.server.clone().or_else(|| a.server_pid.map(|p| procfs::name(Proc::Pid(p)))).unwrap_or_default()
+}
+
+fn limits(a: &WatchMemoryArgs) -> Limits {
+    Limits { reserve: a.reserve_mib << 20, max_secs: a.row_time_limit.as_secs_f64(), margin: a.margin }
+}
+
+fn models(a: &WatchMemoryArgs) -> (Models, Vec<String>) {
+    let (results, problems) = memtable::load_results(&a.results);
+    // Only rows measured on the same kind of server as the one asked about estimate it.
+    let server = server_name(a);
+    let same: Vec<RowResult> = results
+        .into_iter()
+        .filter(|r| server.is_empty() || r.server.is_empty() || r.server == server)
+        .collect();
+    (memtable::models_from(&same), problems)
+}
+
+/// Runs an offline mode; returns the exit code.
+pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
+    let Ok(rows) = memtable::parse_rows(&a.rows) else {
+        return 2;
+    };
+    if a.list {
+        // Smallest first (watches, then streams, then conns): a driver that runs them in this
+        // order estimates each row from the rows measured before it.
+        let mut rows = rows;
+        rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
+        for r in &rows {
+            println!("{}", r.spec());
+        }
+        return 0;
+    }
+    if a.plan {
+        let (models, problems) = models(a);
+        for p in problems {
+            eprintln!("warning: {p}");
+        }
+        let machine = machine(a.server_pid);
+        for r in &rows {
+            match memtable::plan(r, &machine, &limits(a), &models) {
+                Verdict::Run { server, client, secs } => println!(
+                    "{}\trun\tserver ~{}, client ~{}, setup ~{secs:.0} s",
+                    r.spec(),
+                    memtable::mb(server),
+                    memtable::mb(client)
+                ),
+                Verdict::Skip(why) => println!("{}\tskip\t{why}", r.spec()),
+            }
+        }
+        return 0;
+    }
+    let (results, problems) = memtable::load_results(&a.results);
+    for p in &problems {
+        eprintln!("warning: {p}");
+    }
+    if results.is_empty() {
+        eprintln!(
+            "actcd-bench watch-memory --table: no watch-memory results among the {} files given",
+            a.results.len()
+        );
+        return 1;
+    }
+    let mut servers: Vec<String> = Vec::new();
+    for r in &results {
+        if !servers.contains(&r.server) {
+            servers.push(r.server.clone());
+        }
+    }
+    for (i, s) in servers.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        println!("{}", memtable::table(s, &results));
+    }
+    if let [a_name, b_name] = servers.as_slice() {
+        // Two servers: side by side, the one named actcd second (the ratio is it over the other).
+        let (base, other) = if a_name == "actcd" { (b_name, a_name) } else { (a_name, b_name) };
+        println!("\n{}", memtable::side_by_side(base, other, &results));
+    }
+    0
+}
+
+/// A stream kept open while the server's memory is read.
+struct Held {
+    _requests: UnboundedSender<WatchRequest>,
+    _responses: Streaming<WatchResponse>,
+}
+
+/// Opens stream `stream` of connection `conn` and creates `watches` watches on it (all creates
+/// sent at once), recording each created response in `rec`. `None` when the stream failed (the
+/// watches without an answer are counted as errors).
+async fn open_stream(
+    channel: Channel,
+    conn: usize,
+    stream: usize,
+    watches: u64,
+    rec: &Recorder,
+    timeout: Duration,
+) -> Option<Held> {
+    let shard = conn;
+    let (tx, rx) = unbounded();
+    for i in 0..watches {
+        let key = Bytes::from(format!("w/{conn}/{stream}/{i}"));
+        if tx.unbounded_send(create_request(key, false)).is_err() {
+            return None;
+        }
+    }
+    let sent = Instant::now();
+    let fail_rest = |answered: u64, error: &str| {
+        for _ in answered..watches {
+            rec.err(shard, error);
+        }
+    };
+    let mut client = WatchClient::new(channel);
+    let mut responses = match tokio::time::timeout(timeout, client.watch(rx)).await {
+        Ok(Ok(r)) => r.into_inner(),
+        Ok(Err(status)) => {
+            fail_rest(0, &status_text(&status));
+            return None;
+        }
+        Err(_) => {
+            fail_rest(0, &format!("opening the watch stream timed out after {timeout:?}"));
+            return None;
+        }
+    };
+    let mut answered = 0;
+    while answered < watches {
+        match tokio::time::timeout(timeout, responses.message()).await {
+            Ok(Ok(Some(r))) if r.created => {
+                answered += 1;
+                if r.canceled {
+                    rec.err(shard, &format!("watch canceled: {}", r.cancel_reason));
+                } else {
+                    rec.ok(shard, sent, Instant::now());
+                }
+            }
+            Ok(Ok(Some(_))) => {}
+            Ok(Ok(None)) => {
+                fail_rest(answered, "watch stream closed by the server");
+                return None;
+            }
+            Ok(Err(status)) => {
+                fail_rest(answered, &status_text(&status));
+                return None;
+            }
+            Err(_) => {
+                fail_rest(answered, &format!("watch creation timed out after {timeout:?}"));
+                return None;
+            }
+        }
+    }
+    Some(Held { _requests: tx, _responses: responses })
+}
+
+/// Runs one row (or records it as skipped).
+pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: WatchMemoryArgs) {
+    let Some(&row) = memtable::parse_rows(&a.rows).ok().as_ref().and_then(|r| r.first()) else {
+        return;
+    };
+    let server = server_name(&a);
+    if !a.force {
+        let (models, problems) = models(&a);
+        for p in problems {
+            out.note(format!("warning: {p}"));
+        }
+        if let Verdict::Skip(why) = memtable::plan(&row, &machine(a.server_pid), &limits(&a), &models) {
+            out.note(format!("watch-memory {}: skipped: {why}", row.spec()));
+            finish(out, RowResult::skipped(row, server, why));
+            return;
+        }
+    }
+    let Some(pid) = a.server_pid else {
+        stop.stop("--server-pid is needed to measure a row (the server's RSS is read from /proc/PID/status)");
+        return;
+    };
+    // A row is bounded in time: the stall watchdog ends a frozen one, this deadline a slow one.
+    let deadline = {
+        let (stop, limit) = (stop.clone(), a.row_time_limit + a.settle);
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            stop.stop(format!("the row did not finish within {limit:?} (--row-time-limit and --settle)"));
+        })
+    };
+    let result = measure(settings, stop, out, &a, row, pid, server).await;
+    deadline.abort();
+    finish(out, result);
+}
+
+fn finish(out: &Out, r: RowResult) {
+    if !out.json() {
+        let mut s = format!(
+            "\nWatch memory, {} clients x {} streams x {} watches ({} streams, {} watches) on {}:\n",
+            r.row.clients,
+            r.row.streams_per_client,
+            r.row.watches_per_stream,
+            r.row.streams(),
+            r.row.watches(),
+            if r.server.is_empty() { "the server" } else { &r.server }
+        );
+        if let Some(why) = &r.skipped {
+            s += &format!("  Skipped:\t{why}\n");
+        } else {
+            let delta = r.server_delta_bytes();
+            s += &format!(
+                "  Opened:\t{} conns, {} streams, {} watches created in {:.2} secs.\n",
+                r.conns_opened, r.streams_opened, r.watches_created, r.setup_secs
+            );
+            s += &format!(
+                "  Server RSS:\t{} (idle {}, +{}; peak {}).\n",
+                memtable::mb(r.server_rss_kb as f64 * 1024.0),
+                memtable::mb(r.server_rss_idle_kb as f64 * 1024.0),
+                memtable::mb(delta),
+                memtable::mb(r.server_hwm_kb as f64 * 1024.0)
+            );
+            s += &format!(
+                "  Per client:\t{} (all-in over idle).\n",
+                memtable::per_item(delta / r.row.clients.max(1) as f64)
+            );
+            s += &format!(
+                "  Client RSS:\t{} (idle {}).\n",
+                memtable::mb(r.client_rss_kb as f64 * 1024.0),
+                memtable::mb(r.client_rss_idle_kb as f64 * 1024.0)
+            );
+            if let Some(why) = &r.failed {
+                s += &format!("  Incomplete:\t{why}\n");
+            }
+        }
+        out.print(&s);
+    }
+    match serde_json::to_value(&r) {
+        Ok(v) => out.extra("row", v),
+        Err(e) => out.note(format!("error: cannot encode the row: {e}")),
+    }
+}
+
+async fn measure(
+    settings: &Settings,
+    stop: &Stop,
+    out: &Out,
+    a: &WatchMemoryArgs,
+    row: Row,
+    pid: u32,
+    server: String,
+) -> RowResult {
+    let mut r = RowResult::skipped(row, server, String::new());
+    r.skipped = None;
+    let idle = match procfs::memory(Proc::Pid(pid)) {
+        Ok(m) => m,
+        Err(e) => {
+            stop.stop(format!("the server's memory is not readable: {e}"));
+            r.failed = Some(e);
+            return r;
+        }
+    };
+    r.server_rss_idle_kb = idle.rss_kb;
+    r.client_rss_idle_kb = procfs::memory(Proc::Me).map(|m| m.rss_kb).unwrap_or(0);
+    let start = Instant::now();
+
+    // Connections, in batches.
+    let conns = row.clients as usize;
+    let mut channels: Vec<Channel> = Vec::with_capacity(conns);
+    while channels.len() < conns && !stop.is_stopped() {
+        let n = DIAL_BATCH.min(conns - channels.len());
+        match dial(&settings.endpoints, n, settings.dial_timeout).await {
+            Ok(c) => channels.extend(c),
+            Err(errors) => {
+                let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+                stop.stop(format!(
+                    "{first} ({} of a batch of {n} connections failed after {} connected)",
+                    errors.len(),
+                    channels.len()
+                ));
+            }
+        }
+    }
+    r.conns_opened = channels.len() as u64;
+
+    // Streams and watches.
+    let rec = Arc::new(Recorder::new("watch-create", 16, settings.sample));
+    let mut held: Vec<Held> = Vec::new();
+    if !stop.is_stopped() {
+        let progress = {
+            let rec = rec.clone();
+            Progress::start(settings, row.watches(), move || rec.completed())
+        };
+        let opening = Arc::new(AtomicBool::new(true));
+        let dog = {
+            let (rec, opening) = (rec.clone(), opening.clone());
+            watchdog(stop.clone(), settings.stall_timeout, "watch creation", move || {
+                (rec.completed(), opening.load(Ordering::Relaxed))
+            })
+        };
+        let per_conn = row.streams_per_client as usize;
+        let timeout = settings.request_timeout;
+        // Stream i is stream i / conns of connection i mod conns: the load spreads over
+        // connections from the start.
+        let mut streams = futures::stream::iter(0..conns * per_conn)
+            .map(|i| {
+                let (conn, stream) = (i % conns, i / conns);
+                let (channel, rec) = (channels[conn].clone(), rec.clone());
+                async move { open_stream(channel, conn, stream, row.watches_per_stream, &rec, timeout).await }
+            })
+            .buffer_unordered(a.open_concurrency);
+        let mut stop_rx = stop.subscribe();
+        loop {
+            tokio::select! {
+                next = streams.next() => match next {
+                    Some(Some(h)) => held.push(h),
+                    Some(None) => {}
+                    None => break,
+                },
+                _ = Stop::stopped(&mut stop_rx) => break,
+            }
+        }
+        drop(streams);
+        opening.store(false, Ordering::Relaxed);
+        dog.abort();
+        progress.finish(rec.completed());
+    }
+    r.setup_secs = start.elapsed().as_secs_f64();
+    r.streams_opened = held.len() as u64;
+    r.watches_created = rec.succeeded();
+    out.report("Watch creation summary:\n", rec.stats(start.elapsed()), "");
+    if let Some(why) = stop.reason() {
+        r.failed = Some(why);
+    } else if r.watches_created < row.watches() {
+        r.failed = Some(format!(
+            "{} watches not created (see the error distribution)",
+            row.watches() - r.watches_created
+        ));
+    }
+    // The RSS is read after the settle time even when the row stopped short (it tells how far
+    // it got), but not after Ctrl-C.
+    if !stop.reason().is_some_and(|why| why.contains("Ctrl-C")) {
+        tokio::time::sleep(a.settle).await;
+    }
+    match procfs::memory(Proc::Pid(pid)) {
+        Ok(m) => {
+            r.server_rss_kb = m.rss_kb;
+            r.server_hwm_kb = m.hwm_kb;
+        }
+        Err(e) => {
+            stop.stop(format!("the server's memory is not readable after the row (did it die?): {e}"));
+            r.failed.get_or_insert(e);
+        }
+    }
+    r.client_rss_kb = procfs::memory(Proc::Me).map(|m| m.rss_kb).unwrap_or(0);
+    // Close everything: streams first, then the connections.
+    drop(held);
+    drop(channels);
+    r
+}

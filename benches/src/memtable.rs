@@ -1,0 +1,776 @@
+//! etcd's watch-memory table: rows of clients × streams per client × watches per stream, what a
+//! row needs from the machine (file descriptors, memory, time) and whether it fits, the
+//! least-squares fit of `memory ≈ c1·conns + c2·streams + c3·watches`, and the table in etcd's
+//! layout with the fit under it.
+//!
+//! A row is measured on a fresh server (see `cmd::watch_memory`); its result is one JSON
+//! document. The plan and the table are computed from such documents, so a driver that restarts
+//! the server per row (`benches/watch-memory`) needs no arithmetic of its own.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// One row: clients (one connection each) × watch streams per client × watches per stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Row {
+    /// Clients, one HTTP/2 connection each.
+    pub clients: u64,
+    /// Watch streams on each connection.
+    pub streams_per_client: u64,
+    /// Watches on each stream.
+    pub watches_per_stream: u64,
+}
+
+const fn row(clients: u64, streams_per_client: u64, watches_per_stream: u64) -> Row {
+    Row { clients, streams_per_client, watches_per_stream }
+}
+
+/// etcd's 15 rows, in the order of its table.
+pub const ETCD_ROWS: [Row; 15] = [
+    row(1000, 1, 1),
+    row(2000, 1, 1),
+    row(5000, 1, 1),
+    row(1000, 10, 1),
+    row(2000, 10, 1),
+    row(5000, 10, 1),
+    row(1000, 50, 1),
+    row(2000, 50, 1),
+    row(5000, 50, 1),
+    row(1000, 50, 10),
+    row(2000, 50, 10),
+    row(5000, 50, 10),
+    row(1000, 50, 100),
+    row(2000, 50, 100),
+    row(5000, 50, 100),
+];
+
+/// The rows `quick` runs: enough shapes to fit c1, c2 and c3 (conns, streams and watches each
+/// vary on their own) in a few minutes on a 2-core machine.
+pub const QUICK_ROWS: [Row; 6] = [
+    row(1000, 1, 1),
+    row(2000, 1, 1),
+    row(1000, 10, 1),
+    row(2000, 10, 1),
+    row(1000, 50, 1),
+    row(1000, 50, 10),
+];
+
+/// Rows the `small` set runs: the quick rows without the 50-stream ones (for a slow server).
+pub const SMALL_ROWS: [Row; 4] = [row(1000, 1, 1), row(2000, 1, 1), row(1000, 10, 1), row(1000, 10, 10)];
+
+impl Row {
+    /// Streams in all.
+    pub fn streams(&self) -> u64 {
+        self.clients * self.streams_per_client
+    }
+
+    /// Watches in all.
+    pub fn watches(&self) -> u64 {
+        self.streams() * self.watches_per_stream
+    }
+
+    /// The formula's terms: conns, streams, watches.
+    pub fn terms(&self) -> [f64; 3] {
+        [self.clients as f64, self.streams() as f64, self.watches() as f64]
+    }
+
+    /// The row as `--rows` takes it: `1kx50x100`.
+    pub fn spec(&self) -> String {
+        format!(
+            "{}x{}x{}",
+            count(self.clients),
+            count(self.streams_per_client),
+            count(self.watches_per_stream)
+        )
+    }
+}
+
+/// A count as etcd's table writes it: 1k, 2.5M, 50.
+pub fn count(n: u64) -> String {
+    let short = |v: f64, unit: &str| {
+        if v.fract() == 0.0 {
+            format!("{v:.0}{unit}")
+        } else {
+            format!("{v}{unit}")
+        }
+    };
+    if n >= 1_000_000 && n % 100_000 == 0 {
+        short(n as f64 / 1e6, "M")
+    } else if n >= 1000 && n % 100 == 0 {
+        short(n as f64 / 1e3, "k")
+    } else {
+        n.to_string()
+    }
+}
+
+fn parse_count(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, mult) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1_000.0),
+        Some((i, 'm' | 'M')) => (&s[..i], 1_000_000.0),
+        _ => (s, 1.0),
+    };
+    let v: f64 = digits.parse().map_err(|_| format!("{s:?} is not a count (like 1000, 1k or 2.5M)"))?;
+    let n = v * mult;
+    if !(n >= 1.0 && n.fract() == 0.0 && n <= 1e12) {
+        return Err(format!("{s:?} is not a positive whole count"));
+    }
+    Ok(n as u64)
+}
+
+/// Parses `--rows`: `all` (etcd's 15 rows), `quick`, `small`, `big` (etcd's rows not in quick),
+/// or a comma-separated list of `CLIENTSxSTREAMSxWATCHES` (counts may use k and M: `2kx50x100`).
+/// Sets and rows mix: `quick,2kx50x100`. Duplicates are dropped.
+pub fn parse_rows(spec: &str) -> Result<Vec<Row>, String> {
+    let mut rows: Vec<Row> = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let add: Vec<Row> = match part {
+            "all" => ETCD_ROWS.to_vec(),
+            "quick" => QUICK_ROWS.to_vec(),
+            "small" => SMALL_ROWS.to_vec(),
+            "big" => ETCD_ROWS.iter().filter(|r| !QUICK_ROWS.contains(r)).copied().collect(),
+            _ => {
+                let fields: Vec<&str> = part.split(['x', 'X', '*']).collect();
+                let [c, s, w] = fields.as_slice() else {
+                    return Err(format!(
+                        "row {part:?}: expected CLIENTSxSTREAMSxWATCHES (like 1kx10x100), or all, quick, small, big"
+                    ));
+                };
+                vec![row(parse_count(c)?, parse_count(s)?, parse_count(w)?)]
+            }
+        };
+        for r in add {
+            if !rows.contains(&r) {
+                rows.push(r);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Err("--rows is empty".to_string());
+    }
+    Ok(rows)
+}
+
+/// What a row measured (or why it did not run): the `row` figure of a `watch-memory` JSON
+/// document.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RowResult {
+    /// The row.
+    pub row: Row,
+    /// The server's process name (`/proc/PID/comm`: actcd, etcd), empty when not known.
+    pub server: String,
+    /// Why the row did not run (too big for the machine), if it did not.
+    pub skipped: Option<String>,
+    /// Why the row stopped short (not every watch created), if it did.
+    pub failed: Option<String>,
+    /// Server VmRSS before the client connected, KiB.
+    pub server_rss_idle_kb: u64,
+    /// Server VmRSS with every watch created, after the settle time, KiB.
+    pub server_rss_kb: u64,
+    /// Server VmHWM (peak RSS) at that time, KiB.
+    pub server_hwm_kb: u64,
+    /// This client's VmRSS before connecting, KiB.
+    pub client_rss_idle_kb: u64,
+    /// This client's VmRSS with every watch created, KiB.
+    pub client_rss_kb: u64,
+    /// Connections dialed.
+    pub conns_opened: u64,
+    /// Streams opened.
+    pub streams_opened: u64,
+    /// Watches whose created response arrived.
+    pub watches_created: u64,
+    /// Seconds from the first dial to the last created response.
+    pub setup_secs: f64,
+}
+
+impl RowResult {
+    /// A row that did not run, and why.
+    pub fn skipped(row: Row, server: String, reason: String) -> Self {
+        Self {
+            row,
+            server,
+            skipped: Some(reason),
+            failed: None,
+            server_rss_idle_kb: 0,
+            server_rss_kb: 0,
+            server_hwm_kb: 0,
+            client_rss_idle_kb: 0,
+            client_rss_kb: 0,
+            conns_opened: 0,
+            streams_opened: 0,
+            watches_created: 0,
+            setup_secs: 0.0,
+        }
+    }
+
+    /// Whether the row ran to the end: every watch created and the RSS read.
+    pub fn complete(&self) -> bool {
+        self.skipped.is_none()
+            && self.failed.is_none()
+            && self.watches_created == self.row.watches()
+            && self.server_rss_kb > 0
+    }
+
+    /// Server bytes over idle.
+    pub fn server_delta_bytes(&self) -> f64 {
+        (self.server_rss_kb as f64 - self.server_rss_idle_kb as f64) * 1024.0
+    }
+
+    /// Client bytes over idle.
+    pub fn client_delta_bytes(&self) -> f64 {
+        (self.client_rss_kb as f64 - self.client_rss_idle_kb as f64) * 1024.0
+    }
+}
+
+/// Reads the `row` figure of each `watch-memory` JSON document (a document without one, such as
+/// another command's, is passed over). Returns the rows and, per unreadable file, why.
+pub fn load_results(paths: &[std::path::PathBuf]) -> (Vec<RowResult>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut problems = Vec::new();
+    for p in paths {
+        let parsed = std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).map_err(|e| e.to_string()));
+        match parsed {
+            Ok(doc) => {
+                if let Some(r) = doc.get("extra").and_then(|e| e.get("row")) {
+                    match serde_json::from_value::<RowResult>(r.clone()) {
+                        Ok(r) => rows.push(r),
+                        Err(e) => problems.push(format!("{}: {e}", p.display())),
+                    }
+                }
+            }
+            Err(e) => problems.push(format!("{}: {e}", p.display())),
+        }
+    }
+    (rows, problems)
+}
+
+/// Least squares of `y ≈ c·x` (no intercept) over `(x, y)` points, each point's residual
+/// weighted by `1 / max(|y|, floor)`: the fit minimizes relative error, so a 1k-watch row counts
+/// as much as a 10M-watch one. `None` when the points do not determine three coefficients.
+pub fn fit(points: &[([f64; 3], f64)], floor: f64) -> Option<[f64; 3]> {
+    if points.len() < 3 {
+        return None;
+    }
+    // Columns scaled to a maximum of 1, so that conditioning is judged on shape, not units.
+    let mut scale = [0f64; 3];
+    for (x, _) in points {
+        for j in 0..3 {
+            scale[j] = scale[j].max(x[j].abs());
+        }
+    }
+    if scale.contains(&0.0) {
+        return None;
+    }
+    let mut a = [[0f64; 4]; 3];
+    for (x, y) in points {
+        let w = 1.0 / y.abs().max(floor);
+        let xs = [x[0] / scale[0] * w, x[1] / scale[1] * w, x[2] / scale[2] * w];
+        let yw = y * w;
+        for i in 0..3 {
+            for j in 0..3 {
+                a[i][j] += xs[i] * xs[j];
+            }
+            a[i][3] += xs[i] * yw;
+        }
+    }
+    let trace = a[0][0] + a[1][1] + a[2][2];
+    // Gaussian elimination with partial pivoting on the 3×4 augmented normal equations.
+    for col in 0..3 {
+        let pivot = (col..3).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
+        a.swap(col, pivot);
+        if a[col][col].abs() <= trace * 1e-10 {
+            return None;
+        }
+        let pivot_row = a[col];
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col {
+                let f = row[col] / pivot_row[col];
+                for (x, p) in row.iter_mut().zip(pivot_row).skip(col) {
+                    *x -= f * p;
+                }
+            }
+        }
+    }
+    Some([a[0][3] / a[0][0] / scale[0], a[1][3] / a[1][1] / scale[1], a[2][3] / a[2][2] / scale[2]])
+}
+
+/// `base + c·terms`, the coefficients taken as at least 0.
+pub fn predict(base: f64, c: &[f64; 3], terms: &[f64; 3]) -> f64 {
+    base + c.iter().zip(terms).map(|(c, t)| c.max(0.0) * t).sum::<f64>()
+}
+
+/// A per-row cost model (bytes or seconds): a base plus c1·conns + c2·streams + c3·watches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    /// What every row pays (the idle server or client).
+    pub base: f64,
+    /// Per connection, per stream, per watch.
+    pub per: [f64; 3],
+    /// Where the coefficients come from (a fit of N rows, or defaults).
+    pub source: String,
+}
+
+impl Model {
+    /// The model's figure for `row`.
+    pub fn predict(&self, row: &Row) -> f64 {
+        predict(self.base, &self.per, &row.terms())
+    }
+}
+
+/// The models a plan estimates with: server memory, client memory, setup time.
+#[derive(Debug, Clone)]
+pub struct Models {
+    /// Server RSS, bytes.
+    pub server: Model,
+    /// Client RSS, bytes.
+    pub client: Model,
+    /// Seconds from the first dial to the last created response.
+    pub time: Model,
+}
+
+/// Coefficients used until three independent rows are measured: etcd 3.4 on a 2-core machine
+/// (DESIGN.md: ~107 KB per connection, ~45 KB per stream, up to ~5 KB per watch), a tonic client,
+/// and a slow setup, all on the high side so that the first estimates skip rather than swap.
+pub fn default_models() -> Models {
+    Models {
+        server: Model {
+            base: 100e6,
+            per: [110e3, 50e3, 5e3],
+            source: "default coefficients (etcd 3.4 on this machine, high side)".to_string(),
+        },
+        client: Model { base: 20e6, per: [60e3, 20e3, 200.0], source: "default coefficients".to_string() },
+        time: Model { base: 1.0, per: [2e-3, 5e-4, 2e-5], source: "default coefficients".to_string() },
+    }
+}
+
+/// The models fitted from `results` (complete rows only), each falling back to
+/// [`default_models`] when the rows do not determine it.
+pub fn models_from(results: &[RowResult]) -> Models {
+    let done: Vec<&RowResult> = results.iter().filter(|r| r.complete()).collect();
+    let mut m = default_models();
+    let source = format!("a fit of {} measured rows", done.len());
+    let pts = |f: &dyn Fn(&RowResult) -> f64| -> Vec<([f64; 3], f64)> {
+        done.iter().map(|r| (r.row.terms(), f(r))).collect()
+    };
+    let max_of = |f: &dyn Fn(&RowResult) -> f64| done.iter().map(|r| f(r)).fold(0.0, f64::max);
+    if let Some(c) = fit(&pts(&|r| r.server_delta_bytes()), 1e6) {
+        m.server =
+            Model { base: max_of(&|r| r.server_rss_idle_kb as f64 * 1024.0), per: c, source: source.clone() };
+    }
+    if let Some(c) = fit(&pts(&|r| r.client_delta_bytes()), 1e6) {
+        m.client =
+            Model { base: max_of(&|r| r.client_rss_idle_kb as f64 * 1024.0), per: c, source: source.clone() };
+    }
+    if let Some(c) = fit(&pts(&|r| r.setup_secs), 0.5) {
+        m.time = Model { base: 1.0, per: c, source };
+    }
+    m
+}
+
+/// What the machine offers a row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Machine {
+    /// `MemAvailable`, bytes (read while no server runs).
+    pub mem_available: u64,
+    /// The client's open-file limit.
+    pub client_fds: u64,
+    /// The server's open-file limit (the client's when not known).
+    pub server_fds: u64,
+}
+
+/// Limits a plan applies on top of the machine's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Memory kept free for the rest of the machine, bytes.
+    pub reserve: u64,
+    /// Longest setup a row may take, seconds.
+    pub max_secs: f64,
+    /// Estimates are multiplied by this before they are compared with the machine.
+    pub margin: f64,
+}
+
+/// File descriptors a process needs besides one per connection (listeners, logs, the store's
+/// files).
+pub const FD_SLACK: u64 = 200;
+
+/// Whether a row runs, with its estimates.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// It fits: estimated server bytes, client bytes, setup seconds.
+    Run {
+        /// Server RSS, bytes.
+        server: f64,
+        /// Client RSS, bytes.
+        client: f64,
+        /// Setup seconds.
+        secs: f64,
+    },
+    /// It does not fit, and why.
+    Skip(String),
+}
+
+/// Decides whether `row` fits `machine` under `limits`, estimating with `models`.
+pub fn plan(row: &Row, machine: &Machine, limits: &Limits, models: &Models) -> Verdict {
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    if row.clients + FD_SLACK > machine.client_fds {
+        return Verdict::Skip(format!(
+            "needs {} client file descriptors, the limit is {} (ulimit -n)",
+            row.clients + FD_SLACK,
+            machine.client_fds
+        ));
+    }
+    if row.clients + FD_SLACK > machine.server_fds {
+        return Verdict::Skip(format!(
+            "needs {} server file descriptors, the server's limit is {}",
+            row.clients + FD_SLACK,
+            machine.server_fds
+        ));
+    }
+    let server = models.server.predict(row) * limits.margin;
+    let client = models.client.predict(row) * limits.margin;
+    let room = machine.mem_available.saturating_sub(limits.reserve) as f64;
+    if server + client > room {
+        return Verdict::Skip(format!(
+            "needs ~{:.1} GiB (server ~{:.1}, client ~{:.1}; server from {}), {:.1} GiB free after a {:.1} GiB reserve",
+            gib(server + client),
+            gib(server),
+            gib(client),
+            models.server.source,
+            gib(room),
+            gib(limits.reserve as f64)
+        ));
+    }
+    let secs = models.time.predict(row) * limits.margin;
+    if secs > limits.max_secs {
+        return Verdict::Skip(format!(
+            "setup would take ~{secs:.0} s (from {}), over the {:.0} s row limit",
+            models.time.source, limits.max_secs
+        ));
+    }
+    Verdict::Run { server, client, secs }
+}
+
+/// Bytes as etcd's table writes memory: MB (10^6), one decimal below 100.
+pub fn mb(bytes: f64) -> String {
+    let v = bytes / 1e6;
+    if v.abs() < 100.0 {
+        format!("{v:.1} MB")
+    } else {
+        format!("{v:.0} MB")
+    }
+}
+
+/// Bytes per item: B below 10 kB, else KB (10^3), as etcd quotes c1/c2/c3.
+pub fn per_item(bytes: f64) -> String {
+    if bytes.abs() < 10e3 {
+        format!("{bytes:.0} B")
+    } else {
+        format!("{:.1} KB", bytes / 1e3)
+    }
+}
+
+/// The fitted c1, c2, c3 of `server`'s complete rows, and how many rows there were.
+pub fn coefficients(server: &str, results: &[RowResult]) -> (Option<[f64; 3]>, usize) {
+    let pts: Vec<([f64; 3], f64)> = results
+        .iter()
+        .filter(|r| r.server == server && r.complete())
+        .map(|r| (r.row.terms(), r.server_delta_bytes()))
+        .collect();
+    (fit(&pts, 1e6), pts.len())
+}
+
+/// The rows both servers measured, RSS side by side with the ratio `other / base`, and the
+/// fitted coefficients of both with their ratios.
+pub fn side_by_side(base: &str, other: &str, results: &[RowResult]) -> String {
+    let find = |server: &str, row: &Row| {
+        results.iter().find(|r| r.server == server && r.row == *row && r.complete())
+    };
+    let mut rows: Vec<Row> =
+        results.iter().filter(|r| r.server == base && r.complete()).map(|r| r.row).collect();
+    rows.sort_by_key(|r| (r.streams_per_client, r.watches_per_stream, r.clients));
+    rows.dedup();
+    let mut s = String::new();
+    let _ = writeln!(s, "| clients | streams per client | watchers per stream | watchers total | {base} RSS | {other} RSS | {other}/{base} | {base} over idle | {other} over idle | {other}/{base} |");
+    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for row in &rows {
+        let (Some(b), Some(o)) = (find(base, row), find(other, row)) else {
+            continue;
+        };
+        let (rb, ro) = (b.server_rss_kb as f64 * 1024.0, o.server_rss_kb as f64 * 1024.0);
+        let (db, dob) = (b.server_delta_bytes(), o.server_delta_bytes());
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {:.2} |",
+            count(row.clients),
+            count(row.streams_per_client),
+            count(row.watches_per_stream),
+            count(row.watches()),
+            mb(rb),
+            mb(ro),
+            ro / rb,
+            mb(db),
+            mb(dob),
+            dob / db
+        );
+    }
+    let (cb, nb) = coefficients(base, results);
+    let (co, no) = coefficients(other, results);
+    let _ = writeln!(s);
+    let _ = writeln!(s, "| coefficient | {base} ({nb} rows) | {other} ({no} rows) | {other}/{base} |");
+    let _ = writeln!(s, "| --- | ---: | ---: | ---: |");
+    for (i, what) in ["c1, per connection", "c2, per stream", "c3, per watch"].iter().enumerate() {
+        let show = |c: &Option<[f64; 3]>| c.map(|c| per_item(c[i])).unwrap_or_else(|| "no fit".to_string());
+        let ratio = match (cb, co) {
+            (Some(b), Some(o)) if b[i] > 0.0 => format!("{:.2}", o[i] / b[i]),
+            _ => "—".to_string(),
+        };
+        let _ = writeln!(s, "| {what} | {} | {} | {ratio} |", show(&cb), show(&co));
+    }
+    s
+}
+
+/// The table of one server's rows in etcd's layout (clients, streams per client, watchers per
+/// stream, watchers total, memory usage), with the idle RSS, the RSS over idle, the fit's
+/// figure per row, and the fitted coefficients under it. Skipped and failed rows are listed
+/// with the reason.
+pub fn table(server: &str, results: &[RowResult]) -> String {
+    let mut rows: Vec<&RowResult> = results.iter().filter(|r| r.server == server).collect();
+    rows.sort_by_key(|r| (r.row.streams_per_client, r.row.watches_per_stream, r.row.clients));
+    let (c, done) = coefficients(server, results);
+    let mut s = String::new();
+    let _ = writeln!(s, "| clients | streams per client | watchers per stream | watchers total | memory usage (RSS) | idle RSS | over idle | fit | fit error | client RSS | setup |");
+    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for r in &rows {
+        let lead = format!(
+            "| {} | {} | {} | {} |",
+            count(r.row.clients),
+            count(r.row.streams_per_client),
+            count(r.row.watches_per_stream),
+            count(r.row.watches())
+        );
+        if let Some(why) = &r.skipped {
+            let _ = writeln!(s, "{lead} skipped: {why} | | | | | | |");
+            continue;
+        }
+        let measured = r.server_rss_kb as f64 * 1024.0;
+        let delta = r.server_delta_bytes();
+        let (fitted, err) = match (&c, r.complete()) {
+            (Some(c), true) => {
+                let f = predict(0.0, c, &r.row.terms());
+                (mb(f), format!("{:+.0} %", (f - delta) / delta.abs().max(1.0) * 100.0))
+            }
+            _ => (String::new(), String::new()),
+        };
+        let memory = match &r.failed {
+            Some(why) => format!(
+                "{} (incomplete: {} of {} watches; {why})",
+                mb(measured),
+                count(r.watches_created),
+                count(r.row.watches())
+            ),
+            None => mb(measured),
+        };
+        let _ = writeln!(
+            s,
+            "{lead} {memory} | {} | {} | {fitted} | {err} | {} | {:.1} s |",
+            mb(r.server_rss_idle_kb as f64 * 1024.0),
+            mb(delta),
+            mb(r.client_rss_kb as f64 * 1024.0),
+            r.setup_secs
+        );
+    }
+    let _ = writeln!(s);
+    match c {
+        Some(c) => {
+            let _ = writeln!(
+                s,
+                "{server}: memory over idle ≈ c1·conns + c2·streams + c3·watches with c1 = {} per connection, c2 = {} per stream, c3 = {} per watch (least squares over {} rows, relative error)",
+                per_item(c[0]),
+                per_item(c[1]),
+                per_item(c[2]),
+                done
+            );
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "{server}: no fit: {} complete rows do not vary conns, streams and watches independently (need a row with more than one watch per stream, and rows of different stream counts)",
+                done
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(r: Row, idle_mb: f64, c: [f64; 3]) -> RowResult {
+        let delta = predict(0.0, &c, &r.terms());
+        RowResult {
+            server: "actcd".to_string(),
+            server_rss_idle_kb: (idle_mb * 1e6 / 1024.0) as u64,
+            server_rss_kb: ((idle_mb * 1e6 + delta) / 1024.0) as u64,
+            client_rss_idle_kb: 10_000,
+            client_rss_kb: 10_000 + r.clients * 30,
+            conns_opened: r.clients,
+            streams_opened: r.streams(),
+            watches_created: r.watches(),
+            setup_secs: r.watches() as f64 / 1e5,
+            ..RowResult::skipped(r, String::new(), String::new())
+        }
+        .with_ran()
+    }
+
+    impl RowResult {
+        fn with_ran(mut self) -> Self {
+            self.skipped = None;
+            self
+        }
+    }
+
+    #[test]
+    fn rows_parse_sets_and_specs() {
+        assert_eq!(parse_rows("all").map(|r| r.len()), Ok(15));
+        assert_eq!(parse_rows("quick").map(|r| r.len()), Ok(QUICK_ROWS.len()));
+        assert_eq!(parse_rows("quick,big").map(|r| r.len()), Ok(15));
+        assert_eq!(parse_rows("2kx50x100"), Ok(vec![row(2000, 50, 100)]));
+        assert_eq!(parse_rows(" 1000X10x1 , 1kx10x1"), Ok(vec![row(1000, 10, 1)]));
+        assert_eq!(parse_rows("2.5kx1x1"), Ok(vec![row(2500, 1, 1)]));
+        assert!(parse_rows("1kx10").is_err());
+        assert!(parse_rows("0x1x1").is_err());
+        assert!(parse_rows("1.5x1x1").is_err());
+        assert!(parse_rows("").is_err());
+        assert!(parse_rows("lots").is_err());
+    }
+
+    #[test]
+    fn counts_read_like_etcd() {
+        assert_eq!(count(1000), "1k");
+        assert_eq!(count(2_500_000), "2.5M");
+        assert_eq!(count(10_000_000), "10M");
+        assert_eq!(count(50), "50");
+        assert_eq!(count(1234), "1234");
+        assert_eq!(row(2000, 50, 100).spec(), "2kx50x100");
+        assert_eq!(row(2000, 50, 100).watches(), 10_000_000);
+    }
+
+    #[test]
+    fn fit_recovers_exact_coefficients() {
+        let c = [21e3, 2.5e3, 80.0];
+        let pts: Vec<_> = ETCD_ROWS.iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
+        let got = fit(&pts, 1e6).expect("determined");
+        for (g, w) in got.iter().zip(c) {
+            assert!((g - w).abs() / w < 1e-6, "{got:?}");
+        }
+        // The quick rows alone determine all three.
+        let pts: Vec<_> = QUICK_ROWS.iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
+        let got = fit(&pts, 1e6).expect("determined");
+        assert!((got[2] - 80.0).abs() < 1e-3, "{got:?}");
+    }
+
+    #[test]
+    fn fit_needs_independent_rows() {
+        // One watch per stream everywhere: streams and watches always equal.
+        let rows = [row(1000, 1, 1), row(2000, 1, 1), row(1000, 10, 1), row(5000, 50, 1)];
+        let pts: Vec<_> = rows.iter().map(|r| (r.terms(), 1e6 * r.clients as f64)).collect();
+        assert_eq!(fit(&pts, 1e6), None);
+        assert_eq!(fit(&pts[..2], 1e6), None);
+    }
+
+    #[test]
+    fn fit_weighs_rows_by_relative_error() {
+        // Noise of +10 % on a small row moves c1 by about that much, not by a big row's scale.
+        let c = [20e3, 3e3, 100.0];
+        let mut pts: Vec<_> = QUICK_ROWS.iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
+        pts[0].1 *= 1.1;
+        let got = fit(&pts, 1e6).expect("determined");
+        assert!((got[0] - c[0]).abs() / c[0] < 0.2, "{got:?}");
+    }
+
+    #[test]
+    fn plan_skips_what_does_not_fit() {
+        let machine = Machine { mem_available: 22 << 30, client_fds: 20_000, server_fds: 20_000 };
+        let limits = Limits { reserve: 2 << 30, max_secs: 600.0, margin: 1.25 };
+        let d = default_models();
+        assert!(matches!(plan(&row(1000, 1, 1), &machine, &limits, &d), Verdict::Run { .. }));
+        // 25M watches at etcd's 5 KB each: far over 22 GiB.
+        let Verdict::Skip(why) = plan(&row(5000, 50, 100), &machine, &limits, &d) else { panic!("runs") };
+        assert!(why.contains("GiB"), "{why}");
+        let Verdict::Skip(why) = plan(&row(20_000, 1, 1), &machine, &limits, &d) else { panic!("runs") };
+        assert!(why.contains("file descriptors"), "{why}");
+        // A lean server measured on the quick rows: 25M watches fit.
+        let c = [21e3, 3e3, 90.0];
+        let results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, c)).collect();
+        let m = models_from(&results);
+        assert!((m.server.per[2] - 90.0).abs() < 1.0, "{:?}", m.server);
+        assert!(m.server.source.contains("6 measured rows"));
+        assert!(matches!(plan(&row(5000, 50, 100), &machine, &limits, &m), Verdict::Run { .. }));
+        let tight = Limits { max_secs: 10.0, ..limits };
+        let Verdict::Skip(why) = plan(&row(5000, 50, 100), &machine, &tight, &m) else { panic!("runs") };
+        assert!(why.contains("row limit"), "{why}");
+    }
+
+    #[test]
+    fn table_lists_every_row_with_the_fit() {
+        let c = [21e3, 3e3, 90.0];
+        let mut results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, c)).collect();
+        results.push(RowResult::skipped(
+            row(5000, 50, 100),
+            "actcd".to_string(),
+            "needs ~30 GiB".to_string(),
+        ));
+        let mut failed = done(row(2000, 50, 10), 20.0, c);
+        failed.failed = Some("stalled".to_string());
+        failed.watches_created = 5;
+        results.push(failed);
+        let t = table("actcd", &results);
+        assert!(t.contains("| 5k | 50 | 100 | 25M | skipped: needs ~30 GiB |"), "{t}");
+        assert!(t.contains("incomplete: 5 of 1M watches; stalled"), "{t}");
+        assert!(
+            t.contains("c1 = 21.0 KB per connection, c2 = 3000 B per stream, c3 = 90 B per watch"),
+            "{t}"
+        );
+        assert!(t.contains("over 6 rows"), "{t}");
+        assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 2 + QUICK_ROWS.len() + 2);
+        assert!(table("etcd", &results).contains("no fit"));
+    }
+
+    #[test]
+    fn side_by_side_has_ratios() {
+        let mut results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, [21e3, 3e3, 90.0])).collect();
+        for r in QUICK_ROWS {
+            let mut e = done(r, 20.0, [105e3, 45e3, 1500.0]);
+            e.server = "etcd".to_string();
+            results.push(e);
+        }
+        let t = side_by_side("etcd", "actcd", &results);
+        assert!(t.contains("| c1, per connection | 105.0 KB | 21.0 KB | 0.20 |"), "{t}");
+        assert!(t.contains("| c3, per watch | 1500 B | 90 B | 0.06 |"), "{t}");
+        assert_eq!(
+            t.lines().filter(|l| l.starts_with("| 1k") || l.starts_with("| 2k")).count(),
+            QUICK_ROWS.len()
+        );
+    }
+
+    #[test]
+    fn results_load_from_documents() {
+        let dir = std::env::temp_dir().join(format!("actcd-bench-memtable-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let r = done(row(1000, 1, 1), 20.0, [21e3, 3e3, 90.0]);
+        let doc = serde_json::json!({"command": "watch-memory", "extra": {"row": r}});
+        let a = dir.join("a.json");
+        std::fs::write(&a, doc.to_string()).expect("write");
+        let b = dir.join("b.json");
+        std::fs::write(&b, "{not json").expect("write");
+        let c = dir.join("c.json");
+        std::fs::write(&c, "{\"command\": \"put\"}").expect("write");
+        let (rows, problems) = load_results(&[a, b, c, dir.join("missing.json")]);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(rows, vec![r]);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+}
