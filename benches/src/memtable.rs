@@ -44,9 +44,26 @@ pub const ETCD_ROWS: [Row; 15] = [
     row(5000, 50, 100),
 ];
 
-/// The rows `quick` runs: enough shapes to fit c1, c2 and c3 (conns, streams and watches each
-/// vary on their own) in a few minutes on a 2-core machine.
-pub const QUICK_ROWS: [Row; 6] = [
+/// The rows `quick` (the default) runs: etcd's rows up to 2k clients and 1M watches, the
+/// 5k-client rows of one watch per stream, and the 5M-watch row; on a lean server a few minutes
+/// on a 2-core machine. The rest (`big`): 5k clients × 50 streams, and 10M and 25M watches.
+pub const QUICK_ROWS: [Row; 11] = [
+    row(1000, 1, 1),
+    row(2000, 1, 1),
+    row(5000, 1, 1),
+    row(1000, 10, 1),
+    row(2000, 10, 1),
+    row(5000, 10, 1),
+    row(1000, 50, 1),
+    row(2000, 50, 1),
+    row(1000, 50, 10),
+    row(2000, 50, 10),
+    row(1000, 50, 100),
+];
+
+/// The rows `small` runs: six small rows that still vary conns, streams and watches on their
+/// own (enough for the fit), for a server with kilobytes per watch (etcd: about a minute).
+pub const SMALL_ROWS: [Row; 6] = [
     row(1000, 1, 1),
     row(2000, 1, 1),
     row(1000, 10, 1),
@@ -54,9 +71,6 @@ pub const QUICK_ROWS: [Row; 6] = [
     row(1000, 50, 1),
     row(1000, 50, 10),
 ];
-
-/// Rows the `small` set runs: the quick rows without the 50-stream ones (for a slow server).
-pub const SMALL_ROWS: [Row; 4] = [row(1000, 1, 1), row(2000, 1, 1), row(1000, 10, 1), row(1000, 10, 10)];
 
 impl Row {
     /// Streams in all.
@@ -666,8 +680,8 @@ mod tests {
         for (g, w) in got.iter().zip(c) {
             assert!((g - w).abs() / w < 1e-6, "{got:?}");
         }
-        // The quick rows alone determine all three.
-        let pts: Vec<_> = QUICK_ROWS.iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
+        // The small rows alone determine all three.
+        let pts: Vec<_> = SMALL_ROWS.iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
         let got = fit(&pts, 1e6).expect("determined");
         assert!((got[2] - 80.0).abs() < 1e-3, "{got:?}");
     }
@@ -707,7 +721,7 @@ mod tests {
         let results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, c)).collect();
         let m = models_from(&results);
         assert!((m.server.per[2] - 90.0).abs() < 1.0, "{:?}", m.server);
-        assert!(m.server.source.contains("6 measured rows"));
+        assert!(m.server.source.contains("11 measured rows"));
         assert!(matches!(plan(&row(5000, 50, 100), &machine, &limits, &m), Verdict::Run { .. }));
         let tight = Limits { max_secs: 10.0, ..limits };
         let Verdict::Skip(why) = plan(&row(5000, 50, 100), &machine, &tight, &m) else { panic!("runs") };
@@ -734,7 +748,7 @@ mod tests {
             t.contains("c1 = 21.0 KB per connection, c2 = 3000 B per stream, c3 = 90 B per watch"),
             "{t}"
         );
-        assert!(t.contains("over 6 rows"), "{t}");
+        assert!(t.contains("over 11 rows"), "{t}");
         assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 2 + QUICK_ROWS.len() + 2);
         assert!(table("etcd", &results).contains("no fit"));
     }
@@ -751,7 +765,7 @@ mod tests {
         assert!(t.contains("| c1, per connection | 105.0 KB | 21.0 KB | 0.20 |"), "{t}");
         assert!(t.contains("| c3, per watch | 1500 B | 90 B | 0.06 |"), "{t}");
         assert_eq!(
-            t.lines().filter(|l| l.starts_with("| 1k") || l.starts_with("| 2k")).count(),
+            t.lines().filter(|l| ["| 1k", "| 2k", "| 5k"].iter().any(|p| l.starts_with(p))).count(),
             QUICK_ROWS.len()
         );
     }
