@@ -1,17 +1,20 @@
 //! The KV service: reads are served from the read view on the caller's task; writes go to the
 //! StoreActor and are answered after their group commit.
 
+use std::sync::Arc;
+
 use actix::Addr;
 use prost::Message;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
+use actcd_actors::store::alarm::Alarms;
 use actcd_actors::store::{txn, validate, Command, CommandResponse, ReadView, RocksEngine, StoreError};
 use actcd_actors::store_actor::{StoreActor, Write};
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
-    RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    AlarmType, CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
+    PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
 
 use crate::status::to_status;
@@ -30,20 +33,40 @@ pub struct StoreHandle {
     pub max_txn_ops: usize,
     /// `--max-request-bytes`.
     pub max_request_bytes: usize,
+    /// Active alarms: they refuse some writes.
+    pub alarms: Arc<Alarms<RocksEngine>>,
+    /// The engine itself, for maintenance that works below the store (checkpoints,
+    /// defragmentation, hashes).
+    pub engine: RocksEngine,
 }
 
 impl StoreHandle {
-    /// Sends a command to the writer and waits for its durable answer.
+    /// Sends a command to the writer and waits for its durable answer. An active alarm may
+    /// refuse it first; a write that finds the store over its quota raises NOSPACE.
     pub async fn write(&self, command: Command) -> Result<CommandResponse, Status> {
+        self.alarms.check(&command).map_err(to_status)?;
         let (reply, answer) = oneshot::channel();
         self.writer
             .send(Write { command, reply })
             .await
             .map_err(|_| to_status(StoreError::Stopped("writer is gone".into())))?;
-        answer
-            .await
-            .map_err(|_| to_status(StoreError::Stopped("writer dropped the request".into())))?
-            .map_err(to_status)
+        let answer =
+            answer.await.map_err(|_| to_status(StoreError::Stopped("writer dropped the request".into())))?;
+        if let Err(StoreError::NoSpace) = answer {
+            self.raise_alarm(AlarmType::Nospace).await;
+        }
+        answer.map_err(to_status)
+    }
+
+    /// Raises `alarm` for this member (durably, off the async threads).
+    pub async fn raise_alarm(&self, alarm: AlarmType) {
+        let alarms = Arc::clone(&self.alarms);
+        let member = self.identity.member_id;
+        match tokio::task::spawn_blocking(move || alarms.activate(member, alarm)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::error!(%err, ?alarm, "cannot raise an alarm"),
+            Err(err) => tracing::error!(%err, ?alarm, "cannot raise an alarm"),
+        }
     }
 
     /// etcd refuses a write whose marshalled request exceeds `--max-request-bytes`.

@@ -6,12 +6,15 @@
 //! - [`kv`]: the KV service (reads on the read view, writes through the StoreActor).
 //! - [`watch`]: the Watch service (one StreamActor per stream); [`connections`]: connection
 //!   ids and ends, for the ConnActors.
-//! - [`maintenance`]: Status, Alarm and MemberList, for etcdctl's endpoint and member commands.
+//! - [`maintenance`]: the Maintenance and Cluster services (status, alarms, hashes, defragment,
+//!   snapshots, members); [`snapshot`]: `actcd snapshot restore`; [`auth`]: the Auth service
+//!   while authentication is disabled.
 //! - [`health`]: grpc.health.v1; [`http`]: /health and /version on the metrics URLs.
 //! - [`pending`]: services not built yet, answering UNIMPLEMENTED.
 //! - [`status`]: store errors as gRPC statuses.
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod config;
 pub mod connections;
 pub mod health;
@@ -20,5 +23,6 @@ pub mod kv;
 pub mod maintenance;
 pub mod pending;
 pub mod server;
+pub mod snapshot;
 pub mod status;
 pub mod watch;

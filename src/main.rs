@@ -11,7 +11,11 @@ use actcd::config::Config;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let config = match Config::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if actcd::snapshot::is_snapshot_command(&args) {
+        return actcd::snapshot::run(&args);
+    }
+    let config = match Config::try_parse_from(&args) {
         Ok(config) => config,
         Err(err) if err.use_stderr() => {
             // One line, like etcd's flag errors; --help has the rest.

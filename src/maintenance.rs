@@ -1,16 +1,30 @@
-//! The parts of Maintenance and Cluster that etcdctl's everyday commands need: Status
-//! (`endpoint status`), Alarm GET (`endpoint health`) and MemberList (`member list`).
+//! The Maintenance and Cluster services: Status, Alarm, HashKV, Hash, Defragment and Snapshot
+//! as etcd answers them on one member; MemberList; and clear errors for what needs a cluster
+//! (membership changes, leader moves, downgrades).
 
-use tonic::{Request, Response, Status};
+use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Code, Request, Response, Status};
+
+use actcd_actors::store::engine::Engine;
+use actcd_actors::store::hash;
+use actcd_actors::store::snapshot::SnapshotReader;
 use actcd_proto::etcdserverpb::cluster_server::Cluster;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
-    alarm_request::AlarmAction, AlarmRequest, AlarmResponse, Member, MemberListRequest, MemberListResponse,
-    StatusRequest, StatusResponse,
+    alarm_request::AlarmAction, AlarmRequest, AlarmResponse, AlarmType, DefragmentRequest,
+    DefragmentResponse, DowngradeRequest, DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest,
+    HashResponse, Member, MemberAddRequest, MemberAddResponse, MemberListRequest, MemberListResponse,
+    MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
+    MemberUpdateRequest, MemberUpdateResponse, MoveLeaderRequest, MoveLeaderResponse, ResponseHeader,
+    SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
 };
 
 use crate::kv::StoreHandle;
+use crate::status::{task_status, to_status};
 
 /// The version actcd reports: clients gate features (such as progress requests) on a
 /// 3.6-series server.
@@ -18,18 +32,37 @@ pub const SERVER_VERSION: &str = "3.6.0";
 /// The storage version reported by Status.
 pub const STORAGE_VERSION: &str = "3.6.0";
 
+/// Snapshot chunks carry this many bytes, as etcd's do.
+const SNAPSHOT_CHUNK: usize = 32 * 1024;
+/// Chunks read ahead of a slow snapshot client.
+const SNAPSHOT_QUEUE: usize = 4;
+
+/// Where snapshot checkpoints are made while they stream, inside the data dir (hard links
+/// need the same file system); emptied at start in case the process died mid-stream.
+pub fn snapshot_scratch(data_dir: &Path) -> PathBuf {
+    data_dir.join("snapshot.tmp")
+}
+
 /// Maintenance and Cluster services over one store.
+#[derive(Clone)]
 pub struct MaintenanceService {
     store: StoreHandle,
     name: String,
     client_urls: Vec<String>,
     quota_bytes: u64,
+    scratch: PathBuf,
 }
 
 impl MaintenanceService {
-    /// Services for the member `name` advertising `client_urls`.
-    pub fn new(store: StoreHandle, name: String, client_urls: Vec<String>, quota_bytes: u64) -> Self {
-        Self { store, name, client_urls, quota_bytes }
+    /// Services for the member `name` advertising `client_urls`, whose data dir is `data_dir`.
+    pub fn new(
+        store: StoreHandle,
+        name: String,
+        client_urls: Vec<String>,
+        quota_bytes: u64,
+        data_dir: &Path,
+    ) -> Self {
+        Self { store, name, client_urls, quota_bytes, scratch: snapshot_scratch(data_dir) }
     }
 
     fn member(&self) -> Member {
@@ -41,51 +74,259 @@ impl MaintenanceService {
             is_learner: false,
         }
     }
+
+    fn header(&self) -> Option<ResponseHeader> {
+        self.store.identity.header(self.store.view.revision())
+    }
+
+    fn is_self(&self, id: u64) -> bool {
+        id == self.store.identity.member_id
+    }
+
+    /// Runs blocking engine work off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(StoreHandle) -> Result<T, Status> + Send + 'static,
+    ) -> Result<T, Status> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || work(store)).await.map_err(task_status)?
+    }
+}
+
+/// etcd's answer to a membership change naming no member.
+fn member_not_found() -> Status {
+    Status::new(Code::NotFound, "etcdserver: member not found")
+}
+
+fn needs_replication(what: &str) -> Status {
+    Status::unimplemented(format!(
+        "actcd: {what} needs replication, which actcd does not have yet: it runs as a single-member cluster"
+    ))
+}
+
+/// Streams `reader`'s payload in etcd's framing: chunks with the bytes still to come, then
+/// the SHA-256. Stops when the client goes away; dropping `reader` removes its checkpoint.
+fn send_snapshot(
+    mut reader: SnapshotReader,
+    header: Option<ResponseHeader>,
+    out: mpsc::Sender<Result<SnapshotResponse, Status>>,
+) {
+    use std::io::Read;
+    let mut header = header;
+    let mut remaining = reader.payload_len();
+    loop {
+        let mut chunk = vec![0u8; SNAPSHOT_CHUNK];
+        let mut filled = 0;
+        while filled < chunk.len() {
+            match reader.read(&mut chunk[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(err) => {
+                    tracing::error!(%err, "snapshot read failed");
+                    let _ = out.blocking_send(Err(Status::new(
+                        Code::Unknown,
+                        format!("actcd: snapshot read failed: {err}"),
+                    )));
+                    return;
+                }
+            }
+        }
+        if filled == 0 {
+            break;
+        }
+        chunk.truncate(filled);
+        remaining = remaining.saturating_sub(filled as u64);
+        let message = SnapshotResponse {
+            header: header.take(),
+            remaining_bytes: remaining,
+            blob: Bytes::from(chunk),
+            version: STORAGE_VERSION.into(),
+        };
+        if out.blocking_send(Ok(message)).is_err() {
+            tracing::info!("snapshot client went away; checkpoint removed");
+            return;
+        }
+    }
+    let checksum = SnapshotResponse {
+        header: header.take(),
+        remaining_bytes: 0,
+        blob: Bytes::copy_from_slice(&reader.checksum()),
+        version: STORAGE_VERSION.into(),
+    };
+    let _ = out.blocking_send(Ok(checksum));
 }
 
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
     async fn alarm(&self, request: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
-        match AlarmAction::try_from(request.get_ref().action) {
-            Ok(AlarmAction::Get) => Ok(Response::new(AlarmResponse {
-                header: self.store.identity.header(self.store.view.revision()),
-                alarms: Vec::new(),
-            })),
-            _ => Err(Status::unimplemented("actcd: raising and clearing alarms is not supported yet")),
-        }
+        let req = request.into_inner();
+        let action = AlarmAction::try_from(req.action)
+            .map_err(|_| Status::invalid_argument(format!("actcd: unknown alarm action {}", req.action)))?;
+        // etcd's alarm store knows no other types; an unknown one matches nothing.
+        let alarm = AlarmType::try_from(req.alarm).unwrap_or(AlarmType::None);
+        let alarms = self
+            .blocking(move |store| {
+                let member = req.member_id;
+                let found = match action {
+                    AlarmAction::Get => store.alarms.list(alarm),
+                    AlarmAction::Activate => {
+                        store.alarms.activate(member, alarm).map(|a| a.into_iter().collect())
+                    }
+                    AlarmAction::Deactivate => {
+                        store.alarms.deactivate(member, alarm).map(|a| a.into_iter().collect())
+                    }
+                };
+                found.map_err(to_status)
+            })
+            .await?;
+        Ok(Response::new(AlarmResponse { header: self.header(), alarms }))
     }
 
     async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
         let view = &self.store.view;
-        let db_size = i64::try_from(view.db_size()).unwrap_or(i64::MAX);
+        let db_size = self.store.engine.size_bytes();
+        let in_use = self.store.engine.live_bytes().min(db_size);
         let applied = view.applied_index();
+        let errors = self
+            .store
+            .alarms
+            .list(AlarmType::None)
+            .map_err(to_status)?
+            .into_iter()
+            .map(|a| {
+                let name = AlarmType::try_from(a.alarm).map_or("UNKNOWN", |t| t.as_str_name());
+                // The text form etcd's Go proto prints, trailing space included.
+                format!("memberID:{} alarm:{} ", a.member_id, name)
+            })
+            .collect();
         Ok(Response::new(StatusResponse {
             header: self.store.identity.header(view.revision()),
             version: SERVER_VERSION.into(),
-            db_size,
+            db_size: i64::try_from(db_size).unwrap_or(i64::MAX),
             leader: self.store.identity.member_id,
             raft_index: applied,
             raft_term: self.store.identity.raft_term,
             raft_applied_index: applied,
-            errors: Vec::new(),
-            db_size_in_use: db_size,
+            errors,
+            db_size_in_use: i64::try_from(in_use).unwrap_or(i64::MAX),
             is_learner: false,
             storage_version: STORAGE_VERSION.into(),
             db_size_quota: i64::try_from(self.quota_bytes).unwrap_or(i64::MAX),
             downgrade_info: None,
         }))
     }
+
+    async fn defragment(
+        &self,
+        _: Request<DefragmentRequest>,
+    ) -> Result<Response<DefragmentResponse>, Status> {
+        self.blocking(|store| {
+            store.engine.compact_all().map_err(to_status)?;
+            store.view.refresh_db_size();
+            Ok(())
+        })
+        .await?;
+        Ok(Response::new(DefragmentResponse { header: self.header() }))
+    }
+
+    async fn hash(&self, _: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+        let header = self.header();
+        let hash = self.blocking(|store| hash::hash_all(&store.engine).map_err(to_status)).await?;
+        Ok(Response::new(HashResponse { header, hash }))
+    }
+
+    async fn hash_kv(&self, request: Request<HashKvRequest>) -> Result<Response<HashKvResponse>, Status> {
+        let revision = request.get_ref().revision;
+        let current = self.store.view.revision();
+        let compacted = self.store.view.compacted_revision();
+        let hashed = self
+            .blocking(move |store| {
+                hash::hash_kv(&store.engine, revision, current, compacted).map_err(to_status)
+            })
+            .await?;
+        Ok(Response::new(HashKvResponse {
+            header: self.store.identity.header(current),
+            hash: hashed.hash,
+            compact_revision: hashed.compact_revision,
+            hash_revision: hashed.hash_revision,
+        }))
+    }
+
+    async fn snapshot(
+        &self,
+        _: Request<SnapshotRequest>,
+    ) -> Result<Response<tonic::codegen::BoxStream<SnapshotResponse>>, Status> {
+        let scratch = self.scratch.clone();
+        let header = self.header();
+        let reader = self
+            .blocking(move |store| SnapshotReader::create(&store.engine, &scratch).map_err(to_status))
+            .await?;
+        let (tx, rx) = mpsc::channel(SNAPSHOT_QUEUE);
+        tokio::task::spawn_blocking(move || send_snapshot(reader, header, tx));
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn move_leader(
+        &self,
+        request: Request<MoveLeaderRequest>,
+    ) -> Result<Response<MoveLeaderResponse>, Status> {
+        // The only member already leads: moving the lead to it is done, as on etcd.
+        if self.is_self(request.get_ref().target_id) {
+            return Ok(Response::new(MoveLeaderResponse { header: self.header() }));
+        }
+        Err(Status::new(Code::FailedPrecondition, "etcdserver: bad leader transferee"))
+    }
+
+    async fn downgrade(&self, _: Request<DowngradeRequest>) -> Result<Response<DowngradeResponse>, Status> {
+        Err(Status::unimplemented(
+            "actcd: downgrade is not supported: a single actcd member has no cluster version to lower",
+        ))
+    }
 }
 
 #[tonic::async_trait]
 impl Cluster for MaintenanceService {
+    async fn member_add(&self, _: Request<MemberAddRequest>) -> Result<Response<MemberAddResponse>, Status> {
+        Err(needs_replication("adding a member"))
+    }
+
+    async fn member_remove(
+        &self,
+        request: Request<MemberRemoveRequest>,
+    ) -> Result<Response<MemberRemoveResponse>, Status> {
+        if !self.is_self(request.get_ref().id) {
+            return Err(member_not_found());
+        }
+        Err(needs_replication("removing a member"))
+    }
+
+    async fn member_update(
+        &self,
+        request: Request<MemberUpdateRequest>,
+    ) -> Result<Response<MemberUpdateResponse>, Status> {
+        if !self.is_self(request.get_ref().id) {
+            return Err(member_not_found());
+        }
+        Err(needs_replication("changing a member's peer URLs"))
+    }
+
+    async fn member_promote(
+        &self,
+        request: Request<MemberPromoteRequest>,
+    ) -> Result<Response<MemberPromoteResponse>, Status> {
+        if !self.is_self(request.get_ref().id) {
+            return Err(member_not_found());
+        }
+        Err(Status::new(Code::FailedPrecondition, "etcdserver: can only promote a learner member"))
+    }
+
+    /// A linearizable list needs no extra step on one member: every acknowledged membership
+    /// (there is one) is already what this member knows.
     async fn member_list(
         &self,
         _: Request<MemberListRequest>,
     ) -> Result<Response<MemberListResponse>, Status> {
-        Ok(Response::new(MemberListResponse {
-            header: self.store.identity.header(self.store.view.revision()),
-            members: vec![self.member()],
-        }))
+        Ok(Response::new(MemberListResponse { header: self.header(), members: vec![self.member()] }))
     }
 }

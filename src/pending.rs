@@ -1,10 +1,9 @@
 //! Services registered so that clients get UNIMPLEMENTED (never a hang or an unknown-service
-//! error) until they are built: Lease and Auth each have their own issue.
+//! error) until they are built: Lease has its own issue.
 
-use actcd_proto::etcdserverpb::{auth_server::Auth, lease_server::Lease};
+use actcd_proto::etcdserverpb::lease_server::Lease;
 
 /// Answers every call with UNIMPLEMENTED (the generated default methods).
 pub struct NotYetBuilt;
 
 impl Lease for NotYetBuilt {}
-impl Auth for NotYetBuilt {}

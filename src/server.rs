@@ -12,7 +12,8 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 
 use actcd_actors::identity::Identity;
-use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
+use actcd_actors::store::alarm::Alarms;
+use actcd_actors::store::{snapshot, RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::store_actor::StoreActor;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
@@ -22,12 +23,13 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::health::health_server::HealthServer;
 
+use crate::auth::AuthService;
 use crate::config::{listen_addrs, Config};
 use crate::connections::{incoming, Connections};
 use crate::health::HealthService;
 use crate::http;
 use crate::kv::{KvService, StoreHandle};
-use crate::maintenance::MaintenanceService;
+use crate::maintenance::{snapshot_scratch, MaintenanceService};
 use crate::pending::NotYetBuilt;
 use crate::watch::WatchService;
 
@@ -51,6 +53,13 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
         .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
+    let alarms = Arc::new(
+        Alarms::load(engine.clone())
+            .with_context(|| format!("cannot load alarms from {}", config.data_dir.display()))?,
+    );
+    snapshot::clear_scratch(&snapshot_scratch(&config.data_dir))
+        .context("cannot remove the snapshot checkpoints a previous run left")?;
+    let maintenance_engine = engine.clone();
     let store_config = StoreConfig { max_txn_ops: config.max_txn_ops, quota_bytes: config.quota_bytes() };
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
@@ -91,6 +100,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             identity,
             max_txn_ops: config.max_txn_ops,
             max_request_bytes: config.max_request_bytes,
+            alarms,
+            engine: maintenance_engine,
         };
         let connections = Arc::new(Connections::default());
         let watch = Arc::new(WatchService {
@@ -167,6 +178,7 @@ fn grpc_router(
             config.name.clone(),
             config.advertise_client_urls.clone(),
             config.quota_bytes(),
+            &config.data_dir,
         )
     };
     Server::builder()
@@ -176,7 +188,7 @@ fn grpc_router(
         .add_service(LeaseServer::new(NotYetBuilt).max_decoding_message_size(max_message))
         .add_service(ClusterServer::new(maintenance()).max_decoding_message_size(max_message))
         .add_service(MaintenanceServer::new(maintenance()).max_decoding_message_size(max_message))
-        .add_service(AuthServer::new(NotYetBuilt).max_decoding_message_size(max_message))
+        .add_service(AuthServer::new(AuthService::new(store.clone())).max_decoding_message_size(max_message))
         .add_service(HealthServer::new(HealthService))
 }
 

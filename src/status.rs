@@ -24,6 +24,7 @@ pub fn to_status(err: StoreError) -> Status {
         }
         StoreError::LeaseNotFound => (Code::NotFound, "etcdserver: requested lease not found"),
         StoreError::NoSpace => (Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
+        StoreError::CorruptAlarm => (Code::DataLoss, "etcdserver: corrupt cluster"),
         StoreError::Stopped(_) => (Code::Unavailable, "etcdserver: server stopped"),
         // etcd answers errors it has no name for with codes.Unknown and the error's own text.
         StoreError::Storage(_) | StoreError::Corrupt(_) => {
@@ -32,4 +33,9 @@ pub fn to_status(err: StoreError) -> Status {
         _ => return Status::new(Code::Unknown, err.to_string()),
     };
     Status::new(code, message)
+}
+
+/// A blocking maintenance task that did not finish (it panicked or the runtime is stopping).
+pub fn task_status(err: tokio::task::JoinError) -> Status {
+    Status::new(Code::Unknown, format!("actcd: maintenance task failed: {err}"))
 }

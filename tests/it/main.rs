@@ -11,4 +11,5 @@ mod crash;
 mod differential;
 mod etcdctl;
 mod harness;
+mod maintenance;
 mod watch;

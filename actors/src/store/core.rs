@@ -154,6 +154,12 @@ impl<E: Engine> ReadView<E> {
         self.shared.db_size.load(Ordering::Relaxed)
     }
 
+    /// Re-reads the engine's size after maintenance shrank it (a defragmentation), so quota
+    /// checks see the room it made before the next commit.
+    pub fn refresh_db_size(&self) {
+        self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
+    }
+
     /// Commands applied and durable.
     pub fn applied_index(&self) -> u64 {
         self.shared.applied_index.load(Ordering::Acquire)

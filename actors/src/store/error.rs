@@ -40,6 +40,9 @@ pub enum StoreError {
     /// The database is over `--quota-backend-bytes`.
     #[error("mvcc: database space exceeded")]
     NoSpace,
+    /// A CORRUPT alarm is raised: no writes until it is cleared.
+    #[error("corrupt cluster")]
+    CorruptAlarm,
     /// A single revision would need more sub-revisions than the packed revision format holds.
     #[error("too many changes in one revision")]
     TooManyChanges,

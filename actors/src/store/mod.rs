@@ -9,17 +9,22 @@
 //! - [`range`] / [`txn`]: reading at a revision, compares, and the writes inside a transaction.
 //! - [`validate`]: the stateless checks etcd makes before a request reaches its store.
 //! - [`error`]: the typed errors.
+//! - [`alarm`]: active alarms and the writes they refuse; [`hash`]: hashes of the stored state;
+//!   [`snapshot`]: checkpoint snapshots and their restore.
 
+pub mod alarm;
 pub mod codec;
 pub mod command;
 pub mod core;
 pub mod engine;
 pub mod error;
+pub mod hash;
 pub mod index;
 pub mod key_index;
 pub mod range;
 pub mod revision;
 pub mod rocks;
+pub mod snapshot;
 pub mod txn;
 pub mod validate;
 

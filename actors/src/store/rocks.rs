@@ -2,10 +2,12 @@
 //! WriteBatch written with `sync = true` (WAL fsync before the call returns).
 
 use std::path::Path;
+use std::sync::Arc;
 
+use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, Options, WriteBatch, WriteOptions,
-    DB,
+    BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
+    DBCompressionType, Options, Snapshot, WriteBatch, WriteOptions, DB,
 };
 
 use super::engine::{Engine, Family, ScanVisitor, WriteOp, WriteSet};
@@ -19,9 +21,11 @@ const LEASE_CF: &str = "lease";
 /// RocksDB's share of RSS predictable.
 const BLOCK_CACHE_BYTES: usize = 32 << 20;
 
-/// A RocksDB database holding the store's column families.
+/// A RocksDB database holding the store's column families. Clones share the one database (the
+/// maintenance services hold one beside the writer's).
+#[derive(Clone)]
 pub struct RocksEngine {
-    db: DB,
+    db: Arc<DB>,
 }
 
 impl RocksEngine {
@@ -57,7 +61,7 @@ impl RocksEngine {
             ColumnFamilyDescriptor::new(name, cf_opts)
         });
         let db = DB::open_cf_descriptors(&db_opts, dir, families)?;
-        Ok(Self { db })
+        Ok(Self { db: Arc::new(db) })
     }
 
     fn cf(&self, family: Family) -> Result<&rocksdb::ColumnFamily, StoreError> {
@@ -74,6 +78,72 @@ impl RocksEngine {
             .ok()
             .and_then(|cf| self.db.property_int_value_cf(cf, name).ok().flatten())
             .unwrap_or(0)
+    }
+
+    /// Writes a consistent copy of the database into `dir` (which must not exist yet): SST
+    /// files hard-linked where the file system allows, the rest copied, memtables flushed first.
+    pub fn checkpoint(&self, dir: &Path) -> Result<(), StoreError> {
+        Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
+        Ok(())
+    }
+
+    /// Rewrites every column family's files down to the live records (etcd's defragment):
+    /// memtables are flushed and all levels compacted, so deleted and compacted-away
+    /// records stop taking space.
+    pub fn compact_all(&self) -> Result<(), StoreError> {
+        let mut opts = CompactOptions::default();
+        opts.set_bottommost_level_compaction(BottommostLevelCompaction::Force);
+        opts.set_exclusive_manual_compaction(true);
+        for family in FAMILIES {
+            let cf = self.cf(family)?;
+            self.db.flush_cf(cf)?;
+            self.db.compact_range_cf_opt(cf, None::<&[u8]>, None::<&[u8]>, &opts);
+        }
+        Ok(())
+    }
+
+    /// RocksDB's estimate of the bytes its live records take (etcd's dbSizeInUse): files
+    /// minus the space that compaction would reclaim, plus the memtables.
+    pub fn live_bytes(&self) -> u64 {
+        FAMILIES
+            .into_iter()
+            .map(|f| {
+                self.property(f, "rocksdb.estimate-live-data-size")
+                    + self.property(f, "rocksdb.cur-size-all-mem-tables")
+            })
+            .sum()
+    }
+
+    /// A consistent point-in-time view for reads that must agree with each other.
+    pub fn snapshot(&self) -> RocksSnapshot<'_> {
+        RocksSnapshot { engine: self, snapshot: self.db.snapshot() }
+    }
+}
+
+const FAMILIES: [Family; 3] = [Family::History, Family::Meta, Family::Lease];
+
+/// Reads from one point in time: writes committed after [`RocksEngine::snapshot`] are not seen.
+pub struct RocksSnapshot<'a> {
+    engine: &'a RocksEngine,
+    snapshot: Snapshot<'a>,
+}
+
+impl RocksSnapshot<'_> {
+    /// Reads one record.
+    pub fn get(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.snapshot.get_cf(self.engine.cf(family)?, key)?)
+    }
+
+    /// Visits the records of `family` with key >= `from` in key order until `visit` returns false.
+    pub fn scan(&self, family: Family, from: &[u8], visit: &mut ScanVisitor<'_>) -> Result<(), StoreError> {
+        let mode = rocksdb::IteratorMode::From(from, rocksdb::Direction::Forward);
+        for item in self.snapshot.iterator_cf(self.engine.cf(family)?, mode) {
+            let (key, value) = item?;
+            if !visit(&key, &value)? {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -119,7 +189,7 @@ impl Engine for RocksEngine {
     }
 
     fn size_bytes(&self) -> u64 {
-        [Family::History, Family::Meta, Family::Lease]
+        FAMILIES
             .into_iter()
             .map(|f| {
                 self.property(f, "rocksdb.total-sst-files-size")
