@@ -6,6 +6,18 @@
 
 SERVER_PID=""
 SERVER_PORT=""
+BUILD_INFO=""
+
+# freeze_binaries: copies actcd and actcd-bench into $WORK/bin and runs those, so that a build
+# in the shared target dir during a run cannot change the binaries under it. Sets BUILD_INFO.
+freeze_binaries() {
+    mkdir -p "$WORK/bin"
+    cp "$ACTCD" "$WORK/bin/actcd"
+    cp "$BENCH" "$WORK/bin/actcd-bench"
+    BUILD_INFO="actcd built $(date -u -r "$ACTCD" '+%Y-%m-%d %H:%M UTC') (sha256 $(sha256sum "$ACTCD" | cut -c1-12)), work tree at $(git describe --always --dirty 2>/dev/null || echo unknown)"
+    ACTCD="$WORK/bin/actcd"
+    BENCH="$WORK/bin/actcd-bench"
+}
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 

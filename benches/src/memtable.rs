@@ -262,52 +262,56 @@ pub fn load_results(paths: &[std::path::PathBuf]) -> (Vec<RowResult>, Vec<String
 
 /// Least squares of `y ≈ c·x` (no intercept) over `(x, y)` points, each point's residual
 /// weighted by `1 / max(|y|, floor)`: the fit minimizes relative error, so a 1k-watch row counts
-/// as much as a 10M-watch one. `None` when the points do not determine three coefficients.
-pub fn fit(points: &[([f64; 3], f64)], floor: f64) -> Option<[f64; 3]> {
-    if points.len() < 3 {
+/// as much as a 10M-watch one. `None` when the points do not determine the `N` coefficients.
+pub fn fit<const N: usize>(points: &[([f64; N], f64)], floor: f64) -> Option<[f64; N]> {
+    if points.len() < N || N == 0 {
         return None;
     }
     // Columns scaled to a maximum of 1, so that conditioning is judged on shape, not units.
-    let mut scale = [0f64; 3];
+    let mut scale = [0f64; N];
     for (x, _) in points {
-        for j in 0..3 {
-            scale[j] = scale[j].max(x[j].abs());
+        for (s, v) in scale.iter_mut().zip(x) {
+            *s = s.max(v.abs());
         }
     }
     if scale.contains(&0.0) {
         return None;
     }
-    let mut a = [[0f64; 4]; 3];
+    // The augmented normal equations, N rows of N + 1.
+    let mut a = vec![vec![0f64; N + 1]; N];
     for (x, y) in points {
         let w = 1.0 / y.abs().max(floor);
-        let xs = [x[0] / scale[0] * w, x[1] / scale[1] * w, x[2] / scale[2] * w];
-        let yw = y * w;
-        for i in 0..3 {
-            for j in 0..3 {
-                a[i][j] += xs[i] * xs[j];
+        let xs: Vec<f64> = x.iter().zip(&scale).map(|(v, s)| v / s * w).collect();
+        for (i, row) in a.iter_mut().enumerate() {
+            for (j, cell) in row.iter_mut().take(N).enumerate() {
+                *cell += xs[i] * xs[j];
             }
-            a[i][3] += xs[i] * yw;
+            row[N] += xs[i] * y * w;
         }
     }
-    let trace = a[0][0] + a[1][1] + a[2][2];
-    // Gaussian elimination with partial pivoting on the 3×4 augmented normal equations.
-    for col in 0..3 {
-        let pivot = (col..3).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
+    let trace: f64 = (0..N).map(|i| a[i][i]).sum();
+    // Gaussian elimination with partial pivoting.
+    for col in 0..N {
+        let pivot = (col..N).max_by(|&p, &q| a[p][col].abs().total_cmp(&a[q][col].abs()))?;
         a.swap(col, pivot);
         if a[col][col].abs() <= trace * 1e-10 {
             return None;
         }
-        let pivot_row = a[col];
+        let pivot_row = a[col].clone();
         for (r, row) in a.iter_mut().enumerate() {
             if r != col {
                 let f = row[col] / pivot_row[col];
-                for (x, p) in row.iter_mut().zip(pivot_row).skip(col) {
+                for (x, p) in row.iter_mut().zip(&pivot_row).skip(col) {
                     *x -= f * p;
                 }
             }
         }
     }
-    Some([a[0][3] / a[0][0] / scale[0], a[1][3] / a[1][1] / scale[1], a[2][3] / a[2][2] / scale[2]])
+    let mut c = [0f64; N];
+    for (i, ci) in c.iter_mut().enumerate() {
+        *ci = a[i][N] / a[i][i] / scale[i];
+    }
+    Some(c)
 }
 
 /// `base + c·terms`, the coefficients taken as at least 0.
@@ -360,27 +364,46 @@ pub fn default_models() -> Models {
 }
 
 /// The models fitted from `results` (complete rows only), each falling back to
-/// [`default_models`] when the rows do not determine it.
+/// [`default_models`] when the rows do not determine it. While every measured row has one watch
+/// per stream (streams and watches equal), c1 and c2 + c3 are fitted and c3 keeps its default:
+/// the estimate of a one-watch row stays close and that of a many-watch row stays high.
 pub fn models_from(results: &[RowResult]) -> Models {
     let done: Vec<&RowResult> = results.iter().filter(|r| r.complete()).collect();
-    let mut m = default_models();
+    let one_watch = done.iter().all(|r| r.row.watches_per_stream == 1);
+    let defaults = default_models();
     let source = format!("a fit of {} measured rows", done.len());
-    let pts = |f: &dyn Fn(&RowResult) -> f64| -> Vec<([f64; 3], f64)> {
-        done.iter().map(|r| (r.row.terms(), f(r))).collect()
+    let model = |f: &dyn Fn(&RowResult) -> f64, floor: f64, base: f64, default: &Model| -> Model {
+        let full: Vec<([f64; 3], f64)> = done.iter().map(|r| (r.row.terms(), f(r))).collect();
+        if let Some(per) = fit(&full, floor) {
+            return Model { base, per, source: source.clone() };
+        }
+        let two: Vec<([f64; 2], f64)> =
+            done.iter().map(|r| ([r.row.clients as f64, r.row.streams() as f64], f(r))).collect();
+        match fit(&two, floor) {
+            Some([c1, c23]) if one_watch => Model {
+                base,
+                per: [c1, c23, default.per[2]],
+                source: format!("{source} of one watch per stream (per-watch default)"),
+            },
+            _ => default.clone(),
+        }
     };
     let max_of = |f: &dyn Fn(&RowResult) -> f64| done.iter().map(|r| f(r)).fold(0.0, f64::max);
-    if let Some(c) = fit(&pts(&|r| r.server_delta_bytes()), 1e6) {
-        m.server =
-            Model { base: max_of(&|r| r.server_rss_idle_kb as f64 * 1024.0), per: c, source: source.clone() };
+    let server_base = if done.is_empty() {
+        defaults.server.base
+    } else {
+        max_of(&|r| r.server_rss_idle_kb as f64 * 1024.0)
+    };
+    let client_base = if done.is_empty() {
+        defaults.client.base
+    } else {
+        max_of(&|r| r.client_rss_idle_kb as f64 * 1024.0)
+    };
+    Models {
+        server: model(&|r| r.server_delta_bytes(), 1e6, server_base, &defaults.server),
+        client: model(&|r| r.client_delta_bytes(), 1e6, client_base, &defaults.client),
+        time: model(&|r| r.setup_secs, 0.5, defaults.time.base, &defaults.time),
     }
-    if let Some(c) = fit(&pts(&|r| r.client_delta_bytes()), 1e6) {
-        m.client =
-            Model { base: max_of(&|r| r.client_rss_idle_kb as f64 * 1024.0), per: c, source: source.clone() };
-    }
-    if let Some(c) = fit(&pts(&|r| r.setup_secs), 0.5) {
-        m.time = Model { base: 1.0, per: c, source };
-    }
-    m
 }
 
 /// What the machine offers a row.
@@ -726,6 +749,20 @@ mod tests {
         let tight = Limits { max_secs: 10.0, ..limits };
         let Verdict::Skip(why) = plan(&row(5000, 50, 100), &machine, &tight, &m) else { panic!("runs") };
         assert!(why.contains("row limit"), "{why}");
+    }
+
+    #[test]
+    fn one_watch_rows_estimate_conns_and_streams() {
+        let c = [21e3, 3e3, 90.0];
+        let ones = [row(1000, 1, 1), row(2000, 1, 1), row(1000, 10, 1), row(2000, 50, 1)];
+        let results: Vec<_> = ones.iter().map(|r| done(*r, 20.0, c)).collect();
+        let m = models_from(&results);
+        assert!((m.server.per[0] - 21e3).abs() < 100.0, "{:?}", m.server);
+        assert!((m.server.per[1] - 3090.0).abs() < 10.0, "{:?}", m.server);
+        assert_eq!(m.server.per[2], default_models().server.per[2]);
+        assert!(m.server.source.contains("per-watch default"), "{}", m.server.source);
+        // Too few rows: the defaults.
+        assert_eq!(models_from(&results[..1]).server, default_models().server);
     }
 
     #[test]
