@@ -32,8 +32,8 @@ pub struct Config {
     #[arg(long = "advertise-client-urls", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     pub advertise_client_urls: Vec<String>,
 
-    /// URLs to serve /health and /version on (comma-separated, http only); none by default.
-    #[arg(long = "listen-metrics-urls", value_delimiter = ',')]
+    /// URLs to serve /metrics, /health and /version on (comma-separated, http only).
+    #[arg(long = "listen-metrics-urls", default_value = "http://127.0.0.1:2381", value_delimiter = ',')]
     pub listen_metrics_urls: Vec<String>,
 
     /// Maximum number of operations permitted in a transaction (per nesting level).

@@ -1,5 +1,5 @@
-//! /health and /version on the metrics URLs, with etcd's JSON bodies, so that probes written for
-//! etcd (kubeadm's, say) work unchanged.
+//! The metrics URLs: /metrics (Prometheus text), and /health and /version with etcd's JSON
+//! bodies, so that probes written for etcd (kubeadm's, say) work unchanged.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -7,6 +7,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
 use actcd_proto::etcdserverpb::RangeRequest;
@@ -14,9 +15,22 @@ use actcd_proto::etcdserverpb::RangeRequest;
 use crate::kv::StoreHandle;
 use crate::maintenance::SERVER_VERSION;
 
-/// Serves until the listener fails.
-pub async fn serve(listener: TcpListener, store: StoreHandle) {
-    let app = Router::new().route("/health", get(health)).route("/version", get(version)).with_state(store);
+/// What the metrics URLs serve from.
+#[derive(Clone)]
+pub struct MetricsState {
+    /// The store, for the health probe and sampled gauges.
+    pub store: StoreHandle,
+    /// The Prometheus recorder.
+    pub prometheus: PrometheusHandle,
+}
+
+/// Serves /metrics, /health and /version until the listener fails.
+pub async fn serve(listener: TcpListener, state: MetricsState) {
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/health", get(health))
+        .route("/version", get(version))
+        .with_state(state);
     if let Err(err) = axum::serve(listener, app).await {
         tracing::error!(%err, "health endpoint stopped");
     }
@@ -27,7 +41,12 @@ fn json(status: StatusCode, body: String) -> impl IntoResponse {
 }
 
 /// Healthy when a read of the `health` key succeeds, as etcd's check does.
-async fn health(State(store): State<StoreHandle>) -> impl IntoResponse {
+async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
+    let text = crate::metrics::render(&state.prometheus, &state.store.view);
+    (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
+}
+
+async fn health(State(MetricsState { store, .. }): State<MetricsState>) -> impl IntoResponse {
     let probe = RangeRequest { key: Bytes::from_static(b"health"), ..Default::default() };
     match store.view.range(&probe) {
         Ok(_) => json(StatusCode::OK, r#"{"health":"true","reason":""}"#.to_string()),

@@ -41,21 +41,27 @@ pub struct StoreHandle {
 }
 
 impl StoreHandle {
-    /// Sends a command to the writer and waits for its durable answer. An active alarm may
-    /// refuse it first; a write that finds the store over its quota raises NOSPACE.
+    /// Sends a command to the writer and waits for its durable answer.
     pub async fn write(&self, command: Command) -> Result<CommandResponse, Status> {
-        self.alarms.check(&command).map_err(to_status)?;
+        self.write_raw(command).await.map_err(to_status)
+    }
+
+    /// [`StoreHandle::write`], with the store's own error.
+    ///
+    /// An active alarm may refuse the command first; a write that finds the store over its
+    /// quota raises NOSPACE.
+    pub async fn write_raw(&self, command: Command) -> Result<CommandResponse, StoreError> {
+        self.alarms.check(&command)?;
         let (reply, answer) = oneshot::channel();
         self.writer
             .send(Write { command, reply })
             .await
-            .map_err(|_| to_status(StoreError::Stopped("writer is gone".into())))?;
-        let answer =
-            answer.await.map_err(|_| to_status(StoreError::Stopped("writer dropped the request".into())))?;
+            .map_err(|_| StoreError::Stopped("writer is gone".into()))?;
+        let answer = answer.await.map_err(|_| StoreError::Stopped("writer dropped the request".into()))?;
         if let Err(StoreError::NoSpace) = answer {
             self.raise_alarm(AlarmType::Nospace).await;
         }
-        answer.map_err(to_status)
+        answer
     }
 
     /// Raises `alarm` for this member (durably, off the async threads).

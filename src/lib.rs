@@ -4,24 +4,29 @@
 //! - [`config`]: command-line flags with etcd's names.
 //! - [`server`]: process wiring: store, StoreActor, gRPC listeners, shutdown.
 //! - [`kv`]: the KV service (reads on the read view, writes through the StoreActor).
+//! - [`lease`]: the Lease service (grants and revokes through the StoreActor, deadlines in the
+//!   LeaseActor).
 //! - [`watch`]: the Watch service (one StreamActor per stream); [`connections`]: connection
 //!   ids and ends, for the ConnActors.
 //! - [`maintenance`]: the Maintenance and Cluster services (status, alarms, hashes, defragment,
 //!   snapshots, members); [`snapshot`]: `actcd snapshot restore`; [`auth`]: the Auth service
 //!   while authentication is disabled.
-//! - [`health`]: grpc.health.v1; [`http`]: /health and /version on the metrics URLs.
-//! - [`pending`]: services not built yet, answering UNIMPLEMENTED.
+//! - [`health`]: grpc.health.v1; [`http`]: /metrics, /health and /version on the metrics URLs.
+//! - [`metrics`]: the Prometheus recorder and sampled series; [`grpc_metrics`]: the gRPC
+//!   server series (started, handled, messages, handling time) as a tower layer.
 //! - [`status`]: store errors as gRPC statuses.
 #![deny(missing_docs)]
 
 pub mod auth;
 pub mod config;
 pub mod connections;
+pub mod grpc_metrics;
 pub mod health;
 pub mod http;
 pub mod kv;
+pub mod lease;
 pub mod maintenance;
-pub mod pending;
+pub mod metrics;
 pub mod server;
 pub mod snapshot;
 pub mod status;

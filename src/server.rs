@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use tonic::transport::Server;
 
 use actcd_actors::identity::Identity;
+use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::store::alarm::Alarms;
 use actcd_actors::store::{snapshot, RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::store_actor::StoreActor;
@@ -24,13 +25,16 @@ use actcd_proto::etcdserverpb::{
 use actcd_proto::health::health_server::HealthServer;
 
 use crate::auth::AuthService;
+use metrics_exporter_prometheus::PrometheusHandle;
+
 use crate::config::{listen_addrs, Config};
 use crate::connections::{incoming, Connections};
+use crate::grpc_metrics::GrpcMetricsLayer;
 use crate::health::HealthService;
 use crate::http;
 use crate::kv::{KvService, StoreHandle};
+use crate::lease::LeaseService;
 use crate::maintenance::{snapshot_scratch, MaintenanceService};
-use crate::pending::NotYetBuilt;
 use crate::watch::WatchService;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
@@ -44,6 +48,7 @@ const STREAM_ARBITERS: usize = 2;
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let client_addrs = listen_addrs(&config.listen_client_urls, "listen-client-urls")?;
+    let prometheus = crate::metrics::install(config.quota_bytes())?;
     let metrics_addrs = if config.listen_metrics_urls.is_empty() {
         Vec::new()
     } else {
@@ -64,6 +69,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
+    let initial_leases = core.lease_list();
 
     let system = actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -78,11 +84,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let shard_config = ShardConfig { progress_interval: config.watch_progress_notify_interval };
         let mut arbiters = Vec::new();
         let shards: Vec<_> = (0..WATCH_SHARDS)
-            .map(|_| {
+            .map(|index| {
                 let arbiter = Arbiter::new();
                 let view = view.clone();
                 let shard = WatchShard::start_in_arbiter(&arbiter.handle(), move |_| {
-                    WatchShard::new(view, shard_config)
+                    WatchShard::new(index, view, shard_config)
                 });
                 arbiters.push(arbiter);
                 shard
@@ -103,6 +109,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             alarms,
             engine: maintenance_engine,
         };
+        let leases = LeaseActor::new(store.writer.clone().recipient(), initial_leases).start();
+        let stream_handles: Vec<_> = stream_arbiters.iter().map(Arbiter::handle).collect();
+        let lease = Arc::new(LeaseService::new(store.clone(), leases, stream_handles));
         let connections = Arc::new(Connections::default());
         let watch = Arc::new(WatchService {
             arbiters: stream_arbiters.iter().map(Arbiter::handle).collect(),
@@ -114,15 +123,23 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             next_stream: AtomicU64::new(0),
             next_arbiter: AtomicUsize::new(0),
         });
-        serve(&config, store, watch, connections, client_addrs, metrics_addrs).await
+        let services = Services { store, watch, lease, connections, prometheus };
+        serve(&config, services, client_addrs, metrics_addrs).await
     })
+}
+
+/// Everything the gRPC listeners serve.
+struct Services {
+    store: StoreHandle,
+    watch: Arc<WatchService>,
+    lease: Arc<LeaseService>,
+    connections: Arc<Connections>,
+    prometheus: PrometheusHandle,
 }
 
 async fn serve(
     config: &Config,
-    store: StoreHandle,
-    watch: Arc<WatchService>,
-    connections: Arc<Connections>,
+    services: Services,
     client_addrs: Vec<SocketAddr>,
     metrics_addrs: Vec<SocketAddr>,
 ) -> anyhow::Result<()> {
@@ -134,15 +151,17 @@ async fn serve(
     }
     for addr in &metrics_addrs {
         let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-        tracing::info!(%addr, "serving /health and /version");
-        tokio::spawn(http::serve(listener, store.clone()));
+        tracing::info!(%addr, "serving /metrics, /health and /version");
+        let state =
+            http::MetricsState { store: services.store.clone(), prometheus: services.prometheus.clone() };
+        tokio::spawn(http::serve(listener, state));
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
     for listener in listeners {
-        let router = grpc_router(config, store.clone(), Arc::clone(&watch));
+        let router = grpc_router(config, &services);
         let mut shutdown = shutdown_rx.clone();
-        let incoming = incoming(listener, Arc::clone(&connections));
+        let incoming = incoming(listener, Arc::clone(&services.connections));
         servers.spawn(async move {
             router
                 .serve_with_incoming_shutdown(incoming, async move {
@@ -168,9 +187,9 @@ async fn serve(
 
 fn grpc_router(
     config: &Config,
-    store: StoreHandle,
-    watch: Arc<WatchService>,
-) -> tonic::transport::server::Router {
+    services: &Services,
+) -> tonic::transport::server::Router<tower_layer::Stack<GrpcMetricsLayer, tower_layer::Identity>> {
+    let store = services.store.clone();
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let maintenance = || {
         MaintenanceService::new(
@@ -182,10 +201,15 @@ fn grpc_router(
         )
     };
     Server::builder()
+        .layer(GrpcMetricsLayer)
         .tcp_nodelay(true)
         .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
-        .add_service(WatchServer::from_arc(watch).max_decoding_message_size(max_message))
-        .add_service(LeaseServer::new(NotYetBuilt).max_decoding_message_size(max_message))
+        .add_service(
+            WatchServer::from_arc(Arc::clone(&services.watch)).max_decoding_message_size(max_message),
+        )
+        .add_service(
+            LeaseServer::from_arc(Arc::clone(&services.lease)).max_decoding_message_size(max_message),
+        )
         .add_service(ClusterServer::new(maintenance()).max_decoding_message_size(max_message))
         .add_service(MaintenanceServer::new(maintenance()).max_decoding_message_size(max_message))
         .add_service(AuthServer::new(AuthService::new(store.clone())).max_decoding_message_size(max_message))

@@ -23,6 +23,8 @@ pub fn to_status(err: StoreError) -> Status {
             (Code::OutOfRange, "etcdserver: mvcc: required revision is a future revision")
         }
         StoreError::LeaseNotFound => (Code::NotFound, "etcdserver: requested lease not found"),
+        StoreError::LeaseExists => (Code::FailedPrecondition, "etcdserver: lease already exists"),
+        StoreError::LeaseTtlTooLarge => (Code::OutOfRange, "etcdserver: too large lease TTL"),
         StoreError::NoSpace => (Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded"),
         StoreError::CorruptAlarm => (Code::DataLoss, "etcdserver: corrupt cluster"),
         StoreError::Stopped(_) => (Code::Unavailable, "etcdserver: server stopped"),

@@ -40,6 +40,18 @@ impl ConnActor {
 
 impl Actor for ConnActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, _: &mut Self::Context) {
+        metrics::gauge!("actcd_actors", "actor" => "conn").increment(1.0);
+        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "conn")
+            .increment(std::mem::size_of::<Self>() as f64);
+    }
+
+    fn stopped(&mut self, _: &mut Self::Context) {
+        metrics::gauge!("actcd_actors", "actor" => "conn").decrement(1.0);
+        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "conn")
+            .decrement(std::mem::size_of::<Self>() as f64);
+    }
 }
 
 impl Handler<AttachStream> for ConnActor {

@@ -8,11 +8,15 @@
 //! - [`watch`]: the watch tree: WatchRoot, WatchShards and the watch records they hold.
 //! - [`stream`]: the StreamActor of one Watch gRPC stream.
 //! - [`conn`]: the ConnActor of one client connection.
+//! - [`lease`]: the LeaseActor (deadlines, keep-alives, expiry); [`keepalive`]: the actor of
+//!   one LeaseKeepAlive stream.
 //! - [`identity`]: the member identity stamped on response headers.
 #![deny(missing_docs)]
 
 pub mod conn;
 pub mod identity;
+pub mod keepalive;
+pub mod lease;
 pub mod store;
 pub mod store_actor;
 pub mod stream;

@@ -79,7 +79,20 @@ impl<E: Engine> GroupCommit<E> {
         let mut batch = Batch::default();
         let results: Vec<_> = writes.iter().map(|w| self.core.apply(&w.command, &mut batch)).collect();
         let commands = writes.len();
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        let started = std::time::Instant::now();
         let committed = self.core.commit(batch);
+        // One fsync serves as both etcd's WAL fsync and its backend commit.
+        let seconds = started.elapsed().as_secs_f64();
+        metrics::histogram!("etcd_disk_wal_fsync_duration_seconds").record(seconds);
+        metrics::histogram!("etcd_disk_backend_commit_duration_seconds").record(seconds);
+        metrics::histogram!("actcd_store_batch_size").record(commands as f64);
+        metrics::counter!("actcd_store_fsyncs_total").increment(1);
+        metrics::counter!("etcd_server_proposals_committed_total").increment(commands as u64);
+        metrics::counter!("etcd_server_proposals_applied_total").increment(commands as u64);
+        metrics::counter!("etcd_server_proposals_failed_total").increment(failed as u64);
+        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "store")
+            .set(self.core.lease_heap_bytes() as f64);
         let outcome = FlushOutcome { commands, committed: committed.is_ok() };
         for (write, result) in writes.into_iter().zip(results) {
             let answer = match &committed {
@@ -150,6 +163,32 @@ impl<E: Engine> Handler<Flush> for StoreActor<E> {
         if let Err(err) = subscriber.try_send(Committed(Arc::new(events))) {
             tracing::debug!(%err, "watch root is behind; it will catch up from storage");
         }
+    }
+}
+
+/// The keys attached to a lease (None if it does not exist), as of the last commit.
+#[derive(Message)]
+#[rtype(result = "Option<Vec<Box<[u8]>>>")]
+pub struct LeaseKeys(pub i64);
+
+/// Every lease with its granted TTL, as of the last commit.
+#[derive(Message)]
+#[rtype(result = "Vec<(i64, i64)>")]
+pub struct LeaseList;
+
+impl<E: Engine> Handler<LeaseKeys> for StoreActor<E> {
+    type Result = Option<Vec<Box<[u8]>>>;
+
+    fn handle(&mut self, msg: LeaseKeys, _: &mut Self::Context) -> Self::Result {
+        self.group.core().lease_keys(msg.0)
+    }
+}
+
+impl<E: Engine> Handler<LeaseList> for StoreActor<E> {
+    type Result = Vec<(i64, i64)>;
+
+    fn handle(&mut self, _: LeaseList, _: &mut Self::Context) -> Self::Result {
+        self.group.core().lease_list()
     }
 }
 

@@ -7,8 +7,6 @@
 //! the shard moves this stream's watchers to its unsynced set and later replays what they
 //! missed from storage. Memory stays bounded however slowly the client reads.
 
-use std::collections::HashMap;
-
 use actix::prelude::*;
 use bytes::Bytes;
 use prost::Message as _;
@@ -37,8 +35,26 @@ const EMPTY_RANGE: &str = "mvcc: watcher range is empty";
 pub struct StreamState {
     id: StreamId,
     next_watch_id: i64,
-    /// Live watch ids and whether each asked for fragmented responses.
-    watches: HashMap<i64, bool>,
+    /// Live watch ids, sorted: 8 bytes a watch (a stream has few enough for binary search).
+    watches: Vec<i64>,
+    /// The live watches that asked for fragmented responses (rare), sorted.
+    fragmented: Vec<i64>,
+}
+
+fn sorted_insert(ids: &mut Vec<i64>, id: i64) {
+    if let Err(at) = ids.binary_search(&id) {
+        ids.insert(at, id);
+    }
+}
+
+fn sorted_remove(ids: &mut Vec<i64>, id: i64) -> bool {
+    match ids.binary_search(&id) {
+        Ok(at) => {
+            ids.remove(at);
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 /// What a create request leads to.
@@ -87,17 +103,20 @@ impl StreamState {
             return refused(EMPTY_RANGE);
         }
         let watch_id = if req.watch_id == 0 {
-            while self.watches.contains_key(&self.next_watch_id) {
+            while self.watches.binary_search(&self.next_watch_id).is_ok() {
                 self.next_watch_id += 1;
             }
             self.next_watch_id += 1;
             self.next_watch_id - 1
-        } else if self.watches.contains_key(&req.watch_id) {
+        } else if self.watches.binary_search(&req.watch_id).is_ok() {
             return refused(DUPLICATE_ID);
         } else {
             req.watch_id
         };
-        self.watches.insert(watch_id, req.fragment);
+        sorted_insert(&mut self.watches, watch_id);
+        if req.fragment {
+            sorted_insert(&mut self.fragmented, watch_id);
+        }
         let start_revision = if req.start_revision == 0 { current + 1 } else { req.start_revision };
         let watch = WatchSpec {
             stream: self.id,
@@ -124,7 +143,10 @@ impl StreamState {
     /// etcd's cancel: a known id is removed and answered with a canceled response at
     /// `current`; an unknown id gets no answer.
     pub fn cancel(&mut self, watch_id: i64, current: i64) -> Option<WatchResponse> {
-        self.watches.remove(&watch_id)?;
+        if !sorted_remove(&mut self.watches, watch_id) {
+            return None;
+        }
+        sorted_remove(&mut self.fragmented, watch_id);
         Some(WatchResponse { header: header(current), watch_id, canceled: true, ..Default::default() })
     }
 
@@ -138,9 +160,13 @@ impl StreamState {
                 out.push(resp);
                 continue;
             }
-            let Some(&fragment) = self.watches.get(&resp.watch_id) else { continue };
+            if self.watches.binary_search(&resp.watch_id).is_err() {
+                continue;
+            }
+            let fragment = self.fragmented.binary_search(&resp.watch_id).is_ok();
             if resp.canceled {
-                self.watches.remove(&resp.watch_id);
+                sorted_remove(&mut self.watches, resp.watch_id);
+                sorted_remove(&mut self.fragmented, resp.watch_id);
             }
             if fragment && resp.events.len() > 1 && resp.encoded_len() >= max_bytes {
                 fragments(resp, max_bytes, &mut out);
@@ -256,12 +282,18 @@ impl<E: Engine> Actor for StreamActor<E> {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        metrics::gauge!("actcd_actors", "actor" => "stream").increment(1.0);
+        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "stream")
+            .increment(std::mem::size_of::<Self>() as f64);
         let outbox = ctx.address().recipient();
         let quota = self.quota.clone();
         self.ask_shard(ShardRequest::Register { stream: self.setup.id, outbox, quota }, ctx);
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
+        metrics::gauge!("actcd_actors", "actor" => "stream").decrement(1.0);
+        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "stream")
+            .decrement(std::mem::size_of::<Self>() as f64);
         // Cleanup must not be lost, and it is one message per stream, not a fan-out: do_send
         // queues it even when the shard's mailbox is full.
         self.setup.shard.do_send(ShardRequest::RemoveStream(self.setup.id));

@@ -180,6 +180,9 @@ async fn bad_requests_get_etcd_errors() {
         "etcdserver: value is provided",
     );
     invalid(c.put("k", "x".repeat(8192), None).await.unwrap_err(), "etcdserver: request is too large");
+    // Past --max-request-bytes + 512 KiB the frame is refused from its length prefix.
+    let (code, _) = status(c.put("k", "x".repeat(600 * 1024), None).await.unwrap_err());
+    assert_eq!(code, Code::ResourceExhausted);
     let five =
         Txn::new().and_then((0..5).map(|i| TxnOp::put(format!("t{i}"), "v", None)).collect::<Vec<_>>());
     invalid(c.txn(five).await.unwrap_err(), "etcdserver: too many operations in txn request");

@@ -63,4 +63,16 @@ async fn everyday_etcdctl_commands_work() {
     let (ok, out, err) = etcdctl(&server, &["member", "list"], None);
     assert!(ok, "{err}");
     assert!(out.contains("node-a") && out.contains(&server.endpoint), "{out}");
+
+    let (ok, out, err) = etcdctl(&server, &["lease", "grant", "100"], None);
+    assert!(ok, "{err}");
+    let id = out.split_whitespace().nth(1).unwrap_or_default().to_string();
+    assert_eq!(etcdctl(&server, &["put", "leased", "v", "--lease", &id], None).1, "OK\n");
+    let ttl = etcdctl(&server, &["lease", "timetolive", &id, "--keys"], None).1;
+    assert!(ttl.contains("granted with TTL(100s)") && ttl.contains("attached keys([leased])"), "{ttl}");
+    let kept = etcdctl(&server, &["lease", "keep-alive", "--once", &id], None).1;
+    assert_eq!(kept, format!("lease {id} keepalived with TTL(100)\n"));
+    assert!(etcdctl(&server, &["lease", "list"], None).1.contains(&id));
+    assert_eq!(etcdctl(&server, &["lease", "revoke", &id], None).1, format!("lease {id} revoked\n"));
+    assert_eq!(etcdctl(&server, &["get", "leased"], None).1, "");
 }

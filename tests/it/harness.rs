@@ -16,6 +16,8 @@ pub struct Server {
     pub endpoint: String,
     /// `127.0.0.1:PORT`, as etcdctl wants it.
     pub address: String,
+    /// `http://127.0.0.1:PORT` of /metrics, /health and /version (actcd only).
+    pub metrics: String,
 }
 
 /// A loopback port nobody listens on right now.
@@ -28,7 +30,10 @@ impl Server {
     pub async fn actcd(data_dir: &Path, extra: &[&str]) -> Server {
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
+        let metrics = format!("http://127.0.0.1:{}", free_port());
         let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+            .arg("--listen-metrics-urls")
+            .arg(&metrics)
             .arg("--data-dir")
             .arg(data_dir)
             .arg("--listen-client-urls")
@@ -41,7 +46,9 @@ impl Server {
             .stdout(Stdio::null())
             .spawn()
             .expect("actcd starts");
-        Self::ready(child, port).await
+        let mut server = Self::ready(child, port).await;
+        server.metrics = metrics;
+        server
     }
 
     /// Starts Debian's etcd 3.4 on a temp dir and waits until it answers.
@@ -90,7 +97,7 @@ impl Server {
             assert!(Instant::now() < deadline, "server on port {port} not ready within 60 s");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Server { child: Some(child), endpoint, address: format!("127.0.0.1:{port}") }
+        Server { child: Some(child), endpoint, address: format!("127.0.0.1:{port}"), metrics: String::new() }
     }
 
     /// The process id.

@@ -11,5 +11,7 @@ mod crash;
 mod differential;
 mod etcdctl;
 mod harness;
+mod lease;
 mod maintenance;
+mod metrics;
 mod watch;

@@ -120,7 +120,7 @@ impl<E: Engine> Alarms<E> {
             return Ok(());
         }
         let adds_data = match command {
-            Command::Put(_) => true,
+            Command::Put(_) | Command::LeaseGrant(_) => true,
             Command::Txn(txn) => txn_puts(txn),
             _ => false,
         };
@@ -173,7 +173,7 @@ fn decode(bytes: &[u8]) -> Result<Vec<AlarmMember>, StoreError> {
 mod tests {
     use super::*;
     use crate::store::RocksEngine;
-    use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RequestOp};
+    use actcd_proto::etcdserverpb::{DeleteRangeRequest, LeaseGrantRequest, PutRequest, RequestOp};
 
     #[test]
     fn alarms_persist_and_gate_writes_that_add_data() {
@@ -204,6 +204,8 @@ mod tests {
             assert_eq!(alarms.check(&Command::Txn(nested.clone())), Err(StoreError::NoSpace));
             assert_eq!(alarms.check(&delete), Ok(()));
             assert_eq!(alarms.check(&read_txn), Ok(()));
+            let grant = Command::LeaseGrant(LeaseGrantRequest { ttl: 10, id: 1 });
+            assert_eq!(alarms.check(&grant), Err(StoreError::NoSpace));
             assert_eq!(alarms.deactivate(8, AlarmType::Nospace), Ok(None));
         }
         let alarms = Alarms::load(RocksEngine::open(dir.path()).expect("engine")).expect("alarms");

@@ -3,8 +3,9 @@
 //! can later sit in front of [`super::StoreCore::apply`] and feed it the same commands.
 
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
-    TxnRequest, TxnResponse,
+    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantRequest,
+    LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, PutRequest, PutResponse, TxnRequest,
+    TxnResponse,
 };
 
 /// A write request, as the client sent it.
@@ -18,6 +19,10 @@ pub enum Command {
     Txn(TxnRequest),
     /// KV.Compact.
     Compact(CompactionRequest),
+    /// Lease.LeaseGrant, its ID already chosen (non-zero) by the caller.
+    LeaseGrant(LeaseGrantRequest),
+    /// Lease.LeaseRevoke, or a lease's expiry: its keys are deleted in one revision.
+    LeaseRevoke(LeaseRevokeRequest),
 }
 
 /// The answer to a [`Command`]; its header carries only the revision (the gRPC edge adds the rest).
@@ -31,4 +36,8 @@ pub enum CommandResponse {
     Txn(TxnResponse),
     /// Answer to [`Command::Compact`].
     Compact(CompactionResponse),
+    /// Answer to [`Command::LeaseGrant`].
+    LeaseGrant(LeaseGrantResponse),
+    /// Answer to [`Command::LeaseRevoke`].
+    LeaseRevoke(LeaseRevokeResponse),
 }

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, RangeRequest, RangeResponse, ResponseHeader, TxnRequest,
-    TxnResponse,
+    CompactionRequest, CompactionResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest,
+    LeaseRevokeResponse, RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
 
@@ -20,6 +20,7 @@ use super::command::{Command, CommandResponse};
 use super::engine::{Engine, Family, WriteSet};
 use super::error::StoreError;
 use super::index::Index;
+use super::lease_index::{LeaseIndex, MAX_LEASE_TTL, MIN_LEASE_TTL};
 use super::range::{self, ValueSource};
 use super::revision::Revision;
 use super::txn::{self, Batch, TxnCtx, View};
@@ -122,6 +123,7 @@ impl<E: Engine> View for Pinned<'_, E> {
     }
 
     fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
+        metrics::counter!("etcd_mvcc_range_total").increment(1);
         let compacted = self.shared.compacted.load(Ordering::Acquire);
         let at = range::read_revision(req.revision, self.current, compacted)?;
         let plan = range::plan_range(&*self.shared.read_index()?, req, at);
@@ -243,6 +245,8 @@ pub struct StoreCore<E> {
     applied_index: u64,
     /// Set when a commit failed: the writer can no longer vouch for its state (fail-stop).
     failed: Option<String>,
+    /// Leases and their keys (writer-owned: only commands change them).
+    leases: LeaseIndex,
 }
 
 impl<E: Engine> StoreCore<E> {
@@ -257,6 +261,11 @@ impl<E: Engine> StoreCore<E> {
             Some(v) => codec::decode_i64(&v)? as u64,
             None => 0,
         };
+        let mut leases = LeaseIndex::default();
+        engine.scan(Family::Lease, &[], &mut |key, value| {
+            leases.grant(codec::decode_i64(key)?, codec::decode_i64(value)?);
+            Ok(true)
+        })?;
         let mut index = Index::default();
         let mut last = 0;
         // A compaction at exactly a tombstone's revision keeps the tombstone but drops the
@@ -266,6 +275,7 @@ impl<E: Engine> StoreCore<E> {
         engine.scan(Family::History, &[], &mut |key, value| {
             let record = codec::decode_history(key, value)?;
             if record.tombstone {
+                leases.detach(&record.kv.key);
                 if let Err(e) = index.tombstone(&record.kv.key, record.revision) {
                     if record.revision.main > compacted {
                         return Err(StoreError::Corrupt(format!("tombstone without a live key: {e}")));
@@ -273,6 +283,7 @@ impl<E: Engine> StoreCore<E> {
                     stale.delete(Family::History, key.to_vec());
                 }
             } else {
+                leases.attach(&record.kv.key, record.kv.lease);
                 let create = Revision { main: record.kv.create_revision, sub: 0 };
                 index
                     .restore_put(&record.kv.key, record.revision, create, record.kv.version)
@@ -314,7 +325,7 @@ impl<E: Engine> StoreCore<E> {
             compacted: AtomicI64::new(compacted),
             applied_index: AtomicU64::new(applied_index),
         };
-        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None })
+        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None, leases })
     }
 
     /// A handle for concurrent readers.
@@ -351,6 +362,7 @@ impl<E: Engine> StoreCore<E> {
                 self.in_txn(batch, |ctx| ctx.delete(req)).map(CommandResponse::DeleteRange)
             }
             Command::Txn(req) => {
+                metrics::counter!("etcd_mvcc_txn_total").increment(1);
                 validate::check_txn(req, self.config.max_txn_ops)?;
                 self.check_quota(txn_quota_cost(req))?;
                 self.in_txn(batch, |ctx| {
@@ -363,7 +375,61 @@ impl<E: Engine> StoreCore<E> {
                 .map(CommandResponse::Txn)
             }
             Command::Compact(req) => self.compact(req, batch).map(CommandResponse::Compact),
+            Command::LeaseGrant(req) => self.lease_grant(req, batch).map(CommandResponse::LeaseGrant),
+            Command::LeaseRevoke(req) => self.lease_revoke(req, batch).map(CommandResponse::LeaseRevoke),
         }
+    }
+
+    /// Leases and the granted TTL of each.
+    pub fn lease_list(&self) -> Vec<(i64, i64)> {
+        self.leases.list()
+    }
+
+    /// The keys attached to lease `id`, if it exists.
+    pub fn lease_keys(&self, id: i64) -> Option<Vec<Box<[u8]>>> {
+        self.leases.keys(id)
+    }
+
+    /// Estimated heap bytes of the lease index.
+    pub fn lease_heap_bytes(&self) -> usize {
+        self.leases.heap_bytes()
+    }
+
+    fn lease_grant(
+        &mut self,
+        req: &LeaseGrantRequest,
+        batch: &mut Batch,
+    ) -> Result<LeaseGrantResponse, StoreError> {
+        if req.ttl > MAX_LEASE_TTL {
+            return Err(StoreError::LeaseTtlTooLarge);
+        }
+        if req.id == 0 || self.leases.exists(req.id) {
+            return Err(StoreError::LeaseExists);
+        }
+        let ttl = req.ttl.max(MIN_LEASE_TTL);
+        batch.writes.put(Family::Lease, codec::encode_i64(req.id), codec::encode_i64(ttl));
+        self.leases.grant(req.id, ttl);
+        Ok(LeaseGrantResponse {
+            header: Some(ResponseHeader { revision: self.current, ..Default::default() }),
+            id: req.id,
+            ttl,
+            error: String::new(),
+        })
+    }
+
+    fn lease_revoke(
+        &mut self,
+        req: &LeaseRevokeRequest,
+        batch: &mut Batch,
+    ) -> Result<LeaseRevokeResponse, StoreError> {
+        let keys = self.leases.keys(req.id).ok_or(StoreError::LeaseNotFound)?;
+        let revision = self.in_txn(batch, |ctx| {
+            ctx.delete_keys(&keys)?;
+            Ok(ctx.read_rev())
+        })?;
+        self.leases.revoke(req.id);
+        batch.writes.delete(Family::Lease, codec::encode_i64(req.id));
+        Ok(LeaseRevokeResponse { header: Some(ResponseHeader { revision, ..Default::default() }) })
     }
 
     /// Makes every command applied into `batch` durable (one engine write, one fsync), then
@@ -408,6 +474,7 @@ impl<E: Engine> StoreCore<E> {
         let mut index = shared.write_index()?;
         let mut ctx = TxnCtx {
             index: &mut index,
+            leases: &mut self.leases,
             engine: &shared.engine,
             batch,
             begin: self.current,

@@ -34,9 +34,15 @@ pub enum StoreError {
     /// The requested revision is newer than the store's revision.
     #[error("mvcc: required revision is a future revision")]
     FutureRevision,
-    /// A put named a lease that does not exist.
+    /// A put or revoke named a lease that does not exist.
     #[error("requested lease not found")]
     LeaseNotFound,
+    /// A grant named an ID that is already a lease.
+    #[error("lease already exists")]
+    LeaseExists,
+    /// A grant asked for more than the longest TTL.
+    #[error("too large lease TTL")]
+    LeaseTtlTooLarge,
     /// The database is over `--quota-backend-bytes`.
     #[error("mvcc: database space exceeded")]
     NoSpace,

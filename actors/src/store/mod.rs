@@ -5,6 +5,7 @@
 //! - [`revision`]: `(main, sub)` revisions and their packed 8-byte form.
 //! - [`key_index`] / [`index`]: the in-memory revision index (etcd's keyIndex / treeIndex).
 //! - [`engine`]: the narrow storage trait; [`rocks`]: RocksDB behind it; [`codec`]: record formats.
+//! - [`lease_index`]: which leases exist and which keys each holds.
 //! - [`command`]: the write seam; [`core`]: the single writer and the concurrent read view.
 //! - [`range`] / [`txn`]: reading at a revision, compares, and the writes inside a transaction.
 //! - [`validate`]: the stateless checks etcd makes before a request reaches its store.
@@ -21,6 +22,7 @@ pub mod error;
 pub mod hash;
 pub mod index;
 pub mod key_index;
+pub mod lease_index;
 pub mod range;
 pub mod revision;
 pub mod rocks;

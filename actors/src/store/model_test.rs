@@ -206,3 +206,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_data_dir_of_another_format_is_refused() {
+    use crate::store::engine::{Engine, Family, WriteSet};
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let engine = RocksEngine::open(dir.path()).expect("engine");
+        let mut set = WriteSet::default();
+        set.put(Family::Meta, super::codec::FORMAT_KEY.to_vec(), b"someone-else-v9".to_vec());
+        engine.commit(&set).expect("commit");
+    }
+    let engine = RocksEngine::open(dir.path()).expect("engine");
+    match StoreCore::open(engine, StoreConfig::default()) {
+        Err(StoreError::Corrupt(msg)) => assert!(msg.contains("someone-else-v9"), "{msg}"),
+        Err(other) => panic!("wrong error {other:?}"),
+        Ok(_) => panic!("a foreign format was accepted"),
+    }
+}

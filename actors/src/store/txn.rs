@@ -19,6 +19,7 @@ use super::codec::encode_history_value;
 use super::engine::{Engine, Family, WriteSet};
 use super::error::StoreError;
 use super::index::Index;
+use super::lease_index::LeaseIndex;
 use super::range::{self, ValueSource};
 use super::revision::Revision;
 
@@ -121,6 +122,8 @@ pub struct Batch {
 pub struct TxnCtx<'a, E: Engine> {
     /// The index, locked for writing for the whole transaction.
     pub index: &'a mut Index,
+    /// Leases and their keys.
+    pub leases: &'a mut LeaseIndex,
     /// Where committed values live.
     pub engine: &'a E,
     /// The batch the changes go into.
@@ -178,6 +181,7 @@ impl<E: Engine> View for TxnCtx<'_, E> {
     }
 
     fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
+        metrics::counter!("etcd_mvcc_range_total").increment(1);
         let cur = self.read_rev();
         let at = range::read_revision(req.revision, cur, self.compacted)?;
         let plan = range::plan_range(self.index, req, at);
@@ -219,7 +223,7 @@ impl<E: Engine> TxnCtx<'_, E> {
         for op in branch(txn, decision.succeeded) {
             match &op.request {
                 Some(request_op::Request::RequestPut(p)) => {
-                    check_lease(p.lease)?;
+                    self.check_lease(p.lease)?;
                     if (p.ignore_value || p.ignore_lease) && self.live(&p.key)?.is_none() {
                         return Err(StoreError::KeyNotFound);
                     }
@@ -239,7 +243,8 @@ impl<E: Engine> TxnCtx<'_, E> {
 
     /// Applies a put.
     pub fn put(&mut self, req: &PutRequest) -> Result<PutResponse, StoreError> {
-        check_lease(req.lease)?;
+        metrics::counter!("etcd_mvcc_put_total").increment(1);
+        self.check_lease(req.lease)?;
         let prev =
             if req.ignore_value || req.ignore_lease || req.prev_kv { self.live(&req.key)? } else { None };
         if (req.ignore_value || req.ignore_lease) && prev.is_none() {
@@ -263,6 +268,7 @@ impl<E: Engine> TxnCtx<'_, E> {
             KeyValue { key: req.key.clone(), create_revision, mod_revision: rev.main, version, value, lease };
         self.record(rev, false, kv);
         self.index.put(&req.key, rev);
+        self.leases.attach(&req.key, lease);
         Ok(PutResponse {
             header: Some(ResponseHeader { revision: rev.main, ..Default::default() }),
             prev_kv: if req.prev_kv { prev } else { None },
@@ -271,6 +277,7 @@ impl<E: Engine> TxnCtx<'_, E> {
 
     /// Applies a delete of a key or range.
     pub fn delete(&mut self, req: &DeleteRangeRequest) -> Result<DeleteRangeResponse, StoreError> {
+        metrics::counter!("etcd_mvcc_delete_total").increment(1);
         let at = self.read_rev();
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut revisions = Vec::new();
@@ -295,6 +302,7 @@ impl<E: Engine> TxnCtx<'_, E> {
             self.index
                 .tombstone(key, rev)
                 .map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
+            self.leases.detach(key);
         }
         Ok(DeleteRangeResponse {
             header: Some(ResponseHeader { revision: self.read_rev(), ..Default::default() }),
@@ -327,6 +335,31 @@ impl<E: Engine> TxnCtx<'_, E> {
         Ok(TxnResponse { header: Some(ResponseHeader::default()), succeeded: decision.succeeded, responses })
     }
 
+    fn check_lease(&self, lease: i64) -> Result<(), StoreError> {
+        if lease != 0 && !self.leases.exists(lease) {
+            return Err(StoreError::LeaseNotFound);
+        }
+        Ok(())
+    }
+
+    /// Deletes `keys` (those live now), each at the next sub-revision: a revoked lease's keys.
+    pub fn delete_keys(&mut self, keys: &[Box<[u8]>]) -> Result<(), StoreError> {
+        for key in keys {
+            if self.index.get(key, self.read_rev()).is_none() {
+                continue;
+            }
+            let rev = self.next_revision()?;
+            let kv =
+                KeyValue { key: Bytes::copy_from_slice(key), mod_revision: rev.main, ..Default::default() };
+            self.record(rev, true, kv);
+            self.index
+                .tombstone(key, rev)
+                .map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
+            self.leases.detach(key);
+        }
+        Ok(())
+    }
+
     fn record(&mut self, rev: Revision, tombstone: bool, kv: KeyValue) {
         self.batch.writes.put(
             Family::History,
@@ -337,13 +370,4 @@ impl<E: Engine> TxnCtx<'_, E> {
         self.batch.events.push(Event { r#type: kind as i32, kv: Some(kv.clone()), prev_kv: None });
         self.batch.overlay.insert(rev, kv);
     }
-}
-
-/// No lease exists until the lease actor lands, so any lease id is unknown, as etcd answers for
-/// an id it has never granted.
-fn check_lease(lease: i64) -> Result<(), StoreError> {
-    if lease != 0 {
-        return Err(StoreError::LeaseNotFound);
-    }
-    Ok(())
 }

@@ -1,14 +1,18 @@
-//! Finds the synced watchers of a key in O(log n + matches): watchers of one key in a hash map,
-//! watchers of ranges in an interval tree, both holding slot numbers of the shard's records.
+//! Finds the synced watchers of a key in O(log n + matches): watchers of single keys in a hash
+//! table of slot numbers (4 bytes per watch: the key lives once, in the watch record), watchers
+//! of ranges in an interval tree.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::ops::Range;
 
+use hashbrown::{DefaultHashBuilder, HashTable};
 use interavl::IntervalTree;
 use smallvec::SmallVec;
 
-/// Slots of the watchers sharing one key or one range; most keys have one or two watchers,
-/// which fit inline without a heap allocation.
+use super::watcher::Watcher;
+
+/// Slots of the watchers sharing one range; most ranges have one or two watchers, which fit
+/// inline without a heap allocation.
 type Slots = SmallVec<[u32; 2]>;
 
 /// A range bound: a key, or past every key (etcd's "\0" range end).
@@ -18,10 +22,12 @@ enum Bound {
     Infinity,
 }
 
-/// The index of a shard's synced watchers.
+/// The index of a shard's synced watchers. Its methods take the shard's record slab, where
+/// each slot's key is read from (the exact-key table stores slot numbers only).
 #[derive(Default)]
 pub struct RangeIndex {
-    exact: HashMap<Box<[u8]>, Slots>,
+    hasher: DefaultHashBuilder,
+    exact: HashTable<u32>,
     ranges: IntervalTree<Bound, Slots>,
     range_count: usize,
 }
@@ -34,15 +40,22 @@ fn interval(key: &[u8], range_end: &[u8]) -> Range<Bound> {
     Bound::Key(key.into())..end
 }
 
+fn key_of(slots: &[Option<Watcher>], slot: u32) -> &[u8] {
+    slots.get(slot as usize).and_then(Option::as_ref).map_or(&[], Watcher::key)
+}
+
 impl RangeIndex {
-    /// Indexes watcher `slot` for `key` / `range_end` (etcd's range_end rules).
-    pub fn insert(&mut self, key: &[u8], range_end: &[u8], slot: u32) {
-        if range_end.is_empty() {
-            self.exact.entry(key.into()).or_default().push(slot);
+    /// Indexes watcher `slot` (already in `slots`) under its key or range.
+    pub fn insert(&mut self, slots: &[Option<Watcher>], slot: u32) {
+        let Some(w) = slots.get(slot as usize).and_then(Option::as_ref) else { return };
+        if w.range_end().is_empty() {
+            let hasher = &self.hasher;
+            let hash = hasher.hash_one(w.key());
+            self.exact.insert_unique(hash, slot, |s| hasher.hash_one(key_of(slots, *s)));
         } else {
-            let range = interval(key, range_end);
+            let range = interval(w.key(), w.range_end());
             match self.ranges.get_mut(&range) {
-                Some(slots) => slots.push(slot),
+                Some(list) => list.push(slot),
                 None => {
                     self.ranges.insert(range, SmallVec::from_slice(&[slot]));
                 }
@@ -51,22 +64,24 @@ impl RangeIndex {
         }
     }
 
-    /// Removes watcher `slot`; returns whether it was there.
-    pub fn remove(&mut self, key: &[u8], range_end: &[u8], slot: u32) -> bool {
-        if range_end.is_empty() {
-            let Some(slots) = self.exact.get_mut(key) else { return false };
-            let Some(at) = slots.iter().position(|s| *s == slot) else { return false };
-            slots.swap_remove(at);
-            if slots.is_empty() {
-                self.exact.remove(key);
+    /// Removes watcher `slot` (still in `slots`); returns whether it was there.
+    pub fn remove(&mut self, slots: &[Option<Watcher>], slot: u32) -> bool {
+        let Some(w) = slots.get(slot as usize).and_then(Option::as_ref) else { return false };
+        if w.range_end().is_empty() {
+            let hash = self.hasher.hash_one(w.key());
+            match self.exact.find_entry(hash, |s| *s == slot) {
+                Ok(entry) => {
+                    entry.remove();
+                    true
+                }
+                Err(_) => false,
             }
-            true
         } else {
-            let range = interval(key, range_end);
-            let Some(slots) = self.ranges.get_mut(&range) else { return false };
-            let Some(at) = slots.iter().position(|s| *s == slot) else { return false };
-            slots.swap_remove(at);
-            if slots.is_empty() {
+            let range = interval(w.key(), w.range_end());
+            let Some(list) = self.ranges.get_mut(&range) else { return false };
+            let Some(at) = list.iter().position(|s| *s == slot) else { return false };
+            list.swap_remove(at);
+            if list.is_empty() {
                 self.ranges.remove(&range);
             }
             self.range_count -= 1;
@@ -74,11 +89,11 @@ impl RangeIndex {
         }
     }
 
-    /// Calls `visit` with the slot of every watcher whose key or range covers `key`.
+    /// Calls `visit` with the slot of every watcher whose key or range may cover `key`.
+    /// Single-key candidates share the key's hash: the caller checks `Watcher::covers`.
     pub fn matches(&self, key: &[u8], mut visit: impl FnMut(u32)) {
-        if let Some(slots) = self.exact.get(key) {
-            slots.iter().for_each(|s| visit(*s));
-        }
+        let hash = self.hasher.hash_one(key);
+        self.exact.iter_hash(hash).for_each(|s| visit(*s));
         if self.range_count == 0 {
             return;
         }
@@ -87,47 +102,93 @@ impl RangeIndex {
         after.extend_from_slice(key);
         after.push(0);
         let point = Bound::Key(key.into())..Bound::Key(after.into_boxed_slice());
-        for (_, slots) in self.ranges.iter_overlaps(&point) {
-            slots.iter().for_each(|s| visit(*s));
+        for (_, list) in self.ranges.iter_overlaps(&point) {
+            list.iter().for_each(|s| visit(*s));
         }
     }
 
-    /// Approximate heap bytes: map entries and keys, tree nodes and bounds.
+    /// Shrinks the exact-key table to what it holds.
+    pub fn shrink_to_fit(&mut self, slots: &[Option<Watcher>]) {
+        let hasher = &self.hasher;
+        self.exact.shrink_to_fit(|s| hasher.hash_one(key_of(slots, *s)));
+    }
+
+    /// Approximate heap bytes: the hash table's slots and control bytes, tree nodes and bounds.
     pub fn heap_bytes(&self) -> usize {
-        let exact: usize =
-            self.exact.keys().map(|k| k.len() + std::mem::size_of::<(Box<[u8]>, Slots)>() + 8).sum();
-        exact + self.range_count * 160
+        self.exact.capacity() * (std::mem::size_of::<u32>() + 1) + self.range_count * 160
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch::watcher::WatchSpec;
+    use bytes::Bytes;
 
-    fn matched(index: &RangeIndex, key: &[u8]) -> Vec<u32> {
+    fn watcher(key: &'static str, end: &'static str) -> Option<Watcher> {
+        Some(Watcher::new(&WatchSpec {
+            stream: 1,
+            watch_id: 0,
+            key: Bytes::from_static(key.as_bytes()),
+            range_end: Bytes::from_static(end.as_bytes()),
+            start_revision: 1,
+            prev_kv: false,
+            no_put: false,
+            no_delete: false,
+            progress_notify: false,
+        }))
+    }
+
+    fn matched(index: &RangeIndex, slots: &[Option<Watcher>], key: &[u8]) -> Vec<u32> {
         let mut out = Vec::new();
-        index.matches(key, |s| out.push(s));
+        index.matches(key, |s| {
+            if slots[s as usize].as_ref().is_some_and(|w| w.covers(key)) {
+                out.push(s)
+            }
+        });
         out.sort_unstable();
         out
     }
 
     #[test]
     fn exact_prefix_and_open_ranges_match() {
+        let slots = vec![
+            None,
+            watcher("a", ""),
+            watcher("a", ""),
+            watcher("a", "b"),
+            watcher("b", "\0"),
+            watcher("ab", "ac"),
+        ];
         let mut index = RangeIndex::default();
-        index.insert(b"a", b"", 1);
-        index.insert(b"a", b"", 2);
-        index.insert(b"a", b"b", 3);
-        index.insert(b"b", b"\0", 4);
-        index.insert(b"ab", b"ac", 5);
-        assert_eq!(matched(&index, b"a"), [1, 2, 3]);
-        assert_eq!(matched(&index, b"ab"), [3, 5]);
-        assert_eq!(matched(&index, b"b"), [4]);
-        assert_eq!(matched(&index, b"zzz"), [4]);
-        assert_eq!(matched(&index, b"0"), Vec::<u32>::new());
-        assert!(index.remove(b"a", b"", 1));
-        assert!(!index.remove(b"a", b"", 1));
-        assert!(index.remove(b"a", b"b", 3));
-        assert_eq!(matched(&index, b"a"), [2]);
-        assert_eq!(matched(&index, b"ab"), [5]);
+        for slot in 1..slots.len() as u32 {
+            index.insert(&slots, slot);
+        }
+        assert_eq!(matched(&index, &slots, b"a"), [1, 2, 3]);
+        assert_eq!(matched(&index, &slots, b"ab"), [3, 5]);
+        assert_eq!(matched(&index, &slots, b"b"), [4]);
+        assert_eq!(matched(&index, &slots, b"zzz"), [4]);
+        assert_eq!(matched(&index, &slots, b"0"), Vec::<u32>::new());
+        assert!(index.remove(&slots, 1));
+        assert!(!index.remove(&slots, 1));
+        assert!(index.remove(&slots, 3));
+        assert_eq!(matched(&index, &slots, b"a"), [2]);
+        assert_eq!(matched(&index, &slots, b"ab"), [5]);
+    }
+
+    #[test]
+    fn many_single_key_watchers_survive_table_growth() {
+        let slots: Vec<Option<Watcher>> = (0..1000)
+            .map(|i| {
+                let key: &'static str = Box::leak(format!("k{}", i % 300).into_boxed_str());
+                watcher(key, "")
+            })
+            .collect();
+        let mut index = RangeIndex::default();
+        for slot in 0..slots.len() as u32 {
+            index.insert(&slots, slot);
+        }
+        assert_eq!(matched(&index, &slots, b"k7").len(), 4);
+        assert_eq!(matched(&index, &slots, b"k299").len(), 3);
     }
 }

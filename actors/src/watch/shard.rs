@@ -50,8 +50,19 @@ impl Outbox for Outboxes {
     }
 }
 
+/// What a shard last added to the process-wide watch gauges, so it can publish deltas (the
+/// shards share those gauges).
+#[derive(Default)]
+struct Published {
+    watchers: f64,
+    streams: f64,
+    slow: f64,
+}
+
 /// One shard of the watch tree.
 pub struct WatchShard<E: Engine> {
+    index: usize,
+    published: Published,
     group: WatcherGroup,
     outboxes: Outboxes,
     view: ReadView<E>,
@@ -60,10 +71,30 @@ pub struct WatchShard<E: Engine> {
 }
 
 impl<E: Engine> WatchShard<E> {
-    /// A shard reading history through `view`.
-    pub fn new(view: ReadView<E>, config: ShardConfig) -> Self {
+    /// Shard number `index`, reading history through `view`.
+    pub fn new(index: usize, view: ReadView<E>, config: ShardConfig) -> Self {
         let group = WatcherGroup::new(view.revision());
-        Self { group, outboxes: Outboxes::default(), view, config, sync_scheduled: false }
+        let published = Published::default();
+        Self { index, published, group, outboxes: Outboxes::default(), view, config, sync_scheduled: false }
+    }
+
+    /// Publishes this shard's figures: its own heap gauge, and its share of the totals.
+    fn publish(&mut self) {
+        let shard = self.index.to_string();
+        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "watch_shard", "shard" => shard)
+            .set(self.group.heap_bytes() as f64);
+        let now = Published {
+            watchers: self.group.len() as f64,
+            streams: self.group.stream_count() as f64,
+            slow: self.group.unsynced_len() as f64,
+        };
+        for name in ["etcd_debugging_mvcc_watcher_total", "actcd_watches"] {
+            metrics::gauge!(name).increment(now.watchers - self.published.watchers);
+        }
+        metrics::gauge!("etcd_debugging_mvcc_watch_stream_total")
+            .increment(now.streams - self.published.streams);
+        metrics::gauge!("etcd_debugging_mvcc_slow_watcher_total").increment(now.slow - self.published.slow);
+        self.published = now;
     }
 
     fn sync(&mut self) {
@@ -77,7 +108,11 @@ impl<E: Engine> Actor for WatchShard<E> {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         ctx.run_interval(SYNC_INTERVAL, |shard, _| shard.sync());
-        ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| shard.group.check_stalled(shard.view.revision()));
+        ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| {
+            shard.group.check_stalled(shard.view.revision());
+            shard.group.trim();
+            shard.publish();
+        });
         ctx.run_interval(self.config.progress_interval, |shard, _| {
             shard.group.progress_tick(&mut shard.outboxes)
         });

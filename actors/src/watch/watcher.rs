@@ -43,21 +43,21 @@ pub mod flags {
     pub const NOTIFIED: u8 = 32;
 }
 
-/// A watch record in a shard. Kept small: a shard may hold millions.
+/// A watch record in a shard. Kept small (48 bytes plus its keys): a shard may hold millions.
 #[derive(Debug, Clone)]
 pub struct Watcher {
+    /// The key followed by the range end, in one allocation.
+    keys: Box<[u8]>,
+    /// Length of the key within `keys`.
+    key_len: u32,
+    /// [`flags`] bits.
+    pub flags: u8,
     /// Owning stream.
     pub stream: StreamId,
     /// Id within the stream.
     pub watch_id: i64,
-    /// First key.
-    pub key: Box<[u8]>,
-    /// Range end as in [`WatchSpec::range_end`].
-    pub range_end: Box<[u8]>,
     /// The next revision this watcher has not been sent.
     pub next_rev: i64,
-    /// [`flags`] bits.
-    pub flags: u8,
 }
 
 impl Watcher {
@@ -76,22 +76,36 @@ impl Watcher {
         if spec.progress_notify {
             f |= flags::PROGRESS;
         }
+        let mut keys = Vec::with_capacity(spec.key.len() + spec.range_end.len());
+        keys.extend_from_slice(&spec.key);
+        keys.extend_from_slice(&spec.range_end);
         Self {
+            keys: keys.into_boxed_slice(),
+            key_len: u32::try_from(spec.key.len()).unwrap_or(u32::MAX),
+            flags: f,
             stream: spec.stream,
             watch_id: spec.watch_id,
-            key: spec.key.to_vec().into_boxed_slice(),
-            range_end: spec.range_end.to_vec().into_boxed_slice(),
             next_rev: spec.start_revision,
-            flags: f,
         }
+    }
+
+    /// The first key.
+    pub fn key(&self) -> &[u8] {
+        &self.keys[..self.key_len as usize]
+    }
+
+    /// The range end: empty for a single key, "\0" for every key >= the key.
+    pub fn range_end(&self) -> &[u8] {
+        &self.keys[self.key_len as usize..]
     }
 
     /// True when `key` is in the watched key or range.
     pub fn covers(&self, key: &[u8]) -> bool {
-        match &*self.range_end {
-            [] => key == &*self.key,
-            [0] => key >= &*self.key,
-            end => key >= &*self.key && key < end,
+        let start = self.key();
+        match self.range_end() {
+            [] => key == start,
+            [0] => key >= start,
+            end => key >= start && key < end,
         }
     }
 
@@ -109,8 +123,38 @@ impl Watcher {
         self.flags & flag != 0
     }
 
-    /// Approximate heap bytes, for memory accounting.
+    /// Heap bytes of its keys.
     pub fn heap_bytes(&self) -> usize {
-        self.key.len() + self.range_end.len()
+        self.keys.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_record_is_small_and_covers_its_range() {
+        assert!(std::mem::size_of::<Option<Watcher>>() <= 48);
+        let spec = |key: &'static [u8], end: &'static [u8]| WatchSpec {
+            stream: 1,
+            watch_id: 2,
+            key: Bytes::from_static(key),
+            range_end: Bytes::from_static(end),
+            start_revision: 3,
+            prev_kv: false,
+            no_put: true,
+            no_delete: false,
+            progress_notify: false,
+        };
+        let one = Watcher::new(&spec(b"k", b""));
+        assert!(one.covers(b"k") && !one.covers(b"k2"));
+        assert!(!one.wants(false) && one.wants(true));
+        let range = Watcher::new(&spec(b"a", b"c"));
+        assert_eq!((range.key(), range.range_end()), (&b"a"[..], &b"c"[..]));
+        assert!(range.covers(b"b") && !range.covers(b"c"));
+        let open = Watcher::new(&spec(b"m", b"\0"));
+        assert!(open.covers(b"zzz") && !open.covers(b"a"));
     }
 }

@@ -160,6 +160,23 @@ impl WatcherGroup {
         records + streams + self.synced.heap_bytes() + (self.free.capacity() + self.unsynced.capacity()) * 4
     }
 
+    /// Gives back memory after many watches went away: drops free slots at the end of the
+    /// slab (slot numbers in use never move) and shrinks the containers to what they hold.
+    pub fn trim(&mut self) {
+        while matches!(self.slots.last(), Some(None)) {
+            self.slots.pop();
+        }
+        let len = self.slots.len() as u32;
+        self.free.retain(|s| *s < len);
+        if self.slots.len() < self.slots.capacity() / 2 {
+            self.slots.shrink_to_fit();
+            self.free.shrink_to_fit();
+            self.unsynced.shrink_to_fit();
+            self.streams.shrink_to_fit();
+            self.synced.shrink_to_fit(&self.slots);
+        }
+    }
+
     /// Adds a watch. One that starts at or before `processed` must first catch up.
     pub fn add(&mut self, spec: &WatchSpec) {
         let watcher = Watcher::new(spec);
@@ -175,10 +192,10 @@ impl WatcherGroup {
             self.unsynced.push(slot);
             self.slots[slot as usize] = Some(watcher);
         } else {
-            self.synced.insert(&watcher.key, &watcher.range_end, slot);
             let mut watcher = watcher;
             watcher.flags |= flags::SYNCED;
             self.slots[slot as usize] = Some(watcher);
+            self.synced.insert(&self.slots, slot);
         }
         self.watch_count += 1;
     }
@@ -206,11 +223,15 @@ impl WatcherGroup {
     }
 
     fn remove_slot(&mut self, slot: u32) {
+        let Some(synced) = self.slots[slot as usize].as_ref().map(|w| w.has(flags::SYNCED)) else { return };
+        if synced {
+            self.synced.remove(&self.slots, slot);
+        }
         let Some(watcher) = self.slots[slot as usize].take() else { return };
-        if watcher.has(flags::SYNCED) {
-            self.synced.remove(&watcher.key, &watcher.range_end, slot);
-        } else if let Some(at) = self.unsynced.iter().position(|s| *s == slot) {
-            self.unsynced.swap_remove(at);
+        if !synced {
+            if let Some(at) = self.unsynced.iter().position(|s| *s == slot) {
+                self.unsynced.swap_remove(at);
+            }
         }
         if let Some(list) = self.streams.get_mut(&watcher.stream) {
             list.retain(|s| *s != slot);
@@ -228,10 +249,12 @@ impl WatcherGroup {
             w.next_rev = w.next_rev.min(next_rev);
             return;
         }
-        w.flags &= !flags::SYNCED;
         w.next_rev = w.next_rev.max(next_rev);
-        let (key, end) = (w.key.clone(), w.range_end.clone());
-        self.synced.remove(&key, &end, slot);
+        // Removed from the index while its record still says where it is indexed.
+        self.synced.remove(&self.slots, slot);
+        if let Some(w) = self.slots[slot as usize].as_mut() {
+            w.flags &= !flags::SYNCED;
+        }
         self.unsynced.push(slot);
     }
 
@@ -281,7 +304,7 @@ impl WatcherGroup {
                 self.synced.matches(key_of(ev), |slot| matched.push(slot));
                 for slot in matched {
                     let Some(w) = self.slots[slot as usize].as_ref() else { continue };
-                    if rev < w.next_rev || !w.wants(is_delete(ev)) {
+                    if rev < w.next_rev || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
                         continue;
                     }
                     let event = if w.has(flags::PREV_KV) {
@@ -439,8 +462,7 @@ impl WatcherGroup {
         self.unsynced.swap_remove(at);
         let Some(w) = self.slots[slot as usize].as_mut() else { return };
         w.flags |= flags::SYNCED;
-        let (key, end) = (w.key.clone(), w.range_end.clone());
-        self.synced.insert(&key, &end, slot);
+        self.synced.insert(&self.slots, slot);
     }
 
     fn cancel_compacted(&mut self, history: &impl History, outbox: &mut impl Outbox) {

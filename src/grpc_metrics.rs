@@ -1,0 +1,249 @@
+//! go-grpc-prometheus's server series, as etcd exports them: started, handled (by code),
+//! messages received and sent, and handling time, labelled by type, service and method. A
+//! tower layer in front of every gRPC service: it sees each call's path at the start and its
+//! grpc-status in the response headers (trailers-only answers) or trailers.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tonic::body::Body;
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// gRPC status codes by number, as go-grpc-prometheus labels them.
+const CODES: [&str; 17] = [
+    "OK",
+    "Canceled",
+    "Unknown",
+    "InvalidArgument",
+    "DeadlineExceeded",
+    "NotFound",
+    "AlreadyExists",
+    "PermissionDenied",
+    "ResourceExhausted",
+    "FailedPrecondition",
+    "Aborted",
+    "OutOfRange",
+    "Unimplemented",
+    "Internal",
+    "Unavailable",
+    "DataLoss",
+    "Unauthenticated",
+];
+
+/// Every method etcd serves, with its gRPC type, so series can be pre-initialised to 0.
+pub const METHODS: &[(&str, &str, &str)] = &[
+    ("etcdserverpb.KV", "Range", "unary"),
+    ("etcdserverpb.KV", "Put", "unary"),
+    ("etcdserverpb.KV", "DeleteRange", "unary"),
+    ("etcdserverpb.KV", "Txn", "unary"),
+    ("etcdserverpb.KV", "Compact", "unary"),
+    ("etcdserverpb.Watch", "Watch", "bidi_stream"),
+    ("etcdserverpb.Lease", "LeaseGrant", "unary"),
+    ("etcdserverpb.Lease", "LeaseRevoke", "unary"),
+    ("etcdserverpb.Lease", "LeaseKeepAlive", "bidi_stream"),
+    ("etcdserverpb.Lease", "LeaseTimeToLive", "unary"),
+    ("etcdserverpb.Lease", "LeaseLeases", "unary"),
+    ("etcdserverpb.Cluster", "MemberList", "unary"),
+    ("etcdserverpb.Maintenance", "Status", "unary"),
+    ("etcdserverpb.Maintenance", "Alarm", "unary"),
+    ("etcdserverpb.Maintenance", "Snapshot", "server_stream"),
+    ("etcdserverpb.Maintenance", "HashKV", "unary"),
+    ("etcdserverpb.Maintenance", "Defragment", "unary"),
+    ("grpc.health.v1.Health", "Check", "unary"),
+];
+
+fn grpc_type(service: &str, method: &str) -> &'static str {
+    METHODS.iter().find(|(s, m, _)| *s == service && *m == method).map_or("unary", |(_, _, t)| t)
+}
+
+fn code_name(value: Option<&http::HeaderValue>) -> Option<&'static str> {
+    let code: usize = value?.to_str().ok()?.parse().ok()?;
+    CODES.get(code).copied()
+}
+
+/// Sets every started and handled series to zero, as go-grpc-prometheus does at start, so
+/// dashboards and alerts see a value before the first call.
+pub fn preinitialise() {
+    for (service, method, kind) in METHODS {
+        let labels = [("grpc_type", *kind), ("grpc_service", *service), ("grpc_method", *method)];
+        metrics::counter!("grpc_server_started_total", &labels).absolute(0);
+        metrics::counter!("grpc_server_msg_received_total", &labels).absolute(0);
+        metrics::counter!("grpc_server_msg_sent_total", &labels).absolute(0);
+        for code in CODES {
+            let labels = [
+                ("grpc_type", *kind),
+                ("grpc_service", *service),
+                ("grpc_method", *method),
+                ("grpc_code", code),
+            ];
+            metrics::counter!("grpc_server_handled_total", &labels).absolute(0);
+        }
+    }
+}
+
+/// The layer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrpcMetricsLayer;
+
+impl<S> Layer<S> for GrpcMetricsLayer {
+    type Service = GrpcMetrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        GrpcMetrics { inner }
+    }
+}
+
+/// The service the layer wraps around the gRPC router.
+#[derive(Debug, Clone)]
+pub struct GrpcMetrics<S> {
+    inner: S,
+}
+
+/// What a call is, for its labels.
+#[derive(Debug, Clone)]
+struct Call {
+    kind: &'static str,
+    service: String,
+    method: String,
+    started: Instant,
+}
+
+impl Call {
+    fn labels(&self) -> [(&'static str, String); 3] {
+        [
+            ("grpc_type", self.kind.to_string()),
+            ("grpc_service", self.service.clone()),
+            ("grpc_method", self.method.clone()),
+        ]
+    }
+
+    fn finish(&self, code: &'static str) {
+        let mut labels = self.labels().to_vec();
+        labels.push(("grpc_code", code.to_string()));
+        metrics::counter!("grpc_server_handled_total", &labels).increment(1);
+        metrics::histogram!("grpc_server_handling_seconds", &self.labels())
+            .record(self.started.elapsed().as_secs_f64());
+        if code == "OK" && (self.kind == "unary" || self.kind == "client_stream") {
+            metrics::counter!("grpc_server_msg_sent_total", &self.labels()).increment(1);
+        }
+    }
+}
+
+impl<S, B> Service<http::Request<B>> for GrpcMetrics<S>
+where
+    S: Service<http::Request<B>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let mut parts = request.uri().path().trim_start_matches('/').splitn(2, '/');
+        let service = parts.next().unwrap_or_default().to_string();
+        let method = parts.next().unwrap_or_default().to_string();
+        let call = Call { kind: grpc_type(&service, &method), service, method, started: Instant::now() };
+        metrics::counter!("grpc_server_started_total", &call.labels()).increment(1);
+        if call.kind == "unary" || call.kind == "server_stream" {
+            metrics::counter!("grpc_server_msg_received_total", &call.labels()).increment(1);
+        }
+        let future = self.inner.call(request);
+        Box::pin(async move {
+            let mut response = future.await?;
+            grpc_go_size_error(&mut response);
+            // A trailers-only answer (an error, or an empty stream) carries its status here.
+            if let Some(code) = code_name(response.headers().get("grpc-status")) {
+                call.finish(code);
+                return Ok(response);
+            }
+            Ok(response.map(|body| Body::new(Counted { inner: body, call: Pending(Some(call)) })))
+        })
+    }
+}
+
+/// A call whose status is not known yet. If its body is dropped before the trailers went out
+/// (the client abandoned a stream), etcd counts the call as Canceled, and so does this.
+struct Pending(Option<Call>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some(call) = self.0.take() {
+            call.finish("Canceled");
+        }
+    }
+}
+
+/// A request over the size limit is refused by tonic's decoder with OUT_OF_RANGE and its own
+/// text; etcd (grpc-go) answers RESOURCE_EXHAUSTED "grpc: received message larger than max
+/// (N vs. M)". Rewrites the former into the latter, numbers kept.
+fn grpc_go_size_error(response: &mut http::Response<Body>) {
+    let headers = response.headers_mut();
+    if headers.get("grpc-status").and_then(|v| v.to_str().ok()) != Some("11") {
+        return;
+    }
+    let Some(message) = headers.get("grpc-message").and_then(|v| v.to_str().ok()) else { return };
+    // tonic's text, percent-encoded: "Error, decoded message length too large: found N bytes,
+    // the limit is: M bytes".
+    let decoded = message.replace("%20", " ").replace("%2C", ",").replace("%3A", ":");
+    if !decoded.starts_with("Error, decoded message length too large") {
+        return;
+    }
+    let numbers: Vec<&str> = decoded.split(|c: char| !c.is_ascii_digit()).filter(|n| !n.is_empty()).collect();
+    let [found, limit] = numbers[..] else { return };
+    let text = format!("grpc: received message larger than max ({found} vs. {limit})");
+    let encoded = text.replace(' ', "%20").replace('(', "%28").replace(')', "%29").replace(':', "%3A");
+    if let Ok(value) = http::HeaderValue::from_str(&encoded) {
+        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
+        headers.insert("grpc-message", value);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that reports its call's status when its trailers go out. Messages of a
+    /// stream are counted by DATA frames, one per message for messages up to the frame size.
+    struct Counted {
+        #[pin]
+        inner: Body,
+        call: Pending,
+    }
+}
+
+impl HttpBody for Counted {
+    type Data = <Body as HttpBody>::Data;
+    type Error = <Body as HttpBody>::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        let polled = this.inner.poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(trailers) = frame.trailers_ref() {
+                if let Some(call) = this.call.0.take() {
+                    call.finish(code_name(trailers.get("grpc-status")).unwrap_or("Unknown"));
+                }
+            } else if let Some(call) = this.call.0.as_ref() {
+                if call.kind == "bidi_stream" || call.kind == "server_stream" {
+                    metrics::counter!("grpc_server_msg_sent_total", &call.labels()).increment(1);
+                }
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

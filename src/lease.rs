@@ -1,0 +1,160 @@
+//! The Lease service: grants and revokes are durable commands through the StoreActor; the
+//! LeaseActor keeps deadlines, answers keep-alives (one KeepAliveStream actor per stream) and
+//! time-to-live, and revokes what expires.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+use actix::{Actor, Addr, ArbiterHandle, AsyncContext};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use actcd_actors::keepalive::KeepAliveStream;
+use actcd_actors::lease::actor::{Forget, LeaseActor, Remaining, Track};
+use actcd_actors::store::{Command, CommandResponse, StoreError};
+use actcd_actors::store_actor::{LeaseKeys, LeaseList};
+use actcd_proto::etcdserverpb::lease_server::Lease;
+use actcd_proto::etcdserverpb::{
+    LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,
+    LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus, LeaseTimeToLiveRequest,
+    LeaseTimeToLiveResponse,
+};
+
+use crate::kv::StoreHandle;
+use crate::status::to_status;
+
+/// Keep-alive answers queued towards one client before its stream actor waits.
+const RESPONSE_BUFFER: usize = 16;
+/// Server-chosen ids that collide with an existing lease are retried this often.
+const ID_ATTEMPTS: usize = 8;
+
+/// The Lease service.
+pub struct LeaseService {
+    store: StoreHandle,
+    leases: Addr<LeaseActor>,
+    arbiters: Vec<ArbiterHandle>,
+    next_arbiter: AtomicUsize,
+    next_id: AtomicI64,
+}
+
+impl LeaseService {
+    /// A lease service over `store` and the lease actor; keep-alive streams run on `arbiters`.
+    pub fn new(store: StoreHandle, leases: Addr<LeaseActor>, arbiters: Vec<ArbiterHandle>) -> Self {
+        // Ids are a counter that starts from the clock, member-prefixed like etcd's, so ids
+        // from before a restart are unlikely to be handed out again (the store refuses them).
+        let clock = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(1);
+        let prefix = ((store.identity.member_id & 0xffff) as i64) << 47;
+        let next_id = AtomicI64::new(prefix | ((clock << 8) & ((1 << 47) - 1)));
+        Self { store, leases, arbiters, next_arbiter: AtomicUsize::new(0), next_id }
+    }
+
+    fn fresh_id(&self) -> i64 {
+        (self.next_id.fetch_add(1, Ordering::Relaxed) & i64::MAX).max(1)
+    }
+}
+
+#[tonic::async_trait]
+impl Lease for LeaseService {
+    async fn lease_grant(
+        &self,
+        request: Request<LeaseGrantRequest>,
+    ) -> Result<Response<LeaseGrantResponse>, Status> {
+        let req = request.into_inner();
+        for _ in 0..ID_ATTEMPTS {
+            let id = if req.id != 0 { req.id } else { self.fresh_id() };
+            let grant = LeaseGrantRequest { id, ttl: req.ttl };
+            match self.store.write_raw(Command::LeaseGrant(grant)).await {
+                Ok(CommandResponse::LeaseGrant(mut resp)) => {
+                    let _ = self.leases.send(Track { id, ttl: resp.ttl }).await;
+                    self.store.identity.fill(&mut resp.header);
+                    return Ok(Response::new(resp));
+                }
+                Err(StoreError::LeaseExists) if req.id == 0 => continue,
+                Err(err) => return Err(to_status(err)),
+                Ok(other) => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+            }
+        }
+        Err(to_status(StoreError::LeaseExists))
+    }
+
+    async fn lease_revoke(
+        &self,
+        request: Request<LeaseRevokeRequest>,
+    ) -> Result<Response<LeaseRevokeResponse>, Status> {
+        let id = request.get_ref().id;
+        match self.store.write(Command::LeaseRevoke(request.into_inner())).await? {
+            CommandResponse::LeaseRevoke(mut resp) => {
+                let _ = self.leases.send(Forget(id)).await;
+                self.store.identity.fill(&mut resp.header);
+                Ok(Response::new(resp))
+            }
+            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+        }
+    }
+
+    async fn lease_keep_alive(
+        &self,
+        request: Request<Streaming<LeaseKeepAliveRequest>>,
+    ) -> Result<Response<tonic::codegen::BoxStream<LeaseKeepAliveResponse>>, Status> {
+        let input = request
+            .into_inner()
+            .take_while(|r| futures::future::ready(r.is_ok()))
+            .filter_map(|r| async { r.ok() });
+        let n = self.arbiters.len().max(1);
+        let arbiter = self
+            .arbiters
+            .get(self.next_arbiter.fetch_add(1, Ordering::Relaxed) % n)
+            .ok_or_else(|| Status::unavailable("etcdserver: server stopped"))?;
+        let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
+        let (leases, view, identity) = (self.leases.clone(), self.store.view.clone(), self.store.identity);
+        KeepAliveStream::start_in_arbiter(arbiter, move |ctx| {
+            ctx.add_stream(input);
+            KeepAliveStream::new(leases, output, view, identity)
+        });
+        let out = ReceiverStream::new(responses).map(|r: Box<LeaseKeepAliveResponse>| Ok(*r));
+        Ok(Response::new(Box::pin(out)))
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        request: Request<LeaseTimeToLiveRequest>,
+    ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        let req = request.into_inner();
+        let header = self.store.identity.header(self.store.view.revision());
+        let stopped = |_: actix::MailboxError| to_status(StoreError::Stopped("actor gone".into()));
+        let Some((ttl, granted_ttl)) = self.leases.send(Remaining(req.id)).await.map_err(stopped)? else {
+            return Ok(Response::new(LeaseTimeToLiveResponse {
+                header,
+                id: req.id,
+                ttl: -1,
+                ..Default::default()
+            }));
+        };
+        let keys = if req.keys {
+            let keys = self.store.writer.send(LeaseKeys(req.id)).await.map_err(stopped)?;
+            keys.unwrap_or_default().into_iter().map(|k| k.into_vec().into()).collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Response::new(LeaseTimeToLiveResponse { header, id: req.id, ttl, granted_ttl, keys }))
+    }
+
+    async fn lease_leases(
+        &self,
+        _: Request<LeaseLeasesRequest>,
+    ) -> Result<Response<LeaseLeasesResponse>, Status> {
+        let header = self.store.identity.header(self.store.view.revision());
+        let list = self
+            .store
+            .writer
+            .send(LeaseList)
+            .await
+            .map_err(|_| to_status(StoreError::Stopped("writer gone".into())))?;
+        let leases = list.into_iter().map(|(id, _)| LeaseStatus { id }).collect();
+        Ok(Response::new(LeaseLeasesResponse { header, leases }))
+    }
+}

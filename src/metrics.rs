@@ -1,0 +1,126 @@
+//! The Prometheus exposition: the recorder (etcd's histogram buckets), the series sampled at
+//! scrape time (sizes, process and allocator figures), and the text served at /metrics.
+//! Counters and histograms are recorded where things happen (gRPC layer, StoreActor, shards).
+
+use anyhow::Context;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use actcd_actors::store::{ReadView, RocksEngine};
+
+use crate::maintenance::SERVER_VERSION;
+
+/// etcd's disk latency buckets: 1 ms doubling to 8 s.
+const DISK_BUCKETS: [f64; 14] =
+    [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192];
+/// Prometheus's default buckets, which go-grpc-prometheus uses for handling time.
+const GRPC_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+/// Commands per group commit.
+const BATCH_BUCKETS: [f64; 13] =
+    [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0];
+
+/// Installs the process-wide recorder and sets the series that never change.
+pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Prefix("etcd_disk_".into()), &DISK_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full("grpc_server_handling_seconds".into()), &GRPC_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full("actcd_store_batch_size".into()), &BATCH_BUCKETS)?
+        .install_recorder()
+        .context("cannot install the metrics recorder")?;
+    // One member that is always its own leader.
+    metrics::gauge!("etcd_server_has_leader").set(1.0);
+    metrics::gauge!("etcd_server_is_leader").set(1.0);
+    metrics::counter!("etcd_server_leader_changes_seen_total").absolute(1);
+    metrics::gauge!("etcd_server_quota_backend_bytes").set(quota_bytes as f64);
+    metrics::gauge!("etcd_server_version", "server_version" => SERVER_VERSION).set(1.0);
+    metrics::gauge!("etcd_server_proposals_pending").set(0.0);
+    for name in [
+        "etcd_server_proposals_committed_total",
+        "etcd_server_proposals_applied_total",
+        "etcd_server_proposals_failed_total",
+        "etcd_mvcc_put_total",
+        "etcd_mvcc_range_total",
+        "etcd_mvcc_delete_total",
+        "etcd_mvcc_txn_total",
+        "actcd_store_fsyncs_total",
+        "etcd_network_client_grpc_received_bytes_total",
+        "etcd_network_client_grpc_sent_bytes_total",
+    ] {
+        metrics::counter!(name).absolute(0);
+    }
+    crate::grpc_metrics::preinitialise();
+    Ok(handle)
+}
+
+/// Samples the gauges that are read rather than recorded, then renders everything.
+pub fn render(handle: &PrometheusHandle, view: &ReadView<RocksEngine>) -> String {
+    let db = view.db_size() as f64;
+    metrics::gauge!("etcd_mvcc_db_total_size_in_bytes").set(db);
+    metrics::gauge!("etcd_mvcc_db_total_size_in_use_in_bytes").set(db);
+    if let Ok((keys, index_bytes)) = view.index_stats() {
+        metrics::gauge!("etcd_debugging_mvcc_keys_total").set(keys as f64);
+        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "index").set(index_bytes as f64);
+    }
+    sample_allocator();
+    sample_process();
+    handle.render()
+}
+
+fn sample_allocator() {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    // jemalloc caches its statistics until the epoch advances.
+    if epoch::advance().is_err() {
+        return;
+    }
+    if let Ok(v) = stats::allocated::read() {
+        metrics::gauge!("actcd_jemalloc_allocated_bytes").set(v as f64);
+    }
+    if let Ok(v) = stats::resident::read() {
+        metrics::gauge!("actcd_jemalloc_resident_bytes").set(v as f64);
+    }
+    if let Ok(v) = stats::active::read() {
+        metrics::gauge!("actcd_jemalloc_active_bytes").set(v as f64);
+    }
+}
+
+/// The Prometheus client's process collector, read from /proc.
+fn sample_process() {
+    const PAGE: f64 = 4096.0;
+    const TICKS: f64 = 100.0;
+    if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
+        let mut fields = statm.split_whitespace().map(|f| f.parse::<f64>().unwrap_or(0.0));
+        let (size, resident) = (fields.next().unwrap_or(0.0), fields.next().unwrap_or(0.0));
+        metrics::gauge!("process_virtual_memory_bytes").set(size * PAGE);
+        metrics::gauge!("process_resident_memory_bytes").set(resident * PAGE);
+    }
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+        // Fields after the command name, which may contain spaces, start at ") ".
+        let rest = stat.rsplit_once(") ").map_or("", |(_, r)| r);
+        let fields: Vec<f64> = rest.split_whitespace().map(|f| f.parse().unwrap_or(0.0)).collect();
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        if fields.len() > 20 {
+            // A gauge: the metrics facade's counters are integers, and whole seconds are too coarse.
+            metrics::gauge!("process_cpu_seconds_total").set((fields[11] + fields[12]) / TICKS);
+            let boot = std::fs::read_to_string("/proc/stat")
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse::<f64>().ok()))
+                })
+                .unwrap_or(0.0);
+            metrics::gauge!("process_start_time_seconds").set(boot + fields[19] / TICKS);
+        }
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        metrics::gauge!("process_open_fds").set(fds.count() as f64);
+    }
+    if let Ok(limits) = std::fs::read_to_string("/proc/self/limits") {
+        let max = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse::<f64>().ok());
+        if let Some(max) = max {
+            metrics::gauge!("process_max_fds").set(max);
+        }
+    }
+}
