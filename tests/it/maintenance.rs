@@ -220,6 +220,7 @@ async fn nospace_alarm_on_a_tiny_quota() {
     assert_eq!(grpc_error(client.txn(put_txn).await.unwrap_err()), no_space);
     let (ok, _, err) = etcdctl(&server, &["put", "small", "x"]);
     assert!(!ok && err.contains("etcdserver: mvcc: database space exceeded"), "{err}");
+    assert_eq!(grpc_error(client.lease_grant(60, None).await.unwrap_err()), no_space);
     let read_txn = Txn::new().and_then([TxnOp::get("fill/000", None)]);
     assert!(client.txn(read_txn).await.unwrap().succeeded());
     assert_eq!(
