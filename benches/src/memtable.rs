@@ -552,8 +552,16 @@ pub fn side_by_side(base: &str, other: &str, results: &[RowResult]) -> String {
             dob / db
         );
     }
-    let (cb, nb) = coefficients(base, results);
-    let (co, no) = coefficients(other, results);
+    // Both fits over the rows both measured, so that the ratios compare like with like.
+    let common: Vec<RowResult> = results
+        .iter()
+        .filter(|r| r.complete() && find(base, &r.row).is_some() && find(other, &r.row).is_some())
+        .cloned()
+        .collect();
+    let (cb, nb) = coefficients(base, &common);
+    let (co, no) = coefficients(other, &common);
+    let _ = writeln!(s);
+    let _ = writeln!(s, "Fitted over the {nb} rows both measured:");
     let _ = writeln!(s);
     let _ = writeln!(s, "| coefficient | {base} ({nb} rows) | {other} ({no} rows) | {other}/{base} |");
     let _ = writeln!(s, "| --- | ---: | ---: | ---: |");

@@ -103,6 +103,29 @@ async fn missing_services_stop_with_a_clear_reason() {
     let (stop, _) = run_cmd(addr, &["watch-latency", "--put-total=10"]).await;
     assert!(stop.reason().unwrap_or_default().contains("Unimplemented"));
 
+    let (stop, _) = run_cmd(addr, &["watch-fanout", "--watchers=20", "--streams=4", "--puts=10"]).await;
+    assert!(stop.reason().unwrap_or_default().contains("Unimplemented"));
+
+    // watch-memory reads "the server's" memory from this process here.
+    let pid = format!("--server-pid={}", std::process::id());
+    let (stop, out) = run_cmd(addr, &["watch-memory", "--rows=3x2x4", &pid, "--settle=0s"]).await;
+    let reason = stop.reason().unwrap_or_default();
+    assert!(reason.contains("Watch") && reason.contains("Unimplemented"), "{reason}");
+    let doc = out.document();
+    let row = doc.extra.get("row").expect("the row is recorded");
+    assert_eq!(row["conns_opened"], 3);
+    assert_eq!(row["watches_created"], 0);
+    assert!(row["failed"].as_str().unwrap_or_default().contains("Unimplemented"), "{row}");
+    assert!(row["server_rss_kb"].as_u64().unwrap_or(0) > 0);
+    assert!(doc.reports[0].errors > 0 && doc.reports[0].requests == 0);
+
+    // A row the machine cannot hold is recorded as skipped, without connecting.
+    let (stop, out) = run_cmd(addr, &["watch-memory", "--rows=25kx50x1k", &pid]).await;
+    assert!(stop.reason().is_none());
+    let row = out.document().extra.get("row").cloned().expect("the row is recorded");
+    assert!(row["skipped"].as_str().is_some_and(|why| why.starts_with("needs")), "{row}");
+    assert_eq!(row["conns_opened"], 0);
+
     let (stop, out) = run_cmd(addr, &["put", "--total=10", "--check-hashkv"]).await;
     assert!(stop.reason().is_none());
     let doc = out.document();

@@ -19,7 +19,7 @@
 
 use super::watch::create_request;
 use crate::cli::WatchMemoryArgs;
-use crate::conn::{dial, status_text};
+use crate::conn::{dial, is_fatal, status_text};
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::procfs::{self, Proc};
 use crate::report::Recorder;
@@ -175,6 +175,7 @@ async fn open_stream(
     stream: usize,
     watches: u64,
     rec: &Recorder,
+    stop: &Stop,
     timeout: Duration,
 ) -> Option<Held> {
     let shard = conn;
@@ -196,6 +197,9 @@ async fn open_stream(
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(status)) => {
             fail_rest(0, &status_text(&status));
+            if is_fatal(&status) {
+                stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
+            }
             return None;
         }
         Err(_) => {
@@ -221,6 +225,9 @@ async fn open_stream(
             }
             Ok(Err(status)) => {
                 fail_rest(answered, &status_text(&status));
+                if is_fatal(&status) {
+                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
+                }
                 return None;
             }
             Err(_) => {
@@ -377,8 +384,10 @@ async fn measure(
         let mut streams = futures::stream::iter(0..conns * per_conn)
             .map(|i| {
                 let (conn, stream) = (i % conns, i / conns);
-                let (channel, rec) = (channels[conn].clone(), rec.clone());
-                async move { open_stream(channel, conn, stream, row.watches_per_stream, &rec, timeout).await }
+                let (channel, rec, stop) = (channels[conn].clone(), rec.clone(), stop.clone());
+                async move {
+                    open_stream(channel, conn, stream, row.watches_per_stream, &rec, &stop, timeout).await
+                }
             })
             .buffer_unordered(a.open_concurrency);
         let mut stop_rx = stop.subscribe();
@@ -429,4 +438,36 @@ async fn measure(
     drop(held);
     drop(channels);
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> WatchMemoryArgs {
+        let mut full = vec!["actcd-bench", "watch-memory"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).expect("parses").command {
+            Command::WatchMemory(a) => a,
+            other => panic!("parsed as {}", other.name()),
+        }
+    }
+
+    #[test]
+    fn a_run_takes_one_row() {
+        assert!(validate(&args(&["--rows=1kx1x1", "--server-pid=1"])).is_ok());
+        let e = validate(&args(&["--rows=quick", "--server-pid=1"])).expect_err("many rows");
+        assert!(e.contains("one row"), "{e}");
+        assert!(validate(&args(&["--rows=quick", "--list"])).is_ok());
+        assert!(validate(&args(&["--rows=all", "--plan", "a.json"])).is_ok());
+        assert!(validate(&args(&["--list", "--table"])).is_err());
+        assert!(validate(&args(&["--rows=1x1"])).is_err());
+        assert!(validate(&args(&["--rows=1x1x1", "--margin=0.5"])).is_err());
+        assert!(validate(&args(&["--rows=1x1x1", "--open-concurrency=0"])).is_err());
+        let a = args(&["--table", "x.json", "y.json"]);
+        assert!(offline(&a));
+        assert_eq!(a.results.len(), 2);
+    }
 }
