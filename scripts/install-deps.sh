@@ -2,13 +2,14 @@
 # Installs the Debian packages actcd needs, only those missing, so running it again is cheap.
 #   server: clang + libclang-dev (bindgen for RocksDB's bindings)
 #   tests:  protobuf-compiler (the etcd-client crate's build), etcd-server + etcd-client
-#           (etcd 3.4 and etcdctl for the differential and CLI tests)
+#           (etcd 3.4 and etcdctl for the differential and CLI tests), prometheus (a real
+#           Prometheus and promtool for the metrics and dashboard tests)
 # Usage: scripts/install-deps.sh server|test
 set -euo pipefail
 
 packages=(clang libclang-dev)
 if [[ "${1:-server}" == test ]]; then
-    packages+=(protobuf-compiler etcd-server etcd-client)
+    packages+=(protobuf-compiler etcd-server etcd-client prometheus)
 fi
 
 missing=()

@@ -1,7 +1,7 @@
 //! The metrics URLs: /metrics (Prometheus text), and /health and /version with etcd's JSON
 //! bodies, so that probes written for etcd (kubeadm's, say) work unchanged.
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -10,7 +10,7 @@ use bytes::Bytes;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 
-use actcd_proto::etcdserverpb::RangeRequest;
+use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
 
 use crate::kv::StoreHandle;
 use crate::maintenance::SERVER_VERSION;
@@ -46,14 +46,33 @@ async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
-async fn health(State(MetricsState { store, .. }): State<MetricsState>) -> impl IntoResponse {
+/// etcd's health check: unhealthy while an alarm is active (unless `exclude=NAME` names it),
+/// or when a read of the `health` key fails. `serializable` is accepted: a single member's
+/// reads are the same either way.
+async fn health(
+    State(MetricsState { store, .. }): State<MetricsState>,
+    RawQuery(query): RawQuery,
+) -> impl IntoResponse {
+    let excluded: Vec<String> = query
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("exclude="))
+        .map(str::to_uppercase)
+        .collect();
+    let unhealthy = |reason: String| {
+        json(StatusCode::SERVICE_UNAVAILABLE, format!(r#"{{"health":"false","reason":"{reason}"}}"#))
+    };
+    let alarms = store.alarms.list(AlarmType::None).unwrap_or_default();
+    for alarm in alarms {
+        let name = AlarmType::try_from(alarm.alarm).map(|a| a.as_str_name()).unwrap_or("UNKNOWN");
+        if !excluded.iter().any(|e| e == name) {
+            return unhealthy(format!("ALARM {name}"));
+        }
+    }
     let probe = RangeRequest { key: Bytes::from_static(b"health"), ..Default::default() };
     match store.view.range(&probe) {
         Ok(_) => json(StatusCode::OK, r#"{"health":"true","reason":""}"#.to_string()),
-        Err(err) => json(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(r#"{{"health":"false","reason":"RANGE ERROR:{}"}}"#, err.to_string().replace('"', "'")),
-        ),
+        Err(err) => unhealthy(format!("QGET ERROR:{}", err.to_string().replace('"', "'"))),
     }
 }
 

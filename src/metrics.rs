@@ -60,6 +60,9 @@ pub fn render(handle: &PrometheusHandle, view: &ReadView<RocksEngine>) -> String
         metrics::gauge!("etcd_debugging_mvcc_keys_total").set(keys as f64);
         metrics::gauge!("actcd_actor_heap_bytes", "actor" => "index").set(index_bytes as f64);
     }
+    for (name, value) in view.engine_memory() {
+        metrics::gauge!(name).set(value as f64);
+    }
     sample_allocator();
     sample_process();
     handle.render()

@@ -138,6 +138,7 @@ impl<E: Engine> Handler<Write> for StoreActor<E> {
     type Result = ();
 
     fn handle(&mut self, msg: Write, ctx: &mut Self::Context) {
+        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "store").increment(1.0);
         if self.group.push(msg) {
             ctx.notify(Flush);
         }
@@ -149,6 +150,7 @@ impl<E: Engine> Handler<Flush> for StoreActor<E> {
 
     fn handle(&mut self, _: Flush, _: &mut Self::Context) {
         let (outcome, committed) = self.group.flush();
+        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "store").decrement(outcome.commands as f64);
         if !outcome.committed {
             tracing::error!(commands = outcome.commands, "commit failed; the store takes no more writes");
         }

@@ -179,3 +179,91 @@ async fn watch_shard_memory_tracks_the_allocator() {
     assert!(heap2 - heap0 < 0.2 * (heap1 - heap0), "gauge stayed up: {heap0} → {heap1} → {heap2}");
     assert!(alloc2 - alloc0 < 0.5 * (alloc1 - alloc0), "allocated stayed up: {alloc0} → {alloc1} → {alloc2}");
 }
+
+/// A real Prometheus scrapes actcd under a load, and every query of the Grafana dashboards
+/// (grafana/dashboards) returns data from it (scripts/check-dashboards --live).
+#[tokio::test]
+async fn grafana_dashboards_fill_from_a_real_prometheus() {
+    let prometheus_bin = std::path::Path::new("/usr/bin/prometheus");
+    assert!(
+        prometheus_bin.exists(),
+        "Debian's prometheus is needed (scripts/install-deps.sh test installs it)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(&dir.path().join("data"), &[]).await;
+    let config = dir.path().join("prometheus.yml");
+    let target = server.metrics.trim_start_matches("http://");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: actcd\n    static_configs:\n      - targets: ['{target}']\n"
+        ),
+    )
+    .unwrap();
+    let port = crate::harness::free_port();
+    let mut prometheus = std::process::Command::new(prometheus_bin)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+
+    // Load for a bounded 12 s: puts, gets, a txn, an error, watch streams, a lease.
+    let mut c = server.client().await;
+    let mut watches = Vec::new();
+    for i in 0..3 {
+        let mut stream =
+            c.watch(format!("load/{i}"), Some(etcd_client::WatchOptions::new().with_prefix())).await.unwrap();
+        stream.message().await.unwrap();
+        watches.push(stream);
+    }
+    let lease = c.lease_grant(60, None).await.unwrap().id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(12);
+    let mut i = 0u64;
+    while std::time::Instant::now() < deadline {
+        let opts = etcd_client::PutOptions::new().with_lease(lease);
+        c.put(format!("load/{}", i % 3), format!("v{i}"), Some(opts)).await.unwrap();
+        c.get(format!("load/{}", i % 3), None).await.unwrap();
+        if i % 20 == 0 {
+            let _ = c.get("", None).await;
+            let now = c.get("load", None).await.unwrap().header().unwrap().revision();
+            c.compact(now, None).await.unwrap();
+        }
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let checker =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check-dashboards"))
+            .arg("--no-install")
+            .arg("--live")
+            .arg(format!("http://127.0.0.1:{port}"))
+            .output()
+            .unwrap();
+    let _ = prometheus.kill();
+    let _ = prometheus.wait();
+    let report =
+        String::from_utf8_lossy(&checker.stdout).into_owned() + &String::from_utf8_lossy(&checker.stderr);
+    assert!(checker.status.success(), "dashboard queries against a real Prometheus:\n{report}");
+    drop(watches);
+}
+
+/// /health turns unhealthy with etcd's body while an alarm is active, unless excluded.
+#[tokio::test]
+async fn health_reports_alarms_like_etcd() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &["--quota-backend-bytes", "2000000"]).await;
+    let mut c = server.client().await;
+    for i in 0..2000 {
+        if c.put(format!("fill{i}"), vec![b'x'; 4096], None).await.is_err() {
+            break;
+        }
+    }
+    let (status, body) = get(&server.metrics, "/health").await;
+    assert!(status.contains("503"), "{status}");
+    assert_eq!(body, r#"{"health":"false","reason":"ALARM NOSPACE"}"#);
+    let (status, body) = get(&server.metrics, "/health?exclude=NOSPACE&serializable=true").await;
+    assert!(status.contains("200"), "{status}");
+    assert_eq!(body, r#"{"health":"true","reason":""}"#);
+}

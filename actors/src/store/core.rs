@@ -156,6 +156,11 @@ impl<E: Engine> ReadView<E> {
         self.shared.db_size.load(Ordering::Relaxed)
     }
 
+    /// The engine's memory and backlog figures, as (metric name, value) pairs.
+    pub fn engine_memory(&self) -> Vec<(&'static str, u64)> {
+        self.shared.engine.memory_stats()
+    }
+
     /// Re-reads the engine's size after maintenance shrank it (a defragmentation), so quota
     /// checks see the room it made before the next commit.
     pub fn refresh_db_size(&self) {

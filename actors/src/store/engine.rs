@@ -90,4 +90,9 @@ pub trait Engine: Send + Sync + Unpin + 'static {
 
     /// Bytes the engine occupies on disk and in its write buffers (etcd's dbSize).
     fn size_bytes(&self) -> u64;
+
+    /// The engine's own memory and backlog figures, as (metric name, value) pairs.
+    fn memory_stats(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }

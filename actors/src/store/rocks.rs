@@ -188,6 +188,18 @@ impl Engine for RocksEngine {
         Ok(())
     }
 
+    fn memory_stats(&self) -> Vec<(&'static str, u64)> {
+        let all = [Family::History, Family::Meta, Family::Lease];
+        let sum = |name: &str| all.iter().map(|f| self.property(*f, name)).sum::<u64>();
+        vec![
+            ("actcd_rocksdb_memtable_bytes", sum("rocksdb.cur-size-all-mem-tables")),
+            // The block cache is shared by the families: read it once.
+            ("actcd_rocksdb_block_cache_bytes", self.property(Family::History, "rocksdb.block-cache-usage")),
+            ("actcd_rocksdb_estimated_keys", sum("rocksdb.estimate-num-keys")),
+            ("actcd_rocksdb_pending_compaction_bytes", sum("rocksdb.estimate-pending-compaction-bytes")),
+        ]
+    }
+
     fn size_bytes(&self) -> u64 {
         FAMILIES
             .into_iter()

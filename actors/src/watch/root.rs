@@ -35,8 +35,14 @@ impl Handler<Committed> for WatchRoot {
     fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
         for shard in &self.shards {
             // A full shard misses this batch and reads it back from storage: see WatcherGroup.
-            if let Err(SendError::Full(_)) = shard.try_send(msg.clone()) {
-                tracing::debug!(revision = msg.0.revision, "watch shard is behind; it will catch up");
+            match shard.try_send(msg.clone()) {
+                Ok(()) => {
+                    metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "watch_shard").increment(1.0)
+                }
+                Err(SendError::Full(_)) => {
+                    tracing::debug!(revision = msg.0.revision, "watch shard is behind; it will catch up")
+                }
+                Err(SendError::Closed(_)) => {}
             }
         }
     }

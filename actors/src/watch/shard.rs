@@ -45,6 +45,10 @@ impl Outbox for Outboxes {
         }
         // Bounded by the quota just taken (at most STREAM_OUTPUT_LIMIT queued per stream),
         // so do_send cannot grow the stream's mailbox without bound.
+        // Events handed to the stream and not yet written to its client (etcd's pending events).
+        let events: usize = responses.iter().map(|r| r.events.len()).sum();
+        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(events as f64);
+        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").increment(1.0);
         outbox.do_send(StreamOutput(responses));
         Delivery::Sent
     }
@@ -107,6 +111,11 @@ impl<E: Engine> Actor for WatchShard<E> {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        // Registered at 0 so the series exist before anything is pending.
+        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(0.0);
+        for actor in ["store", "watch_shard", "stream"] {
+            metrics::gauge!("actcd_actor_mailbox_depth", "actor" => actor).increment(0.0);
+        }
         ctx.run_interval(SYNC_INTERVAL, |shard, _| shard.sync());
         ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| {
             shard.group.check_stalled(shard.view.revision());
@@ -123,6 +132,7 @@ impl<E: Engine> Handler<Committed> for WatchShard<E> {
     type Result = ();
 
     fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
+        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "watch_shard").decrement(1.0);
         self.group.on_committed(&msg.0, &self.view, &mut self.outboxes);
     }
 }
