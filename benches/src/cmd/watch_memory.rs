@@ -29,6 +29,7 @@ use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use bytes::Bytes;
 use futures::channel::mpsc::{unbounded, UnboundedSender};
 use futures::StreamExt;
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -97,6 +98,15 @@ fn models(a: &WatchMemoryArgs) -> (Models, Vec<String>) {
 
 /// Runs an offline mode; returns the exit code.
 pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
+    // Lines on stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+    let mut stdout = std::io::stdout().lock();
+    macro_rules! say {
+        ($($t:tt)*) => {
+            if writeln!(stdout, $($t)*).is_err() {
+                return 0;
+            }
+        };
+    }
     let Ok(rows) = memtable::parse_rows(&a.rows) else {
         return 2;
     };
@@ -106,7 +116,7 @@ pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
         let mut rows = rows;
         rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
         for r in &rows {
-            println!("{}", r.spec());
+            say!("{}", r.spec());
         }
         return 0;
     }
@@ -118,13 +128,13 @@ pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
         let machine = machine(a.server_pid);
         for r in &rows {
             match memtable::plan(r, &machine, &limits(a), &models) {
-                Verdict::Run { server, client, secs } => println!(
+                Verdict::Run { server, client, secs } => say!(
                     "{}\trun\tserver ~{}, client ~{}, setup ~{secs:.0} s",
                     r.spec(),
                     memtable::mb(server),
                     memtable::mb(client)
                 ),
-                Verdict::Skip(why) => println!("{}\tskip\t{why}", r.spec()),
+                Verdict::Skip(why) => say!("{}\tskip\t{why}", r.spec()),
             }
         }
         return 0;
@@ -148,14 +158,14 @@ pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
     }
     for (i, s) in servers.iter().enumerate() {
         if i > 0 {
-            println!();
+            say!("");
         }
-        println!("{}", memtable::table(s, &results));
+        say!("{}", memtable::table(s, &results));
     }
     if let [a_name, b_name] = servers.as_slice() {
         // Two servers: side by side, the one named actcd second (the ratio is it over the other).
         let (base, other) = if a_name == "actcd" { (b_name, a_name) } else { (a_name, b_name) };
-        println!("\n{}", memtable::side_by_side(base, other, &results));
+        say!("\n{}", memtable::side_by_side(base, other, &results));
     }
     0
 }
