@@ -1,33 +1,6 @@
 //! Debian's etcdctl 3.4 against actcd: the commands users type.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
-use crate::harness::{etcdctl_binary, Server};
-
-fn etcdctl(server: &Server, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-    let mut child = Command::new(etcdctl_binary())
-        .env("ETCDCTL_API", "3")
-        .arg("--endpoints")
-        .arg(&server.address)
-        .arg("--command-timeout=10s")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("etcdctl runs (apt-get install etcd-client)");
-    if let Some(input) = stdin {
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-    }
-    drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::harness::{etcdctl, Server};
 
 #[tokio::test]
 async fn everyday_etcdctl_commands_work() {

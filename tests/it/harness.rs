@@ -158,3 +158,32 @@ pub fn etcd_binary() -> PathBuf {
 pub fn etcdctl_binary() -> PathBuf {
     PathBuf::from(std::env::var("ETCDCTL_BIN").unwrap_or_else(|_| "/usr/bin/etcdctl".into()))
 }
+
+/// Runs Debian's etcdctl (v3 API) against `server`, feeding `stdin` if given:
+/// (succeeded, stdout, stderr).
+pub fn etcdctl(server: &Server, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    use std::io::Write;
+    let mut child = Command::new(etcdctl_binary())
+        .env("ETCDCTL_API", "3")
+        .arg("--endpoints")
+        .arg(&server.address)
+        .arg("--command-timeout=20s")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("etcdctl runs (apt-get install etcd-client)");
+    if let Some(input) = stdin {
+        if let Some(mut pipe) = child.stdin.take() {
+            pipe.write_all(input.as_bytes()).expect("etcdctl reads its input");
+        }
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("etcdctl finishes");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

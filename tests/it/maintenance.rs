@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use etcd_client::{AlarmAction, AlarmOptions, AlarmType, Compare, CompareOp, DeleteOptions, Txn, TxnOp};
@@ -21,27 +21,10 @@ use actcd_proto::etcdserverpb::{
     MoveLeaderRequest, SnapshotRequest,
 };
 
-use crate::harness::{etcdctl_binary, Server};
+use crate::harness::Server;
 
 fn etcdctl(server: &Server, args: &[&str]) -> (bool, String, String) {
-    let mut child = Command::new(etcdctl_binary())
-        .env("ETCDCTL_API", "3")
-        .arg("--endpoints")
-        .arg(&server.address)
-        .arg("--command-timeout=20s")
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("etcdctl runs (apt-get install etcd-client)");
-    drop(child.stdin.take());
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    crate::harness::etcdctl(server, args, None)
 }
 
 fn actcd_snapshot(args: &[&str]) -> (bool, String) {

@@ -392,7 +392,7 @@ async fn watch_guarantees_hold_under_concurrent_load() {
                 .header
                 .unwrap()
                 .revision;
-            let _ = compactor.compact(CompactionRequest { revision: now - 100, physical: true }).await;
+            let _ = compactor.compact(CompactionRequest { revision: now - 200, physical: true }).await;
         }
     });
     // Read while the load runs, as a client must: a watcher whose client stops reading falls
@@ -412,7 +412,7 @@ async fn watch_guarantees_hold_under_concurrent_load() {
     let last = *acked.iter().max().unwrap();
 
     // A third watch resumes the first one from the middle (resumable).
-    // Compactions stay 100 revisions behind the head, so 50 back is still readable.
+    // Compactions stay 200 revisions behind the head, so 50 back is still readable.
     let resume_from = last - 50;
     stream.create(create("v/", "v0", resume_from), &mut seen).await;
     seen.extend(stream.drain(Duration::from_millis(500)).await);

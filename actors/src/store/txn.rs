@@ -295,14 +295,7 @@ impl<E: Engine> TxnCtx<'_, E> {
             Vec::new()
         };
         for key in &keys {
-            let rev = self.next_revision()?;
-            let kv =
-                KeyValue { key: Bytes::copy_from_slice(key), mod_revision: rev.main, ..Default::default() };
-            self.record(rev, true, kv);
-            self.index
-                .tombstone(key, rev)
-                .map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
-            self.leases.detach(key);
+            self.tombstone(key)?;
         }
         Ok(DeleteRangeResponse {
             header: Some(ResponseHeader { revision: self.read_rev(), ..Default::default() }),
@@ -342,20 +335,23 @@ impl<E: Engine> TxnCtx<'_, E> {
         Ok(())
     }
 
+    /// Deletes one live key at the next sub-revision: a tombstone record, the index, its lease.
+    fn tombstone(&mut self, key: &[u8]) -> Result<(), StoreError> {
+        let rev = self.next_revision()?;
+        let kv = KeyValue { key: Bytes::copy_from_slice(key), mod_revision: rev.main, ..Default::default() };
+        self.record(rev, true, kv);
+        self.index.tombstone(key, rev).map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
+        self.leases.detach(key);
+        Ok(())
+    }
+
     /// Deletes `keys` (those live now), each at the next sub-revision: a revoked lease's keys.
     pub fn delete_keys(&mut self, keys: &[Box<[u8]>]) -> Result<(), StoreError> {
         for key in keys {
             if self.index.get(key, self.read_rev()).is_none() {
                 continue;
             }
-            let rev = self.next_revision()?;
-            let kv =
-                KeyValue { key: Bytes::copy_from_slice(key), mod_revision: rev.main, ..Default::default() };
-            self.record(rev, true, kv);
-            self.index
-                .tombstone(key, rev)
-                .map_err(|e| StoreError::Corrupt(format!("index tombstone: {e}")))?;
-            self.leases.detach(key);
+            self.tombstone(key)?;
         }
         Ok(())
     }

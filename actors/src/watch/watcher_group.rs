@@ -102,6 +102,8 @@ pub struct WatcherGroup {
     processed: i64,
     /// `processed` at the previous stall check.
     processed_at_last_check: i64,
+    /// Consecutive stall checks that saw no progress.
+    stalled_checks: u8,
     watch_count: usize,
 }
 
@@ -537,11 +539,19 @@ impl WatcherGroup {
 
     /// Called on a timer with the store's visible revision: if committed batches stopped
     /// arriving while the store moved on (dropped upstream), catch up from storage.
+    /// Two checks in a row must see no progress: one may just have come while this shard's
+    /// thread was starved of CPU, with batches waiting in its mailbox.
     pub fn check_stalled(&mut self, visible: i64) {
-        if visible > self.processed && self.processed == self.processed_at_last_check {
+        let idle = visible > self.processed && self.processed == self.processed_at_last_check;
+        if idle && self.stalled_checks >= 1 {
             let from = self.processed + 1;
             self.desync_all(from);
             self.processed = visible;
+            self.stalled_checks = 0;
+        } else if idle {
+            self.stalled_checks += 1;
+        } else {
+            self.stalled_checks = 0;
         }
         self.processed_at_last_check = self.processed;
     }
@@ -734,5 +744,23 @@ mod tests {
         assert_eq!(out.drain(1), [(-1, vec![])]);
         group.request_progress(9, &mut out);
         assert!(out.got.is_empty(), "a stream without watchers gets nothing");
+    }
+
+    #[test]
+    fn a_shard_that_stops_hearing_from_the_store_catches_up_after_two_idle_checks() {
+        let mut f = Fixture::new();
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        group.add(&spec(1, 0, "k", "", 2));
+        f.put("k", "v");
+        f.put("k", "v");
+        group.check_stalled(view.revision());
+        assert_eq!(group.unsynced_len(), 0, "one idle check may be a starved thread");
+        group.check_stalled(view.revision());
+        assert_eq!(group.unsynced_len(), 1);
+        assert_eq!(group.processed(), 3);
+        let mut out = Buffers::new(10);
+        group.sync(&view, &mut out, SyncLimits::default());
+        assert_eq!(out.drain(1), [(0, vec![2, 3])]);
     }
 }
