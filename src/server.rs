@@ -54,6 +54,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     } else {
         listen_addrs(&config.listen_metrics_urls, "listen-metrics-urls")?
     };
+    // Ports are taken before anything starts, so a port in use is one clear error line.
+    let client_listeners = bind_all(&client_addrs)?;
+    let metrics_listeners = bind_all(&metrics_addrs)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
@@ -124,7 +127,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             next_arbiter: AtomicUsize::new(0),
         });
         let services = Services { store, watch, lease, connections, prometheus };
-        serve(&config, services, client_addrs, metrics_addrs).await
+        serve(&config, services, client_listeners, metrics_listeners).await
     })
 }
 
@@ -137,21 +140,33 @@ struct Services {
     prometheus: PrometheusHandle,
 }
 
+fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    addrs
+        .iter()
+        .map(|addr| {
+            let listener =
+                std::net::TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+            listener.set_nonblocking(true).with_context(|| format!("cannot listen on {addr}"))?;
+            Ok(listener)
+        })
+        .collect()
+}
+
 async fn serve(
     config: &Config,
     services: Services,
-    client_addrs: Vec<SocketAddr>,
-    metrics_addrs: Vec<SocketAddr>,
+    client_listeners: Vec<std::net::TcpListener>,
+    metrics_listeners: Vec<std::net::TcpListener>,
 ) -> anyhow::Result<()> {
     let mut listeners = Vec::new();
-    for addr in &client_addrs {
-        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-        tracing::info!(%addr, "serving client traffic");
+    for listener in client_listeners {
+        let listener = TcpListener::from_std(listener).context("cannot serve on the client listener")?;
+        tracing::info!(addr = ?listener.local_addr().ok(), "serving client traffic");
         listeners.push(listener);
     }
-    for addr in &metrics_addrs {
-        let listener = TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
-        tracing::info!(%addr, "serving /metrics, /health and /version");
+    for listener in metrics_listeners {
+        let listener = TcpListener::from_std(listener).context("cannot serve on the metrics listener")?;
+        tracing::info!(addr = ?listener.local_addr().ok(), "serving /metrics, /health and /version");
         let state =
             http::MetricsState { store: services.store.clone(), prometheus: services.prometheus.clone() };
         tokio::spawn(http::serve(listener, state));

@@ -26,8 +26,19 @@ pub fn free_port() -> u16 {
 }
 
 impl Server {
-    /// Starts actcd on `data_dir` with extra flags and waits until it answers.
+    /// Starts actcd on `data_dir` with extra flags and waits until it answers. Free ports are
+    /// found by binding port 0 and letting go, so another test may take one first: a start
+    /// that fails is retried on fresh ports.
     pub async fn actcd(data_dir: &Path, extra: &[&str]) -> Server {
+        for _ in 0..4 {
+            if let Some(server) = Self::try_actcd(data_dir, extra).await {
+                return server;
+            }
+        }
+        panic!("actcd did not start on {} after 4 tries", data_dir.display());
+    }
+
+    async fn try_actcd(data_dir: &Path, extra: &[&str]) -> Option<Server> {
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
         let metrics = format!("http://127.0.0.1:{}", free_port());
@@ -46,9 +57,9 @@ impl Server {
             .stdout(Stdio::null())
             .spawn()
             .expect("actcd starts");
-        let mut server = Self::ready(child, port).await;
+        let mut server = Self::wait_ready(child, port).await?;
         server.metrics = metrics;
-        server
+        Some(server)
     }
 
     /// Starts Debian's etcd 3.4 on a temp dir and waits until it answers.
@@ -78,15 +89,17 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("etcd starts (apt-get install etcd-server)");
-        Self::ready(child, port).await
+        Self::wait_ready(child, port).await.expect("etcd starts")
     }
 
-    async fn ready(mut child: Child, port: u16) -> Server {
+    /// Waits until the server answers; `None` if it exited first.
+    async fn wait_ready(mut child: Child, port: u16) -> Option<Server> {
         let endpoint = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                panic!("server exited before it was ready: {status}");
+                eprintln!("server on port {port} exited before it was ready: {status}");
+                return None;
             }
             if let Ok(mut kv) = KvClient::connect(endpoint.clone()).await {
                 let probe = RangeRequest { key: "ready".into(), ..Default::default() };
@@ -97,7 +110,12 @@ impl Server {
             assert!(Instant::now() < deadline, "server on port {port} not ready within 60 s");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        Server { child: Some(child), endpoint, address: format!("127.0.0.1:{port}"), metrics: String::new() }
+        Some(Server {
+            child: Some(child),
+            endpoint,
+            address: format!("127.0.0.1:{port}"),
+            metrics: String::new(),
+        })
     }
 
     /// The process id.
