@@ -132,9 +132,9 @@ impl Call {
     }
 }
 
-impl<S, B> Service<http::Request<B>> for GrpcMetrics<S>
+impl<S> Service<http::Request<Body>> for GrpcMetrics<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<Body>>,
+    S: Service<http::Request<Body>, Response = http::Response<Body>>,
     S::Future: Send + 'static,
 {
     type Response = http::Response<Body>;
@@ -145,7 +145,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let mut parts = request.uri().path().trim_start_matches('/').splitn(2, '/');
         let service = parts.next().unwrap_or_default().to_string();
         let method = parts.next().unwrap_or_default().to_string();
@@ -154,6 +154,7 @@ where
         if call.kind == "unary" || call.kind == "server_stream" {
             metrics::counter!("grpc_server_msg_received_total", &call.labels()).increment(1);
         }
+        let request = request.map(|body| Body::new(ReceivedBytes { inner: body }));
         let future = self.inner.call(request);
         Box::pin(async move {
             let mut response = future.await?;
@@ -230,10 +231,48 @@ impl HttpBody for Counted {
                 if let Some(call) = this.call.0.take() {
                     call.finish(code_name(trailers.get("grpc-status")).unwrap_or("Unknown"));
                 }
-            } else if let Some(call) = this.call.0.as_ref() {
+            } else if let Some(data) = frame.data_ref() {
+                metrics::counter!("etcd_network_client_grpc_sent_bytes_total").increment(data.len() as u64);
+            }
+            if let (Some(call), true) = (this.call.0.as_ref(), frame.is_data()) {
                 if call.kind == "bidi_stream" || call.kind == "server_stream" {
                     metrics::counter!("grpc_server_msg_sent_total", &call.labels()).increment(1);
                 }
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request body that counts the bytes clients send (etcd's received bytes).
+    struct ReceivedBytes {
+        #[pin]
+        inner: Body,
+    }
+}
+
+impl HttpBody for ReceivedBytes {
+    type Data = <Body as HttpBody>::Data;
+    type Error = <Body as HttpBody>::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = self.project().inner.poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                metrics::counter!("etcd_network_client_grpc_received_bytes_total")
+                    .increment(data.len() as u64);
             }
         }
         polled

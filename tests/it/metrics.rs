@@ -103,6 +103,9 @@ async fn etcd_series_are_exported_with_true_values() {
     let fsyncs = delta("etcd_disk_wal_fsync_duration_seconds_count", &[]);
     assert!((1.0..=25.0).contains(&fsyncs), "{fsyncs} fsyncs for 25 sequential puts");
     assert_eq!(delta("etcd_server_proposals_committed_total", &[]), 25.0);
+    // 25 puts of at least a key and a value each, framed: more than 25 × 10 bytes each way.
+    assert!(delta("etcd_network_client_grpc_received_bytes_total", &[]) > 250.0);
+    assert!(delta("etcd_network_client_grpc_sent_bytes_total", &[]) > 250.0);
     assert!(value(&after, "etcd_mvcc_db_total_size_in_bytes", &[]) > 0.0);
     assert!(value(&after, "process_resident_memory_bytes", &[]) > 1e6);
 
