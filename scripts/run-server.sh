@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds actcd (release) and starts it on etcd's defaults: client URL http://127.0.0.1:2379,
-# data dir ./default.actcd. Extra arguments go to actcd (e.g. --data-dir /var/lib/actcd).
+# metrics http://127.0.0.1:2381, data dir ./default.actcd in the directory it is run from.
+# Extra arguments go to actcd (e.g. --data-dir /var/lib/actcd).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-scripts/install-deps.sh server
-exec cargo run --release --locked --bin actcd -- "$@"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/install-deps.sh" server
+# Cargo finds .cargo/config.toml from the working directory, which here is the caller's: name
+# the shared target dir explicitly.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/actcd-target}"
+exec cargo run --release --locked --manifest-path "$root/Cargo.toml" --bin actcd -- "$@"
