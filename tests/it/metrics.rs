@@ -112,6 +112,7 @@ async fn etcd_series_are_exported_with_true_values() {
     let (status, health) = get(&server.metrics, "/health").await;
     assert!(status.contains("200"));
     assert_eq!(health, r#"{"health":"true","reason":""}"#);
+    assert!(get(&server.metrics, "/no-such-path").await.0.contains("404"));
     let version = get(&server.metrics, "/version").await.1;
     assert_eq!(version, r#"{"etcdserver":"3.6.0","etcdcluster":"3.6.0"}"#);
 }
