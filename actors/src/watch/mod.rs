@@ -20,10 +20,11 @@
 //! # Layout
 //! - [`messages`]: the messages of the tree (store → root → shard → stream and back).
 //! - [`watcher`]: one watch's record and what it matches.
-//! - [`range_index`]: exact keys in a hash map, ranges in an interval tree.
+//! - [`range_index`]: exact keys in a hash table, ranges in an [`interval_tree`].
 //! - [`watcher_group`]: a shard's watches: synced / unsynced sets, matching, catch-up, progress.
 //! - [`shard`] / [`root`]: the actix shells.
 
+pub mod interval_tree;
 pub mod messages;
 pub mod range_index;
 pub mod root;

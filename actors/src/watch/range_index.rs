@@ -1,26 +1,13 @@
 //! Finds the synced watchers of a key in O(log n + matches): watchers of single keys in a hash
 //! table of slot numbers (4 bytes per watch: the key lives once, in the watch record), watchers
-//! of ranges in an interval tree.
+//! of ranges in an [`IntervalTree`].
 
 use std::hash::BuildHasher;
-use std::ops::Range;
 
 use hashbrown::{DefaultHashBuilder, HashTable};
-use interavl::IntervalTree;
-use smallvec::SmallVec;
 
+use super::interval_tree::{End, IntervalTree};
 use super::watcher::Watcher;
-
-/// Slots of the watchers sharing one range; most ranges have one or two watchers, which fit
-/// inline without a heap allocation.
-type Slots = SmallVec<[u32; 2]>;
-
-/// A range bound: a key, or past every key (etcd's "\0" range end).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Bound {
-    Key(Box<[u8]>),
-    Infinity,
-}
 
 /// The index of a shard's synced watchers. Its methods take the shard's record slab, where
 /// each slot's key is read from (the exact-key table stores slot numbers only).
@@ -28,16 +15,15 @@ enum Bound {
 pub struct RangeIndex {
     hasher: DefaultHashBuilder,
     exact: HashTable<u32>,
-    ranges: IntervalTree<Bound, Slots>,
+    ranges: IntervalTree,
     range_count: usize,
 }
 
-fn interval(key: &[u8], range_end: &[u8]) -> Range<Bound> {
-    let end = match range_end {
-        [0] => Bound::Infinity,
-        end => Bound::Key(end.into()),
-    };
-    Bound::Key(key.into())..end
+fn end_of(range_end: &[u8]) -> End {
+    match range_end {
+        [0] => End::Infinity,
+        end => End::Key(end.into()),
+    }
 }
 
 fn key_of(slots: &[Option<Watcher>], slot: u32) -> &[u8] {
@@ -53,13 +39,7 @@ impl RangeIndex {
             let hash = hasher.hash_one(w.key());
             self.exact.insert_unique(hash, slot, |s| hasher.hash_one(key_of(slots, *s)));
         } else {
-            let range = interval(w.key(), w.range_end());
-            match self.ranges.get_mut(&range) {
-                Some(list) => list.push(slot),
-                None => {
-                    self.ranges.insert(range, SmallVec::from_slice(&[slot]));
-                }
-            }
+            self.ranges.insert(w.key(), end_of(w.range_end()), slot);
             self.range_count += 1;
         }
     }
@@ -77,15 +57,11 @@ impl RangeIndex {
                 Err(_) => false,
             }
         } else {
-            let range = interval(w.key(), w.range_end());
-            let Some(list) = self.ranges.get_mut(&range) else { return false };
-            let Some(at) = list.iter().position(|s| *s == slot) else { return false };
-            list.swap_remove(at);
-            if list.is_empty() {
-                self.ranges.remove(&range);
+            let removed = self.ranges.remove(w.key(), &end_of(w.range_end()), slot);
+            if removed {
+                self.range_count -= 1;
             }
-            self.range_count -= 1;
-            true
+            removed
         }
     }
 
@@ -94,16 +70,8 @@ impl RangeIndex {
     pub fn matches(&self, key: &[u8], mut visit: impl FnMut(u32)) {
         let hash = self.hasher.hash_one(key);
         self.exact.iter_hash(hash).for_each(|s| visit(*s));
-        if self.range_count == 0 {
-            return;
-        }
-        // The point `key` as the half-open interval [key, key + "\0").
-        let mut after = Vec::with_capacity(key.len() + 1);
-        after.extend_from_slice(key);
-        after.push(0);
-        let point = Bound::Key(key.into())..Bound::Key(after.into_boxed_slice());
-        for (_, list) in self.ranges.iter_overlaps(&point) {
-            list.iter().for_each(|s| visit(*s));
+        if self.range_count > 0 {
+            self.ranges.stab(key, visit);
         }
     }
 
