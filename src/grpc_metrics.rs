@@ -55,8 +55,17 @@ pub const METHODS: &[(&str, &str, &str)] = &[
     ("grpc.health.v1.Health", "Check", "unary"),
 ];
 
-fn grpc_type(service: &str, method: &str) -> &'static str {
-    METHODS.iter().find(|(s, m, _)| *s == service && *m == method).map_or("unary", |(_, _, t)| t)
+/// The (service, method, type) labels of a request path. Paths outside [`METHODS`] share one
+/// label set, so a client sending made-up paths cannot grow the series without bound; all
+/// labels are static strings, so counting a call allocates nothing.
+fn labels_of(path: &str) -> (&'static str, &'static str, &'static str) {
+    let mut parts = path.trim_start_matches('/').splitn(2, '/');
+    let (service, method) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+    METHODS
+        .iter()
+        .find(|(s, m, _)| *s == service && *m == method)
+        .copied()
+        .unwrap_or(("unknown", "unknown", "unary"))
 }
 
 fn code_name(value: Option<&http::HeaderValue>) -> Option<&'static str> {
@@ -103,26 +112,22 @@ pub struct GrpcMetrics<S> {
 }
 
 /// What a call is, for its labels.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Call {
     kind: &'static str,
-    service: String,
-    method: String,
+    service: &'static str,
+    method: &'static str,
     started: Instant,
 }
 
 impl Call {
-    fn labels(&self) -> [(&'static str, String); 3] {
-        [
-            ("grpc_type", self.kind.to_string()),
-            ("grpc_service", self.service.clone()),
-            ("grpc_method", self.method.clone()),
-        ]
+    fn labels(&self) -> [(&'static str, &'static str); 3] {
+        [("grpc_type", self.kind), ("grpc_service", self.service), ("grpc_method", self.method)]
     }
 
     fn finish(&self, code: &'static str) {
-        let mut labels = self.labels().to_vec();
-        labels.push(("grpc_code", code.to_string()));
+        let [kind, service, method] = self.labels();
+        let labels = [kind, service, method, ("grpc_code", code)];
         metrics::counter!("grpc_server_handled_total", &labels).increment(1);
         metrics::histogram!("grpc_server_handling_seconds", &self.labels())
             .record(self.started.elapsed().as_secs_f64());
@@ -146,10 +151,8 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let mut parts = request.uri().path().trim_start_matches('/').splitn(2, '/');
-        let service = parts.next().unwrap_or_default().to_string();
-        let method = parts.next().unwrap_or_default().to_string();
-        let call = Call { kind: grpc_type(&service, &method), service, method, started: Instant::now() };
+        let (service, method, kind) = labels_of(request.uri().path());
+        let call = Call { kind, service, method, started: Instant::now() };
         metrics::counter!("grpc_server_started_total", &call.labels()).increment(1);
         if call.kind == "unary" || call.kind == "server_stream" {
             metrics::counter!("grpc_server_msg_received_total", &call.labels()).increment(1);

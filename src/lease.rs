@@ -2,9 +2,10 @@
 //! LeaseActor keeps deadlines, answers keep-alives (one KeepAliveStream actor per stream) and
 //! time-to-live, and revokes what expires.
 
-use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 
-use actix::{Actor, Addr, ArbiterHandle, AsyncContext};
+use actix::{Actor, Addr, AsyncContext};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -21,6 +22,7 @@ use actcd_proto::etcdserverpb::{
     LeaseTimeToLiveResponse,
 };
 
+use crate::arbiters::ArbiterPool;
 use crate::kv::StoreHandle;
 use crate::status::to_status;
 
@@ -33,14 +35,13 @@ const ID_ATTEMPTS: usize = 8;
 pub struct LeaseService {
     store: StoreHandle,
     leases: Addr<LeaseActor>,
-    arbiters: Vec<ArbiterHandle>,
-    next_arbiter: AtomicUsize,
+    arbiters: Arc<ArbiterPool>,
     next_id: AtomicI64,
 }
 
 impl LeaseService {
     /// A lease service over `store` and the lease actor; keep-alive streams run on `arbiters`.
-    pub fn new(store: StoreHandle, leases: Addr<LeaseActor>, arbiters: Vec<ArbiterHandle>) -> Self {
+    pub fn new(store: StoreHandle, leases: Addr<LeaseActor>, arbiters: Arc<ArbiterPool>) -> Self {
         // Ids are a counter that starts from the clock, member-prefixed like etcd's, so ids
         // from before a restart are unlikely to be handed out again (the store refuses them).
         let clock = std::time::SystemTime::now()
@@ -49,7 +50,7 @@ impl LeaseService {
             .unwrap_or(1);
         let prefix = ((store.identity.member_id & 0xffff) as i64) << 47;
         let next_id = AtomicI64::new(prefix | ((clock << 8) & ((1 << 47) - 1)));
-        Self { store, leases, arbiters, next_arbiter: AtomicUsize::new(0), next_id }
+        Self { store, leases, arbiters, next_id }
     }
 
     fn fresh_id(&self) -> i64 {
@@ -104,11 +105,7 @@ impl Lease for LeaseService {
             .into_inner()
             .take_while(|r| futures::future::ready(r.is_ok()))
             .filter_map(|r| async { r.ok() });
-        let n = self.arbiters.len().max(1);
-        let arbiter = self
-            .arbiters
-            .get(self.next_arbiter.fetch_add(1, Ordering::Relaxed) % n)
-            .ok_or_else(|| Status::unavailable("etcdserver: server stopped"))?;
+        let arbiter = self.arbiters.next()?;
         let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
         let (leases, view, identity) = (self.leases.clone(), self.store.view.clone(), self.store.identity);
         KeepAliveStream::start_in_arbiter(arbiter, move |ctx| {

@@ -1,7 +1,7 @@
 //! actcd: a key-value server that speaks the etcd v3 gRPC API.
 //!
 //! # Layout
-//! - [`config`]: command-line flags with etcd's names.
+//! - [`config`]: command-line flags with etcd's names; [`arbiters`]: the threads stream actors share.
 //! - [`server`]: process wiring: store, StoreActor, gRPC listeners, shutdown.
 //! - [`kv`]: the KV service (reads on the read view, writes through the StoreActor).
 //! - [`lease`]: the Lease service (grants and revokes through the StoreActor, deadlines in the
@@ -17,6 +17,7 @@
 //! - [`status`]: store errors as gRPC statuses.
 #![deny(missing_docs)]
 
+pub mod arbiters;
 pub mod auth;
 pub mod config;
 pub mod connections;

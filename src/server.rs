@@ -2,7 +2,7 @@
 //! client URL (and /health, /version on the metrics URLs) until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ use actcd_proto::health::health_server::HealthServer;
 use crate::auth::AuthService;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::arbiters::ArbiterPool;
 use crate::config::{listen_addrs, Config};
 use crate::connections::{incoming, Connections};
 use crate::grpc_metrics::GrpcMetricsLayer;
@@ -113,18 +114,17 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             engine: maintenance_engine,
         };
         let leases = LeaseActor::new(store.writer.clone().recipient(), initial_leases).start();
-        let stream_handles: Vec<_> = stream_arbiters.iter().map(Arbiter::handle).collect();
-        let lease = Arc::new(LeaseService::new(store.clone(), leases, stream_handles));
+        let stream_pool = ArbiterPool::new(stream_arbiters.iter().map(Arbiter::handle).collect());
+        let lease = Arc::new(LeaseService::new(store.clone(), leases, Arc::clone(&stream_pool)));
         let connections = Arc::new(Connections::default());
         let watch = Arc::new(WatchService {
-            arbiters: stream_arbiters.iter().map(Arbiter::handle).collect(),
+            arbiters: stream_pool,
             shards,
             view,
             identity,
             max_request_bytes: config.max_request_bytes,
             connections: Arc::clone(&connections),
             next_stream: AtomicU64::new(0),
-            next_arbiter: AtomicUsize::new(0),
         });
         let services = Services { store, watch, lease, connections, prometheus };
         serve(&config, services, client_listeners, metrics_listeners).await

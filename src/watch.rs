@@ -1,10 +1,10 @@
 //! The Watch service: each call starts a StreamActor (on one of the stream arbiters) that owns
 //! the stream from then on; the response is the receiving end of its bounded channel.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use actix::{Actor, Addr, ArbiterHandle, AsyncContext};
+use actix::{Actor, Addr, AsyncContext};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -18,6 +18,7 @@ use actcd_actors::watch::shard::WatchShard;
 use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 
+use crate::arbiters::ArbiterPool;
 use crate::connections::{ConnId, Connections};
 
 /// Responses queued towards one client beyond which its stream actor waits (see
@@ -26,8 +27,8 @@ const RESPONSE_BUFFER: usize = 16;
 
 /// The Watch service.
 pub struct WatchService {
-    /// Arbiters the stream and connection actors run on, used round robin.
-    pub arbiters: Vec<ArbiterHandle>,
+    /// Arbiters the stream and connection actors run on.
+    pub arbiters: Arc<ArbiterPool>,
     /// The watch shards; a stream's watches live in shard `stream id % len`.
     pub shards: Vec<Addr<WatchShard<RocksEngine>>>,
     /// For revisions at create and cancel.
@@ -40,15 +41,6 @@ pub struct WatchService {
     pub connections: Arc<Connections>,
     /// Next stream id.
     pub next_stream: AtomicU64,
-    /// Round-robin cursor over `arbiters`.
-    pub next_arbiter: AtomicUsize,
-}
-
-impl WatchService {
-    fn arbiter(&self) -> Option<&ArbiterHandle> {
-        let n = self.arbiters.len();
-        (n > 0).then(|| &self.arbiters[self.next_arbiter.fetch_add(1, Ordering::Relaxed) % n])
-    }
 }
 
 #[tonic::async_trait]
@@ -63,13 +55,12 @@ impl Watch for WatchService {
             .into_inner()
             .take_while(|r| futures::future::ready(r.is_ok()))
             .filter_map(|r| async { r.ok() });
-        let arbiter =
-            self.arbiter().ok_or_else(|| Status::unavailable("etcdserver: server stopped"))?.clone();
+        let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();
         let conn_actor: Option<Addr<ConnActor>> = conn.and_then(|c| {
             self.connections.actor(c, || {
-                let arbiter = self.arbiter().cloned().unwrap_or_else(|| arbiter.clone());
+                let arbiter = self.arbiters.next().cloned().unwrap_or_else(|_| arbiter.clone());
                 ConnActor::start_in_arbiter(&arbiter, |_| ConnActor::default())
             })
         });

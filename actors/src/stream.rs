@@ -19,12 +19,12 @@ use actcd_proto::etcdserverpb::{
 use crate::identity::Identity;
 use crate::store::engine::Engine;
 use crate::store::ReadView;
-use crate::watch::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput};
+use crate::watch::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput, STREAM_OUTPUT_LIMIT};
 use crate::watch::watcher::WatchSpec;
 
 /// The stream's mailbox: the shard's messages are bounded by [`OutputQuota`] (the shard then
-/// desyncs, see module doc); this bounds the rest (stop requests).
-const MAILBOX_CAPACITY: usize = 4;
+/// desyncs, see module doc); the room above that quota is for stop requests.
+const MAILBOX_CAPACITY: usize = STREAM_OUTPUT_LIMIT + 4;
 
 /// etcd's error texts for refused watch creations.
 const DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";

@@ -8,10 +8,10 @@ use tonic::transport::Channel;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::{
     compare, request_op, CompactionRequest, Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp,
-    ResponseHeader, TxnRequest,
+    TxnRequest,
 };
 
-use crate::harness::Server;
+use crate::harness::{strip_identity, Server};
 
 /// One request of a differential script.
 #[derive(Debug, Clone)]
@@ -26,14 +26,6 @@ enum Op {
 /// What a server answered, in a comparable form.
 type Outcome = Result<String, (i32, String)>;
 
-fn strip(header: &mut Option<ResponseHeader>) {
-    if let Some(h) = header {
-        h.cluster_id = 0;
-        h.member_id = 0;
-        h.raft_term = 0;
-    }
-}
-
 async fn run(kv: &mut KvClient<Channel>, op: &Op) -> Outcome {
     let err = |s: tonic::Status| (s.code() as i32, s.message().to_string());
     match op.clone() {
@@ -41,7 +33,7 @@ async fn run(kv: &mut KvClient<Channel>, op: &Op) -> Outcome {
             let sort_target = r.sort_target;
             kv.range(r).await.map_err(err).map(|resp| {
                 let mut resp = resp.into_inner();
-                strip(&mut resp.header);
+                strip_identity(&mut resp.header);
                 // etcd sorts with an unstable sort: among equal sort values the order is arbitrary.
                 if sort_target != 0 {
                     resp.kvs.sort_by_key(|kv| sort_key(sort_target, kv));
@@ -51,23 +43,23 @@ async fn run(kv: &mut KvClient<Channel>, op: &Op) -> Outcome {
         }
         Op::Put(r) => kv.put(r).await.map_err(err).map(|resp| {
             let mut resp = resp.into_inner();
-            strip(&mut resp.header);
+            strip_identity(&mut resp.header);
             format!("{resp:?}")
         }),
         Op::Delete(r) => kv.delete_range(r).await.map_err(err).map(|resp| {
             let mut resp = resp.into_inner();
-            strip(&mut resp.header);
+            strip_identity(&mut resp.header);
             format!("{resp:?}")
         }),
         Op::Txn(r) => kv.txn(r).await.map_err(err).map(|resp| {
             let mut resp = resp.into_inner();
-            strip(&mut resp.header);
+            strip_identity(&mut resp.header);
             format!("{resp:?}")
         }),
         Op::Compact(revision) => {
             kv.compact(CompactionRequest { revision, physical: true }).await.map_err(err).map(|resp| {
                 let mut resp = resp.into_inner();
-                strip(&mut resp.header);
+                strip_identity(&mut resp.header);
                 format!("{resp:?}")
             })
         }

@@ -205,3 +205,13 @@ pub fn etcdctl(server: &Server, args: &[&str], stdin: Option<&str>) -> (bool, St
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+/// Clears what may differ between two servers with the same history (member identity and raft
+/// term), so their responses compare field by field.
+pub fn strip_identity(header: &mut Option<actcd_proto::etcdserverpb::ResponseHeader>) {
+    if let Some(h) = header {
+        h.cluster_id = 0;
+        h.member_id = 0;
+        h.raft_term = 0;
+    }
+}

@@ -107,19 +107,12 @@ async fn lease_calls_match_etcd() {
         let mut lease = LeaseClient::connect(server.endpoint.clone()).await.unwrap();
         let mut kv = server.kv().await;
         let mut out = Vec::new();
-        let strip = |h: &mut Option<actcd_proto::etcdserverpb::ResponseHeader>| {
-            if let Some(h) = h {
-                h.cluster_id = 0;
-                h.member_id = 0;
-                h.raft_term = 0;
-            }
-        };
         macro_rules! record {
             ($call:expr) => {
                 out.push(match $call.await {
                     Ok(r) => {
                         let mut r = r.into_inner();
-                        strip(&mut r.header);
+                        crate::harness::strip_identity(&mut r.header);
                         format!("{r:?}")
                     }
                     Err(s) => format!("{:?} {}", s.code(), s.message()),

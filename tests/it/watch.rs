@@ -96,11 +96,7 @@ fn put(key: &str, value: &str) -> PutRequest {
 }
 
 fn normalize(mut r: WatchResponse) -> WatchResponse {
-    if let Some(h) = &mut r.header {
-        h.cluster_id = 0;
-        h.member_id = 0;
-        h.raft_term = 0;
-    }
+    crate::harness::strip_identity(&mut r.header);
     r
 }
 

@@ -21,6 +21,8 @@ struct LeaseEntry {
 pub struct LeaseIndex {
     leases: HashMap<i64, LeaseEntry>,
     key_lease: HashMap<Box<[u8]>, i64>,
+    /// Bytes of the attached keys, kept as keys come and go so reporting costs nothing.
+    key_bytes: usize,
 }
 
 impl LeaseIndex {
@@ -39,6 +41,7 @@ impl LeaseIndex {
         let entry = self.leases.remove(&id)?;
         for key in &entry.keys {
             self.key_lease.remove(key);
+            self.key_bytes -= key.len();
         }
         Some(entry.keys.into_iter().collect())
     }
@@ -52,12 +55,14 @@ impl LeaseIndex {
         if let Some(entry) = self.leases.get_mut(&lease) {
             entry.keys.insert(key.into());
             self.key_lease.insert(key.into(), lease);
+            self.key_bytes += key.len();
         }
     }
 
     /// `key` was deleted: it belongs to no lease now.
     pub fn detach(&mut self, key: &[u8]) {
         if let Some(old) = self.key_lease.remove(key) {
+            self.key_bytes -= key.len();
             if let Some(entry) = self.leases.get_mut(&old) {
                 entry.keys.remove(key);
             }
@@ -89,8 +94,7 @@ impl LeaseIndex {
     /// Approximate heap bytes: per lease its entry, per attached key the key twice (set and
     /// reverse map) plus map overhead.
     pub fn heap_bytes(&self) -> usize {
-        let keys: usize = self.key_lease.keys().map(|k| 2 * k.len() + 64).sum();
-        self.leases.len() * 64 + keys
+        self.leases.len() * 64 + 2 * self.key_bytes + self.key_lease.len() * 64
     }
 }
 

@@ -24,8 +24,9 @@ pub const STREAM_OUTPUT_LIMIT: usize = 4;
 
 /// The bound on a stream's queued [`StreamOutput`]s, shared by its shard (which counts a
 /// message in before sending) and its stream actor (which counts it out once the client's
-/// channel took it). Actix's own mailbox bound parks a `try_send`er until it is polled, which a
-/// shard never is, so the bound is kept here instead.
+/// channel took it). The actor's mailbox alone counts a message only until the actor takes it,
+/// but the actor holds it longer, while it waits for room in the client's channel: the quota
+/// covers that wait too.
 #[derive(Debug, Clone, Default)]
 pub struct OutputQuota(Arc<AtomicUsize>);
 

@@ -16,7 +16,6 @@ pub struct RangeIndex {
     hasher: DefaultHashBuilder,
     exact: HashTable<u32>,
     ranges: IntervalTree,
-    range_count: usize,
 }
 
 fn end_of(range_end: &[u8]) -> End {
@@ -40,7 +39,6 @@ impl RangeIndex {
             self.exact.insert_unique(hash, slot, |s| hasher.hash_one(key_of(slots, *s)));
         } else {
             self.ranges.insert(w.key(), end_of(w.range_end()), slot);
-            self.range_count += 1;
         }
     }
 
@@ -57,11 +55,7 @@ impl RangeIndex {
                 Err(_) => false,
             }
         } else {
-            let removed = self.ranges.remove(w.key(), &end_of(w.range_end()), slot);
-            if removed {
-                self.range_count -= 1;
-            }
-            removed
+            self.ranges.remove(w.key(), &end_of(w.range_end()), slot)
         }
     }
 
@@ -70,7 +64,7 @@ impl RangeIndex {
     pub fn matches(&self, key: &[u8], mut visit: impl FnMut(u32)) {
         let hash = self.hasher.hash_one(key);
         self.exact.iter_hash(hash).for_each(|s| visit(*s));
-        if self.range_count > 0 {
+        if !self.ranges.is_empty() {
             self.ranges.stab(key, visit);
         }
     }
@@ -83,7 +77,7 @@ impl RangeIndex {
 
     /// Approximate heap bytes: the hash table's slots and control bytes, tree nodes and bounds.
     pub fn heap_bytes(&self) -> usize {
-        self.exact.capacity() * (std::mem::size_of::<u32>() + 1) + self.range_count * 160
+        self.exact.capacity() * (std::mem::size_of::<u32>() + 1) + self.ranges.len() * 160
     }
 }
 

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use actix::dev::SendError;
 use actix::prelude::*;
 
 use actcd_proto::etcdserverpb::WatchResponse;
@@ -29,28 +30,34 @@ pub struct ShardConfig {
     pub progress_interval: Duration,
 }
 
-/// The streams' outboxes. A full stream never blocks the shard: its quota says so first.
+/// The streams' outboxes, sent to with `try_send`: a full stream never blocks the shard. The
+/// quota is the bound that matters (see `OutputQuota`); the stream's mailbox has room above it.
 #[derive(Default)]
 struct Outboxes(HashMap<StreamId, (Recipient<StreamOutput>, OutputQuota)>);
 
 impl Outbox for Outboxes {
     fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
         let Some((outbox, quota)) = self.0.get(&stream) else { return Delivery::Closed };
-        if !outbox.connected() {
-            self.0.remove(&stream);
-            return Delivery::Closed;
-        }
         if !quota.try_take() {
             return Delivery::Full;
         }
-        // Bounded by the quota just taken (at most STREAM_OUTPUT_LIMIT queued per stream),
-        // so do_send cannot grow the stream's mailbox without bound.
         // Events handed to the stream and not yet written to its client (etcd's pending events).
         let events: usize = responses.iter().map(|r| r.events.len()).sum();
-        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(events as f64);
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").increment(1.0);
-        outbox.do_send(StreamOutput(responses));
-        Delivery::Sent
+        match outbox.try_send(StreamOutput(responses)) {
+            Ok(()) => {
+                metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(events as f64);
+                metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").increment(1.0);
+                Delivery::Sent
+            }
+            Err(SendError::Full(_)) => {
+                quota.release();
+                Delivery::Full
+            }
+            Err(SendError::Closed(_)) => {
+                self.0.remove(&stream);
+                Delivery::Closed
+            }
+        }
     }
 }
 

@@ -105,6 +105,8 @@ pub struct WatcherGroup {
     /// Consecutive stall checks that saw no progress.
     stalled_checks: u8,
     watch_count: usize,
+    /// Heap bytes of the records' keys, kept as watches come and go.
+    key_bytes: usize,
 }
 
 fn is_delete(ev: &Event) -> bool {
@@ -156,8 +158,7 @@ impl WatcherGroup {
 
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        let records = self.slots.capacity() * std::mem::size_of::<Option<Watcher>>()
-            + self.slots.iter().flatten().map(Watcher::heap_bytes).sum::<usize>();
+        let records = self.slots.capacity() * std::mem::size_of::<Option<Watcher>>() + self.key_bytes;
         let streams = self.streams.capacity() * (std::mem::size_of::<(StreamId, SmallVec<[u32; 4]>)>() + 8);
         records + streams + self.synced.heap_bytes() + (self.free.capacity() + self.unsynced.capacity()) * 4
     }
@@ -165,11 +166,14 @@ impl WatcherGroup {
     /// Gives back memory after many watches went away: drops free slots at the end of the
     /// slab (slot numbers in use never move) and shrinks the containers to what they hold.
     pub fn trim(&mut self) {
+        let before = self.slots.len();
         while matches!(self.slots.last(), Some(None)) {
             self.slots.pop();
         }
-        let len = self.slots.len() as u32;
-        self.free.retain(|s| *s < len);
+        if self.slots.len() < before {
+            let len = self.slots.len() as u32;
+            self.free.retain(|s| *s < len);
+        }
         if self.slots.len() < self.slots.capacity() / 2 {
             self.slots.shrink_to_fit();
             self.free.shrink_to_fit();
@@ -182,6 +186,7 @@ impl WatcherGroup {
     /// Adds a watch. One that starts at or before `processed` must first catch up.
     pub fn add(&mut self, spec: &WatchSpec) {
         let watcher = Watcher::new(spec);
+        self.key_bytes += watcher.heap_bytes();
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -243,6 +248,7 @@ impl WatcherGroup {
         }
         self.free.push(slot);
         self.watch_count -= 1;
+        self.key_bytes -= watcher.heap_bytes();
     }
 
     fn desync(&mut self, slot: u32, next_rev: i64) {

@@ -1,0 +1,29 @@
+//! The arbiters (threads) that per-stream and per-connection actors are spread over.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use actix::ArbiterHandle;
+use tonic::Status;
+
+/// A round-robin pool of arbiters, shared by the Watch and Lease services.
+#[derive(Debug)]
+pub struct ArbiterPool {
+    handles: Vec<ArbiterHandle>,
+    next: AtomicUsize,
+}
+
+impl ArbiterPool {
+    /// A pool over `handles`.
+    pub fn new(handles: Vec<ArbiterHandle>) -> Arc<Self> {
+        Arc::new(Self { handles, next: AtomicUsize::new(0) })
+    }
+
+    /// The next arbiter, or UNAVAILABLE if the pool is empty (the server is stopping).
+    pub fn next(&self) -> Result<&ArbiterHandle, Status> {
+        let n = self.handles.len().max(1);
+        self.handles
+            .get(self.next.fetch_add(1, Ordering::Relaxed) % n)
+            .ok_or_else(|| Status::unavailable("etcdserver: server stopped"))
+    }
+}
