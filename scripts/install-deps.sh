@@ -3,13 +3,14 @@
 #   server: clang + libclang-dev (bindgen for RocksDB's bindings)
 #   tests:  protobuf-compiler (the etcd-client crate's build), etcd-server + etcd-client
 #           (etcd 3.4 and etcdctl for the differential and CLI tests), prometheus (a real
-#           Prometheus and promtool for the metrics and dashboard tests)
+#           Prometheus and promtool for the metrics and dashboard tests), fiu-utils + libfiu0
+#           (fiu-run/fiu-ctrl inject fsync errors for the fault tests)
 # Usage: scripts/install-deps.sh server|test
 set -euo pipefail
 
 packages=(clang libclang-dev)
 if [[ "${1:-server}" == test ]]; then
-    packages+=(protobuf-compiler etcd-server etcd-client prometheus)
+    packages+=(protobuf-compiler etcd-server etcd-client prometheus fiu-utils libfiu0)
 fi
 
 missing=()

@@ -101,8 +101,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let root = WatchRoot::new(shards.iter().map(|s| s.clone().recipient()).collect()).start();
         let store_arbiter = Arbiter::new();
         let subscriber = Some(root.recipient());
-        let writer =
-            StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| StoreActor::new(core, subscriber));
+        let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
+        let writer = StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| {
+            StoreActor::new(core, subscriber).with_fail_stop(fail_stop_tx)
+        });
         let stream_arbiters: Vec<Arbiter> = (0..STREAM_ARBITERS).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
             view: view.clone(),
@@ -126,7 +128,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             connections: Arc::clone(&connections),
             next_stream: AtomicU64::new(0),
         });
-        let services = Services { store, watch, lease, connections, prometheus };
+        let services = Services { store, watch, lease, connections, prometheus, fail_stop };
         serve(&config, services, client_listeners, metrics_listeners).await
     })
 }
@@ -138,6 +140,8 @@ struct Services {
     lease: Arc<LeaseService>,
     connections: Arc<Connections>,
     prometheus: PrometheusHandle,
+    /// Gets the reason when the writer stops after a failed commit.
+    fail_stop: tokio::sync::oneshot::Receiver<String>,
 }
 
 fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> {
@@ -189,6 +193,12 @@ async fn serve(
         _ = shutdown_signal() => tracing::info!("shutting down"),
         Some(result) = servers.join_next() => {
             result.context("server task failed")?.context("gRPC server failed")?;
+        }
+        Ok(reason) = services.fail_stop => {
+            // etcd exits on a failed WAL write or fsync (fail-stop) and so does actcd: at once,
+            // without draining, since nothing more can be acknowledged. A restart recovers
+            // from what the disk holds.
+            anyhow::bail!("the store failed a write and stopped taking writes: {reason}");
         }
     }
     let _ = shutdown_tx.send(true);

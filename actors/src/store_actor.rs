@@ -6,7 +6,7 @@
 //! notified item, so all writes that arrived while the previous batch was fsyncing are applied
 //! and committed together: one WriteBatch, one fsync, then every answer.
 
-use actix::{Actor, AsyncContext, Context, Handler, Message};
+use actix::{Actor, ActorContext, AsyncContext, Context, Handler, Message};
 use tokio::sync::oneshot;
 
 use crate::store::engine::Engine;
@@ -117,12 +117,22 @@ pub struct StoreActor<E: Engine> {
     group: GroupCommit<E>,
     /// Where committed events go (the watch root).
     subscriber: Option<Recipient<Committed>>,
+    /// Told once, with the reason, when a commit fails and the writer stops.
+    fail_stop: Option<oneshot::Sender<String>>,
 }
 
 impl<E: Engine> StoreActor<E> {
     /// Wraps an opened store; committed events go to `subscriber`.
     pub fn new(core: StoreCore<E>, subscriber: Option<Recipient<Committed>>) -> Self {
-        Self { group: GroupCommit::new(core), subscriber }
+        Self { group: GroupCommit::new(core), subscriber, fail_stop: None }
+    }
+
+    /// Sends the reason to `fail_stop` when a commit fails. The process is expected to exit
+    /// then, as etcd does on a failed WAL write or fsync: after an fsync error the kernel may
+    /// have dropped the dirty pages, so neither the memory nor the disk state can be vouched for.
+    pub fn with_fail_stop(mut self, fail_stop: oneshot::Sender<String>) -> Self {
+        self.fail_stop = Some(fail_stop);
+        self
     }
 }
 
@@ -148,11 +158,19 @@ impl<E: Engine> Handler<Write> for StoreActor<E> {
 impl<E: Engine> Handler<Flush> for StoreActor<E> {
     type Result = ();
 
-    fn handle(&mut self, _: Flush, _: &mut Self::Context) {
+    fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
         let (outcome, committed) = self.group.flush();
         metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "store").decrement(outcome.commands as f64);
         if !outcome.committed {
-            tracing::error!(commands = outcome.commands, "commit failed; the store takes no more writes");
+            let reason = self.group.core().failure().unwrap_or("commit failed").to_owned();
+            tracing::error!(commands = outcome.commands, %reason, "the store takes no more writes");
+            if let Some(fail_stop) = self.fail_stop.take() {
+                let _ = fail_stop.send(reason);
+            }
+            // Writes still in the mailbox are dropped unanswered: their senders answer
+            // "server stopped", and so does every later send to a stopped actor.
+            ctx.stop();
+            return;
         }
         let (Some(subscriber), Some(events)) = (&self.subscriber, committed) else {
             return;
@@ -255,5 +273,86 @@ mod tests {
         assert!(matches!(bad_answer.try_recv(), Ok(Err(StoreError::EmptyKey))));
         assert!(matches!(good_answer.try_recv(), Ok(Ok(_))));
         assert_eq!(view.revision(), 5);
+    }
+
+    /// RocksDB whose commits fail while `failing` is set, as after an fsync error.
+    struct FailingEngine {
+        inner: RocksEngine,
+        failing: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Engine for FailingEngine {
+        fn commit(&self, set: &crate::store::engine::WriteSet) -> Result<(), StoreError> {
+            if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(StoreError::Storage("IO error: fdatasync: Input/output error".into()));
+            }
+            self.inner.commit(set)
+        }
+        fn get_many(
+            &self,
+            family: crate::store::engine::Family,
+            keys: &[Vec<u8>],
+        ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+            self.inner.get_many(family, keys)
+        }
+        fn get(
+            &self,
+            family: crate::store::engine::Family,
+            key: &[u8],
+        ) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.get(family, key)
+        }
+        fn scan(
+            &self,
+            family: crate::store::engine::Family,
+            from: &[u8],
+            visit: &mut crate::store::engine::ScanVisitor<'_>,
+        ) -> Result<(), StoreError> {
+            self.inner.scan(family, from, visit)
+        }
+        fn size_bytes(&self) -> u64 {
+            self.inner.size_bytes()
+        }
+    }
+
+    #[test]
+    fn a_failed_commit_answers_no_write_and_stops_the_writer_for_good() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let engine = FailingEngine {
+            inner: RocksEngine::open(dir.path()).expect("engine"),
+            failing: Arc::clone(&failing),
+        };
+        let core = StoreCore::open(engine, StoreConfig::default()).expect("store");
+        let view = core.read_view();
+        let mut group = GroupCommit::new(core);
+        let (first, _) = put("a");
+        group.push(first);
+        assert!(group.flush().0.committed);
+
+        failing.store(true, std::sync::atomic::Ordering::SeqCst);
+        let (b, mut b_answer) = put("b");
+        let (c, mut c_answer) = put("c");
+        group.push(b);
+        group.push(c);
+        let (outcome, events) = group.flush();
+        assert_eq!(outcome, FlushOutcome { commands: 2, committed: false });
+        assert!(events.is_none(), "nothing of the failed batch goes to watchers");
+        for answer in [&mut b_answer, &mut c_answer] {
+            assert!(
+                matches!(answer.try_recv(), Ok(Err(StoreError::Stopped(_)))),
+                "no write of the batch is acknowledged"
+            );
+        }
+        assert_eq!(view.revision(), 2, "readers never see the failed batch");
+        assert!(group.core().failure().is_some_and(|r| r.contains("fdatasync")));
+
+        // Even once the disk works again, the writer takes nothing more until a restart.
+        failing.store(false, std::sync::atomic::Ordering::SeqCst);
+        let (d, mut d_answer) = put("d");
+        group.push(d);
+        assert!(!group.flush().0.committed);
+        assert!(matches!(d_answer.try_recv(), Ok(Err(StoreError::Stopped(_)))));
+        assert_eq!(view.revision(), 2);
     }
 }

@@ -38,11 +38,34 @@ impl Server {
         panic!("actcd did not start on {} after 4 tries", data_dir.display());
     }
 
+    /// Starts actcd like [`Server::actcd`], run by a wrapper command that execs it (`prlimit
+    /// --nofile=N`, `fiu-run -x`), so that the child's pid is actcd's own.
+    pub async fn actcd_under(wrapper: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
+        for _ in 0..4 {
+            if let Some(server) = Self::try_actcd_under(wrapper, data_dir, extra).await {
+                return server;
+            }
+        }
+        panic!("actcd under {wrapper:?} did not start on {} after 4 tries", data_dir.display());
+    }
+
     async fn try_actcd(data_dir: &Path, extra: &[&str]) -> Option<Server> {
+        Self::try_actcd_under(&[], data_dir, extra).await
+    }
+
+    async fn try_actcd_under(wrapper: &[&str], data_dir: &Path, extra: &[&str]) -> Option<Server> {
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
         let metrics = format!("http://127.0.0.1:{}", free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.args(args).arg(env!("CARGO_BIN_EXE_actcd"));
+                command
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_actcd")),
+        };
+        let child = command
             .arg("--listen-metrics-urls")
             .arg(&metrics)
             .arg("--data-dir")
@@ -140,6 +163,23 @@ impl Server {
         actcd_proto::etcdserverpb::watch_client::WatchClient::connect(self.endpoint.clone())
             .await
             .expect("connect")
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own and returns its status; `None`
+    /// if it is still running (or was already reaped).
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let child = self.child.as_mut()?;
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// SIGKILL, then reap.

@@ -343,6 +343,11 @@ impl<E: Engine> StoreCore<E> {
         &self.config
     }
 
+    /// Why the writer stopped taking writes, if it did (fail-stop).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
     /// Revision of the last applied command, durable or not.
     pub fn current_revision(&self) -> i64 {
         self.current
@@ -454,8 +459,12 @@ impl<E: Engine> StoreCore<E> {
             codec::encode_i64(self.applied_index as i64),
         );
         if let Err(err) = self.shared.engine.commit(&batch.writes) {
-            self.failed = Some(err.to_string());
-            return Err(err);
+            // The batch may or may not be on disk (a failed fsync says nothing about what the
+            // disk kept), so its writes are answered as etcd's stopping server answers them:
+            // unavailable, outcome unknown, never acknowledged.
+            let reason = format!("commit failed: {err}");
+            self.failed = Some(reason.clone());
+            return Err(StoreError::Stopped(reason));
         }
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.applied_index.store(self.applied_index, Ordering::Release);
