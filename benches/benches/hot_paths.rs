@@ -16,6 +16,7 @@ use actcd_actors::store::{
 };
 use actcd_actors::watch::messages::StreamId;
 use actcd_actors::watch::range_index::RangeIndex;
+use actcd_actors::watch::slab::WatchSlab;
 use actcd_actors::watch::watcher::{WatchSpec, Watcher};
 use actcd_actors::watch::watcher_group::{Delivery, History, Outbox, WatcherGroup};
 use actcd_proto::etcdserverpb::{PutRequest, WatchResponse};
@@ -184,10 +185,10 @@ mod watch_matching {
     /// A slab of 1M exact-key watchers (`key/0000000` …) and 10k prefix watchers: prefix `j`
     /// covers `key/{j:05}00` to `key/{j:05}99`, so keys below `key/1000000` are each covered
     /// by one exact and one prefix watcher.
-    fn build() -> (Vec<Option<Watcher>>, RangeIndex) {
-        let mut slots = Vec::with_capacity(EXACT + PREFIXES);
+    fn build() -> (WatchSlab, RangeIndex) {
+        let mut slots = WatchSlab::default();
         for i in 0..EXACT {
-            slots.push(Some(Watcher::new(&spec(i as StreamId, 0, exact_key(i).into(), Bytes::new(), 2))));
+            slots.insert(Watcher::new(&spec(i as StreamId, 0, exact_key(i).into(), Bytes::new(), 2)));
         }
         for j in 0..PREFIXES {
             let prefix = format!("key/{j:05}").into_bytes();
@@ -195,11 +196,11 @@ mod watch_matching {
             if let Some(last) = end.last_mut() {
                 *last += 1;
             }
-            slots.push(Some(Watcher::new(&spec(j as StreamId, 1, prefix.into(), end.into(), 2))));
+            slots.insert(Watcher::new(&spec(j as StreamId, 1, prefix.into(), end.into(), 2)));
         }
         let mut index = RangeIndex::default();
-        for slot in 0..slots.len() {
-            index.insert(&slots, slot as u32);
+        for slot in 0..slots.end() {
+            index.insert(&slots, slot);
         }
         (slots, index)
     }
@@ -208,7 +209,7 @@ mod watch_matching {
         let (slots, index) = build();
         let mut check = 0;
         index.matches(key, |s| {
-            if slots[s as usize].as_ref().is_some_and(|w| w.covers(key)) {
+            if slots.get(s).is_some_and(|w| w.covers(key)) {
                 check += 1;
             }
         });

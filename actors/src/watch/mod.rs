@@ -20,6 +20,7 @@
 //! # Layout
 //! - [`messages`]: the messages of the tree (store → root → shard → stream and back).
 //! - [`watcher`]: one watch's record and what it matches.
+//! - [`slab`]: a shard's records in fixed chunks, addressed by slot number.
 //! - [`range_index`]: exact keys in a hash table, ranges in an [`interval_tree`].
 //! - [`watcher_group`]: a shard's watches: synced / unsynced sets, matching, catch-up, progress.
 //! - [`shard`] / [`root`]: the actix shells.
@@ -29,5 +30,6 @@ pub mod messages;
 pub mod range_index;
 pub mod root;
 pub mod shard;
+pub mod slab;
 pub mod watcher;
 pub mod watcher_group;

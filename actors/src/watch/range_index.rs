@@ -7,7 +7,7 @@ use std::hash::BuildHasher;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::interval_tree::{End, IntervalTree};
-use super::watcher::Watcher;
+use super::slab::WatchSlab;
 
 /// The index of a shard's synced watchers. Its methods take the shard's record slab, where
 /// each slot's key is read from (the exact-key table stores slot numbers only).
@@ -25,14 +25,14 @@ fn end_of(range_end: &[u8]) -> End {
     }
 }
 
-fn key_of(slots: &[Option<Watcher>], slot: u32) -> &[u8] {
-    slots.get(slot as usize).and_then(Option::as_ref).map_or(&[], Watcher::key)
+fn key_of(slots: &WatchSlab, slot: u32) -> &[u8] {
+    slots.get(slot).map_or(&[], |w| w.key())
 }
 
 impl RangeIndex {
     /// Indexes watcher `slot` (already in `slots`) under its key or range.
-    pub fn insert(&mut self, slots: &[Option<Watcher>], slot: u32) {
-        let Some(w) = slots.get(slot as usize).and_then(Option::as_ref) else { return };
+    pub fn insert(&mut self, slots: &WatchSlab, slot: u32) {
+        let Some(w) = slots.get(slot) else { return };
         if w.range_end().is_empty() {
             let hasher = &self.hasher;
             let hash = hasher.hash_one(w.key());
@@ -43,8 +43,8 @@ impl RangeIndex {
     }
 
     /// Removes watcher `slot` (still in `slots`); returns whether it was there.
-    pub fn remove(&mut self, slots: &[Option<Watcher>], slot: u32) -> bool {
-        let Some(w) = slots.get(slot as usize).and_then(Option::as_ref) else { return false };
+    pub fn remove(&mut self, slots: &WatchSlab, slot: u32) -> bool {
+        let Some(w) = slots.get(slot) else { return false };
         if w.range_end().is_empty() {
             let hash = self.hasher.hash_one(w.key());
             match self.exact.find_entry(hash, |s| *s == slot) {
@@ -69,8 +69,12 @@ impl RangeIndex {
         }
     }
 
-    /// Shrinks the exact-key table to what it holds.
-    pub fn shrink_to_fit(&mut self, slots: &[Option<Watcher>]) {
+    /// Shrinks the exact-key table once it is mostly empty (not sooner: a table shrunk to a
+    /// tight fit doubles again at the next few inserts).
+    pub fn shrink_to_fit(&mut self, slots: &WatchSlab) {
+        if self.exact.len() >= self.exact.capacity() / 4 {
+            return;
+        }
         let hasher = &self.hasher;
         self.exact.shrink_to_fit(|s| hasher.hash_one(key_of(slots, *s)));
     }
@@ -84,27 +88,35 @@ impl RangeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::watcher::WatchSpec;
+    use crate::watch::watcher::{WatchSpec, Watcher};
     use bytes::Bytes;
 
-    fn watcher(key: &'static str, end: &'static str) -> Option<Watcher> {
-        Some(Watcher::new(&WatchSpec {
+    fn watcher(key: &str, end: &str) -> Watcher {
+        Watcher::new(&WatchSpec {
             stream: 1,
             watch_id: 0,
-            key: Bytes::from_static(key.as_bytes()),
-            range_end: Bytes::from_static(end.as_bytes()),
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            range_end: Bytes::copy_from_slice(end.as_bytes()),
             start_revision: 1,
             prev_kv: false,
             no_put: false,
             no_delete: false,
             progress_notify: false,
-        }))
+        })
     }
 
-    fn matched(index: &RangeIndex, slots: &[Option<Watcher>], key: &[u8]) -> Vec<u32> {
+    fn slab(watchers: impl IntoIterator<Item = Watcher>) -> WatchSlab {
+        let mut slab = WatchSlab::default();
+        watchers.into_iter().for_each(|w| {
+            slab.insert(w);
+        });
+        slab
+    }
+
+    fn matched(index: &RangeIndex, slots: &WatchSlab, key: &[u8]) -> Vec<u32> {
         let mut out = Vec::new();
         index.matches(key, |s| {
-            if slots[s as usize].as_ref().is_some_and(|w| w.covers(key)) {
+            if slots.get(s).is_some_and(|w| w.covers(key)) {
                 out.push(s)
             }
         });
@@ -114,16 +126,16 @@ mod tests {
 
     #[test]
     fn exact_prefix_and_open_ranges_match() {
-        let slots = vec![
-            None,
+        let slots = slab([
+            watcher("unindexed", ""),
             watcher("a", ""),
             watcher("a", ""),
             watcher("a", "b"),
             watcher("b", "\0"),
             watcher("ab", "ac"),
-        ];
+        ]);
         let mut index = RangeIndex::default();
-        for slot in 1..slots.len() as u32 {
+        for slot in 1..slots.end() {
             index.insert(&slots, slot);
         }
         assert_eq!(matched(&index, &slots, b"a"), [1, 2, 3]);
@@ -140,14 +152,9 @@ mod tests {
 
     #[test]
     fn many_single_key_watchers_survive_table_growth() {
-        let slots: Vec<Option<Watcher>> = (0..1000)
-            .map(|i| {
-                let key: &'static str = Box::leak(format!("k{}", i % 300).into_boxed_str());
-                watcher(key, "")
-            })
-            .collect();
+        let slots = slab((0..1000).map(|i| watcher(&format!("k{}", i % 300), "")));
         let mut index = RangeIndex::default();
-        for slot in 0..slots.len() as u32 {
+        for slot in 0..slots.end() {
             index.insert(&slots, slot);
         }
         assert_eq!(matched(&index, &slots, b"k7").len(), 4);

@@ -28,6 +28,7 @@ use crate::store::{CommittedEvents, HistoryChunk, StoreError};
 
 use super::messages::StreamId;
 use super::range_index::RangeIndex;
+use super::slab::WatchSlab;
 use super::watcher::{flags, WatchSpec, Watcher};
 
 /// What happened to responses handed to a stream.
@@ -94,8 +95,7 @@ impl Default for SyncLimits {
 /// The watches of one shard.
 #[derive(Default)]
 pub struct WatcherGroup {
-    slots: Vec<Option<Watcher>>,
-    free: Vec<u32>,
+    slots: WatchSlab,
     synced: RangeIndex,
     unsynced: Vec<u32>,
     streams: HashMap<StreamId, SmallVec<[u32; 4]>>,
@@ -104,9 +104,6 @@ pub struct WatcherGroup {
     processed_at_last_check: i64,
     /// Consecutive stall checks that saw no progress.
     stalled_checks: u8,
-    watch_count: usize,
-    /// Heap bytes of the records' keys, kept as watches come and go.
-    key_bytes: usize,
 }
 
 fn is_delete(ev: &Event) -> bool {
@@ -138,12 +135,12 @@ impl WatcherGroup {
 
     /// Watches held.
     pub fn len(&self) -> usize {
-        self.watch_count
+        self.slots.len()
     }
 
     /// True when no watch is held.
     pub fn is_empty(&self) -> bool {
-        self.watch_count == 0
+        self.slots.is_empty()
     }
 
     /// Watchers waiting for catch-up (etcd's slow watchers).
@@ -158,53 +155,43 @@ impl WatcherGroup {
 
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        let records = self.slots.capacity() * std::mem::size_of::<Option<Watcher>>() + self.key_bytes;
         let streams = self.streams.capacity() * (std::mem::size_of::<(StreamId, SmallVec<[u32; 4]>)>() + 8);
-        records + streams + self.synced.heap_bytes() + (self.free.capacity() + self.unsynced.capacity()) * 4
+        let spilled: usize =
+            self.streams.values().filter(|l| l.spilled()).map(|l| l.capacity() * 4).sum();
+        self.slots.heap_bytes()
+            + streams
+            + spilled
+            + self.synced.heap_bytes()
+            + self.unsynced.capacity() * 4
     }
 
     /// Gives back memory after many watches went away: drops free slots at the end of the
     /// slab (slot numbers in use never move) and shrinks the containers to what they hold.
     pub fn trim(&mut self) {
-        let before = self.slots.len();
-        while matches!(self.slots.last(), Some(None)) {
-            self.slots.pop();
-        }
-        if self.slots.len() < before {
-            let len = self.slots.len() as u32;
-            self.free.retain(|s| *s < len);
-        }
-        if self.slots.len() < self.slots.capacity() / 2 {
-            self.slots.shrink_to_fit();
-            self.free.shrink_to_fit();
+        self.slots.trim();
+        if self.unsynced.len() < self.unsynced.capacity() / 2 {
             self.unsynced.shrink_to_fit();
-            self.streams.shrink_to_fit();
-            self.synced.shrink_to_fit(&self.slots);
         }
+        if self.streams.len() < self.streams.capacity() / 2 {
+            self.streams.shrink_to_fit();
+        }
+        self.synced.shrink_to_fit(&self.slots);
     }
 
     /// Adds a watch. One that starts at or before `processed` must first catch up.
     pub fn add(&mut self, spec: &WatchSpec) {
-        let watcher = Watcher::new(spec);
-        self.key_bytes += watcher.heap_bytes();
-        let slot = match self.free.pop() {
-            Some(slot) => slot,
-            None => {
-                self.slots.push(None);
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let mut watcher = Watcher::new(spec);
+        let behind = watcher.next_rev() <= self.processed;
+        if !behind {
+            watcher.set(flags::SYNCED);
+        }
+        let slot = self.slots.insert(watcher);
         self.streams.entry(spec.stream).or_default().push(slot);
-        if watcher.next_rev <= self.processed {
+        if behind {
             self.unsynced.push(slot);
-            self.slots[slot as usize] = Some(watcher);
         } else {
-            let mut watcher = watcher;
-            watcher.flags |= flags::SYNCED;
-            self.slots[slot as usize] = Some(watcher);
             self.synced.insert(&self.slots, slot);
         }
-        self.watch_count += 1;
     }
 
     /// Removes one watch; returns whether it existed.
@@ -213,7 +200,7 @@ impl WatcherGroup {
         let found = slots
             .iter()
             .copied()
-            .find(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.watch_id == watch_id));
+            .find(|s| self.slots.get(*s).is_some_and(|w| w.watch_id == watch_id));
         let Some(slot) = found else { return false };
         self.remove_slot(slot);
         true
@@ -230,11 +217,11 @@ impl WatcherGroup {
     }
 
     fn remove_slot(&mut self, slot: u32) {
-        let Some(synced) = self.slots[slot as usize].as_ref().map(|w| w.has(flags::SYNCED)) else { return };
+        let Some(synced) = self.slots.get(slot).map(|w| w.has(flags::SYNCED)) else { return };
         if synced {
             self.synced.remove(&self.slots, slot);
         }
-        let Some(watcher) = self.slots[slot as usize].take() else { return };
+        let Some(watcher) = self.slots.remove(slot) else { return };
         if !synced {
             if let Some(at) = self.unsynced.iter().position(|s| *s == slot) {
                 self.unsynced.swap_remove(at);
@@ -246,30 +233,26 @@ impl WatcherGroup {
                 self.streams.remove(&watcher.stream);
             }
         }
-        self.free.push(slot);
-        self.watch_count -= 1;
-        self.key_bytes -= watcher.heap_bytes();
     }
 
     fn desync(&mut self, slot: u32, next_rev: i64) {
-        let Some(w) = self.slots[slot as usize].as_mut() else { return };
+        let Some(w) = self.slots.get_mut(slot) else { return };
         if !w.has(flags::SYNCED) {
-            w.next_rev = w.next_rev.min(next_rev);
+            w.set_next_rev(w.next_rev().min(next_rev));
             return;
         }
-        w.next_rev = w.next_rev.max(next_rev);
+        w.set_next_rev(w.next_rev().max(next_rev));
         // Removed from the index while its record still says where it is indexed.
         self.synced.remove(&self.slots, slot);
-        if let Some(w) = self.slots[slot as usize].as_mut() {
-            w.flags &= !flags::SYNCED;
+        if let Some(w) = self.slots.get_mut(slot) {
+            w.clear(flags::SYNCED);
         }
         self.unsynced.push(slot);
     }
 
     fn desync_all(&mut self, from: i64) {
-        let synced: Vec<u32> = (0..self.slots.len() as u32)
-            .filter(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.has(flags::SYNCED)))
-            .collect();
+        let synced: Vec<u32> =
+            self.slots.iter().filter(|(_, w)| w.has(flags::SYNCED)).map(|(slot, _)| slot).collect();
         for slot in synced {
             self.desync(slot, from);
         }
@@ -311,8 +294,8 @@ impl WatcherGroup {
                 let mut matched: SmallVec<[u32; 8]> = SmallVec::new();
                 self.synced.matches(key_of(ev), |slot| matched.push(slot));
                 for slot in matched {
-                    let Some(w) = self.slots[slot as usize].as_ref() else { continue };
-                    if rev < w.next_rev || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
+                    let Some(w) = self.slots.get(slot) else { continue };
+                    if rev < w.next_rev() || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
                         continue;
                     }
                     let event = if w.has(flags::PREV_KV) {
@@ -328,8 +311,8 @@ impl WatcherGroup {
                 }
             }
             for (slot, evs) in per_slot {
-                let Some(w) = self.slots[slot as usize].as_mut() else { continue };
-                w.flags |= flags::NOTIFIED;
+                let Some(w) = self.slots.get_mut(slot) else { continue };
+                w.set(flags::NOTIFIED);
                 let entry = out.entry(w.stream).or_default();
                 entry.0.push(WatchResponse {
                     header: header(rev),
@@ -345,8 +328,8 @@ impl WatcherGroup {
             match outbox.deliver(stream, responses) {
                 Delivery::Sent => {
                     for (slot, rev) in sent {
-                        if let Some(w) = self.slots[slot as usize].as_mut() {
-                            w.next_rev = w.next_rev.max(rev + 1);
+                        if let Some(w) = self.slots.get_mut(slot) {
+                            w.set_next_rev(w.next_rev().max(rev + 1));
                         }
                     }
                 }
@@ -383,7 +366,7 @@ impl WatcherGroup {
         let to = self.processed;
         for _ in 0..CHUNKS_PER_PASS {
             let Some(from) =
-                pending.iter().filter_map(|s| self.slots[*s as usize].as_ref()).map(|w| w.next_rev).min()
+                pending.iter().filter_map(|s| self.slots.get(*s)).map(Watcher::next_rev).min()
             else {
                 return;
             };
@@ -400,7 +383,7 @@ impl WatcherGroup {
             };
             let (serve, later): (Vec<u32>, Vec<u32>) = pending
                 .into_iter()
-                .partition(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.next_rev < chunk.next));
+                .partition(|s| self.slots.get(*s).is_some_and(|w| w.next_rev() < chunk.next));
             self.serve_chunk(&chunk, &serve, history, outbox);
             pending = later;
         }
@@ -419,10 +402,10 @@ impl WatcherGroup {
         let mut out: HashMap<StreamId, (Vec<WatchResponse>, Vec<u32>)> = HashMap::new();
         let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
         for &slot in slots {
-            let Some(w) = self.slots[slot as usize].as_ref() else { continue };
+            let Some(w) = self.slots.get(slot) else { continue };
             let mut evs = Vec::new();
             for (i, ev) in chunk.events.iter().enumerate() {
-                if revision_of(ev) < w.next_rev || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
+                if revision_of(ev) < w.next_rev() || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
                     continue;
                 }
                 if w.has(flags::PREV_KV) {
@@ -449,10 +432,10 @@ impl WatcherGroup {
             match delivered {
                 Delivery::Sent => {
                     for slot in slots {
-                        let Some(w) = self.slots[slot as usize].as_mut() else { continue };
-                        w.next_rev = w.next_rev.max(chunk.next);
-                        w.flags |= flags::NOTIFIED;
-                        if w.next_rev > self.processed {
+                        let Some(w) = self.slots.get_mut(slot) else { continue };
+                        w.set_next_rev(w.next_rev().max(chunk.next));
+                        w.set(flags::NOTIFIED);
+                        if w.next_rev() > self.processed {
                             self.mark_synced(slot);
                         }
                     }
@@ -468,8 +451,8 @@ impl WatcherGroup {
     fn mark_synced(&mut self, slot: u32) {
         let Some(at) = self.unsynced.iter().position(|s| *s == slot) else { return };
         self.unsynced.swap_remove(at);
-        let Some(w) = self.slots[slot as usize].as_mut() else { return };
-        w.flags |= flags::SYNCED;
+        let Some(w) = self.slots.get_mut(slot) else { return };
+        w.set(flags::SYNCED);
         self.synced.insert(&self.slots, slot);
     }
 
@@ -477,8 +460,8 @@ impl WatcherGroup {
         let compacted = history.compacted();
         let mut doomed: HashMap<StreamId, Vec<u32>> = HashMap::new();
         for slot in &self.unsynced {
-            if let Some(w) = self.slots[*slot as usize].as_ref() {
-                if w.next_rev < compacted {
+            if let Some(w) = self.slots.get(*slot) {
+                if w.next_rev() < compacted {
                     doomed.entry(w.stream).or_default().push(*slot);
                 }
             }
@@ -486,7 +469,7 @@ impl WatcherGroup {
         for (stream, slots) in doomed {
             let responses = slots
                 .iter()
-                .filter_map(|s| self.slots[*s as usize].as_ref())
+                .filter_map(|s| self.slots.get(*s))
                 .map(|w| WatchResponse {
                     header: header(0),
                     watch_id: w.watch_id,
@@ -511,7 +494,7 @@ impl WatcherGroup {
     pub fn request_progress(&mut self, stream: StreamId, outbox: &mut impl Outbox) {
         let Some(slots) = self.streams.get(&stream) else { return };
         let all_synced =
-            slots.iter().all(|s| self.slots[*s as usize].as_ref().is_some_and(|w| w.has(flags::SYNCED)));
+            slots.iter().all(|s| self.slots.get(*s).is_some_and(|w| w.has(flags::SYNCED)));
         if !all_synced {
             return;
         }
@@ -525,9 +508,9 @@ impl WatcherGroup {
     /// and got nothing since the last tick is told the current revision.
     pub fn progress_tick(&mut self, outbox: &mut impl Outbox) {
         let mut out: HashMap<StreamId, Vec<WatchResponse>> = HashMap::new();
-        for w in self.slots.iter_mut().flatten() {
+        for w in self.slots.iter_mut() {
             let idle = w.has(flags::PROGRESS) && w.has(flags::SYNCED) && !w.has(flags::NOTIFIED);
-            w.flags &= !flags::NOTIFIED;
+            w.clear(flags::NOTIFIED);
             if idle {
                 out.entry(w.stream).or_default().push(WatchResponse {
                     header: header(self.processed),
@@ -680,7 +663,7 @@ mod tests {
         assert_eq!(out.drain(1), [(0, vec![2]), (0, vec![4]), (1, vec![4])]);
         assert_eq!(out.drain(2), [(0, vec![2]), (0, vec![3]), (0, vec![4])]);
         let with_prev =
-            group.slots.iter().flatten().find(|w| w.stream == 1 && w.watch_id == 1).map(|w| w.next_rev);
+            group.slots.iter().find(|(_, w)| w.stream == 1 && w.watch_id == 1).map(|(_, w)| w.next_rev());
         assert_eq!(with_prev, Some(5));
     }
 
