@@ -3,8 +3,10 @@
 //!
 //! A row dials `clients` connections (one HTTP/2 connection each), opens `streams per client`
 //! Watch streams on each and creates `watches per stream` watches on each stream, on distinct
-//! keys (`w/{conn}/{stream}/{i}`); every create of a stream goes out at once and the row waits for
-//! every created response. Then it waits `--settle`, reads the server's VmRSS from
+//! keys (`w/{conn}/{stream}/{i}`); a stream sends its next create when the previous one is
+//! answered, as etcd's clientv3 does (and so etcd's own benchmark). Sending a stream's creates all
+//! at once instead measures HTTP/2's buffers as much as the watches: the frames queue in the
+//! server's h2 connection, whose buffer slabs keep their peak size (~50 B more per watch here). Then it waits `--settle`, reads the server's VmRSS from
 //! `/proc/PID/status`, and closes everything. The server's RSS only means something on a fresh
 //! server, so a run takes exactly one row; `benches/watch-memory` restarts the server per row.
 //!
@@ -176,8 +178,8 @@ struct Held {
     _responses: Streaming<WatchResponse>,
 }
 
-/// Opens stream `stream` of connection `conn` and creates `watches` watches on it (all creates
-/// sent at once), recording each created response in `rec`. `None` when the stream failed (the
+/// Opens stream `stream` of connection `conn` and creates `watches` watches on it (one create
+/// in flight at a time), recording each created response in `rec`. `None` when the stream failed (the
 /// watches without an answer are counted as errors).
 async fn open_stream(
     channel: Channel,
@@ -190,11 +192,9 @@ async fn open_stream(
 ) -> Option<Held> {
     let shard = conn;
     let (tx, rx) = unbounded();
-    for i in 0..watches {
-        let key = Bytes::from(format!("w/{conn}/{stream}/{i}"));
-        if tx.unbounded_send(create_request(key, false)).is_err() {
-            return None;
-        }
+    let create = |i: u64| create_request(Bytes::from(format!("w/{conn}/{stream}/{i}")), false);
+    if watches > 0 && tx.unbounded_send(create(0)).is_err() {
+        return None;
     }
     let sent = Instant::now();
     let fail_rest = |answered: u64, error: &str| {
@@ -222,6 +222,10 @@ async fn open_stream(
         match tokio::time::timeout(timeout, responses.message()).await {
             Ok(Ok(Some(r))) if r.created => {
                 answered += 1;
+                if answered < watches && tx.unbounded_send(create(answered)).is_err() {
+                    fail_rest(answered, "watch stream closed by the server");
+                    return None;
+                }
                 if r.canceled {
                     rec.err(shard, &format!("watch canceled: {}", r.cancel_reason));
                 } else {
