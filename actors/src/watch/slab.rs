@@ -101,11 +101,7 @@ impl WatchSlab {
 
     /// Every record with its slot.
     pub fn iter(&self) -> impl Iterator<Item = (u32, &Watcher)> {
-        self.chunks
-            .iter()
-            .flatten()
-            .enumerate()
-            .filter_map(|(slot, w)| w.as_ref().map(|w| (slot as u32, w)))
+        self.chunks.iter().flatten().enumerate().filter_map(|(slot, w)| w.as_ref().map(|w| (slot as u32, w)))
     }
 
     /// Every record, to change them.

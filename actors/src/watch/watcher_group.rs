@@ -156,13 +156,8 @@ impl WatcherGroup {
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
         let streams = self.streams.capacity() * (std::mem::size_of::<(StreamId, SmallVec<[u32; 4]>)>() + 8);
-        let spilled: usize =
-            self.streams.values().filter(|l| l.spilled()).map(|l| l.capacity() * 4).sum();
-        self.slots.heap_bytes()
-            + streams
-            + spilled
-            + self.synced.heap_bytes()
-            + self.unsynced.capacity() * 4
+        let spilled: usize = self.streams.values().filter(|l| l.spilled()).map(|l| l.capacity() * 4).sum();
+        self.slots.heap_bytes() + streams + spilled + self.synced.heap_bytes() + self.unsynced.capacity() * 4
     }
 
     /// Gives back memory after many watches went away: drops free slots at the end of the
@@ -197,10 +192,8 @@ impl WatcherGroup {
     /// Removes one watch; returns whether it existed.
     pub fn cancel(&mut self, stream: StreamId, watch_id: i64) -> bool {
         let Some(slots) = self.streams.get(&stream) else { return false };
-        let found = slots
-            .iter()
-            .copied()
-            .find(|s| self.slots.get(*s).is_some_and(|w| w.watch_id == watch_id));
+        let found =
+            slots.iter().copied().find(|s| self.slots.get(*s).is_some_and(|w| w.watch_id == watch_id));
         let Some(slot) = found else { return false };
         self.remove_slot(slot);
         true
@@ -365,8 +358,7 @@ impl WatcherGroup {
         self.unsynced.rotate_left(count);
         let to = self.processed;
         for _ in 0..CHUNKS_PER_PASS {
-            let Some(from) =
-                pending.iter().filter_map(|s| self.slots.get(*s)).map(Watcher::next_rev).min()
+            let Some(from) = pending.iter().filter_map(|s| self.slots.get(*s)).map(Watcher::next_rev).min()
             else {
                 return;
             };
@@ -493,8 +485,7 @@ impl WatcherGroup {
     /// otherwise; the client asks again).
     pub fn request_progress(&mut self, stream: StreamId, outbox: &mut impl Outbox) {
         let Some(slots) = self.streams.get(&stream) else { return };
-        let all_synced =
-            slots.iter().all(|s| self.slots.get(*s).is_some_and(|w| w.has(flags::SYNCED)));
+        let all_synced = slots.iter().all(|s| self.slots.get(*s).is_some_and(|w| w.has(flags::SYNCED)));
         if !all_synced {
             return;
         }
