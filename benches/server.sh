@@ -36,8 +36,11 @@ server_start() {
             --initial-cluster "bench=http://127.0.0.1:$peer" --log-level warn >"$log" 2>&1 &
         ;;
     actcd)
+        # Metrics on the peer port, which actcd has no use for: the default 127.0.0.1:2381 would
+        # clash with another running actcd and with the Prometheus test (grafana/prometheus.yml).
         "$ACTCD" --name bench --data-dir "$data" \
             --listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+            --listen-metrics-urls "http://127.0.0.1:$peer" \
             --log-level warn >"$log" 2>&1 &
         ;;
     *)

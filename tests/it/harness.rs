@@ -49,14 +49,35 @@ impl Server {
         panic!("actcd under {wrapper:?} did not start on {} after 4 tries", data_dir.display());
     }
 
+    /// Starts actcd with /metrics on `metrics_url`, a fixed address (one that a Prometheus
+    /// configuration names, say) which the caller has checked is free. The client port is free
+    /// and retried as in [`Server::actcd`].
+    pub async fn actcd_with_metrics_url(data_dir: &Path, metrics_url: &str, extra: &[&str]) -> Server {
+        for _ in 0..4 {
+            if let Some(server) = Self::try_actcd_on(&[], data_dir, metrics_url.to_string(), extra).await {
+                return server;
+            }
+        }
+        panic!("actcd did not start with metrics on {metrics_url} after 4 tries");
+    }
+
     async fn try_actcd(data_dir: &Path, extra: &[&str]) -> Option<Server> {
         Self::try_actcd_under(&[], data_dir, extra).await
     }
 
     async fn try_actcd_under(wrapper: &[&str], data_dir: &Path, extra: &[&str]) -> Option<Server> {
+        let metrics = format!("http://127.0.0.1:{}", free_port());
+        Self::try_actcd_on(wrapper, data_dir, metrics, extra).await
+    }
+
+    async fn try_actcd_on(
+        wrapper: &[&str],
+        data_dir: &Path,
+        metrics: String,
+        extra: &[&str],
+    ) -> Option<Server> {
         let port = free_port();
         let url = format!("http://127.0.0.1:{port}");
-        let metrics = format!("http://127.0.0.1:{}", free_port());
         let mut command = match wrapper.split_first() {
             Some((program, args)) => {
                 let mut command = Command::new(program);
@@ -87,6 +108,12 @@ impl Server {
 
     /// Starts Debian's etcd 3.4 on a temp dir and waits until it answers.
     pub async fn etcd(data_dir: &Path) -> Server {
+        Self::etcd_with(data_dir, &[]).await
+    }
+
+    /// [`Server::etcd`] with extra flags (`--metrics extensive`, say). etcd serves /metrics on
+    /// its client URL (`endpoint`).
+    pub async fn etcd_with(data_dir: &Path, extra: &[&str]) -> Server {
         let port = free_port();
         let peer = free_port();
         let url = format!("http://127.0.0.1:{port}");
@@ -108,6 +135,7 @@ impl Server {
             .arg(format!("differential={peer_url}"))
             .arg("--log-level")
             .arg("error")
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
