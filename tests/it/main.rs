@@ -15,4 +15,5 @@ mod harness;
 mod lease;
 mod maintenance;
 mod metrics;
+mod pause;
 mod watch;
