@@ -212,7 +212,7 @@ async fn sigstop_sigcont_under_load_loses_nothing_and_watchers_resume_without_ga
     }
     eprintln!(
         "pause: SIGSTOP for {:.1} s under {WRITERS} writers ({DEADLINE:?} deadlines) and {WATCHERS} watchers: \
-         {timed_out} puts timed out (etcdctl: context deadline exceeded; {} of these writes were applied \
+         {timed_out} puts timed out (etcdctl: context deadline exceeded; {} unanswered writes were applied \
          after the resume), {} acknowledged, 0 lost; each watcher saw revisions {}..={head} once, in order, no gap",
         (resumed - stopped).as_secs_f64(),
         head - start - acked.len() as i64,
