@@ -17,11 +17,18 @@
 //!   available, from `/proc`.
 //! - `src/memtable.rs`: etcd's watch-memory table: rows, the plan (does a row fit the machine),
 //!   the least-squares fit of c1, c2, c3, the table in etcd's layout.
+//! - `src/storetable.rs`: etcd's storage-memory table (N keys × versions × key size × value
+//!   size: server RSS): rows, the per-key and per-version fit, the table in etcd's layout.
+//! - `src/qpstable.rs`: the put/range QPS table of etcd's performance doc: runs and layout.
+//! - `src/chart.rs`: PNG charts (grouped bars, lines on a log axis) with a built-in bitmap font.
+//! - `src/server.rs`: starting actcd or etcd on loopback on a fresh data dir, stopping it by pid.
 //! - `src/runner.rs`: the load loop: clients over connections, the rate schedule (measured from
 //!   the intended send time), stop on Ctrl-C, stall watchdog, progress bar.
 //! - `src/cmd/`: one file per command family: `put`, `range`, `txn` (txn-put, txn-mixed),
 //!   `watch` (watch, watch-latency, watch-fanout), `watch_memory` (one row of the watch-memory
-//!   table, and the offline modes --list, --plan, --table) and `lease` (lease-keepalive).
+//!   table, and the offline modes --list, --plan, --table), `storage_memory` (one row of the
+//!   storage-memory table), `tables` (the three tables in one command, JSON and charts, and
+//!   `--compare`) and `lease` (lease-keepalive).
 //! - `benches/index_memory.rs`: the revision index's bytes per key and per version, row for row
 //!   with etcd's storage-memory table, with the fitted c1 and c2.
 //! - `compare`: runs the same commands against actcd and Debian's etcd 3.4 and prints the ratios.
@@ -30,6 +37,8 @@
 //! - `server.sh`: starting and stopping actcd or etcd on loopback, shared by the scripts.
 #![deny(missing_docs)]
 
+#[path = "src/chart.rs"]
+pub mod chart;
 #[path = "src/cli.rs"]
 pub mod cli;
 #[path = "src/cmd/mod.rs"]
@@ -46,7 +55,13 @@ pub mod keys;
 pub mod memtable;
 #[path = "src/procfs.rs"]
 pub mod procfs;
+#[path = "src/qpstable.rs"]
+pub mod qpstable;
 #[path = "src/report.rs"]
 pub mod report;
 #[path = "src/runner.rs"]
 pub mod runner;
+#[path = "src/server.rs"]
+pub mod server;
+#[path = "src/storetable.rs"]
+pub mod storetable;

@@ -86,6 +86,11 @@ pub enum Command {
     WatchMemory(WatchMemoryArgs),
     /// Benchmark lease keepalive (one short keep-alive stream per request).
     LeaseKeepalive(LeaseKeepaliveArgs),
+    /// etcd's published tables, reproduced: storage memory (N keys x versions x key size x
+    /// value size: server RSS), watch memory (clients x streams x watches: server RSS, with the
+    /// fitted c1, c2, c3) and the put/range QPS of etcd's performance doc; printed in etcd's
+    /// layout, written as JSON and PNG charts under benches/results/<date>/.
+    Tables(TablesArgs),
 }
 
 /// `put`.
@@ -337,6 +342,69 @@ pub struct WatchMemoryArgs {
     pub results: Vec<PathBuf>,
 }
 
+/// `tables`.
+#[derive(Debug, Clone, Args)]
+pub struct TablesArgs {
+    /// Start this server (actcd or etcd) itself on loopback: a fresh one, on a fresh data dir,
+    /// for every row of the memory tables and one for the QPS runs. Without it, the server at
+    /// --endpoints whose pid is --pid is measured.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// The server's binary (default: actcd next to actcd-bench; etcd on PATH or /usr/bin/etcd).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// The pid of the server at --endpoints (its RSS is read from /proc/PID/status).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// A few small rows of each table and small request counts (about a minute): a smoke test.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub quick: bool,
+    /// The tables to run: storage, watch, qps (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "storage,watch,qps")]
+    pub only: Vec<String>,
+    /// Storage rows: etcd (its 8 rows; the default), quick, or a list of
+    /// KEYSxVERSIONSxKEYSIZExVALUESIZE like 100kx5x64x256.
+    #[arg(long)]
+    pub storage_rows: Option<String>,
+    /// Watch rows: all (etcd's 15; the default), quick, small, big, or a list of
+    /// CLIENTSxSTREAMSxWATCHES like 1kx10x1.
+    #[arg(long)]
+    pub watch_rows: Option<String>,
+    /// Requests of each QPS run at 1 conn / 1 client (etcd's doc: 10000).
+    #[arg(long)]
+    pub qps_small: Option<u64>,
+    /// Requests of each QPS run at 100 conns / 1000 clients (etcd's doc: 100000).
+    #[arg(long)]
+    pub qps_large: Option<u64>,
+    /// Where the JSON, the tables and the charts go (default benches/results/<UTC date>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Parent of the temp dir that holds the started servers' data dirs and logs.
+    #[arg(long, default_value = "/var/tmp")]
+    pub work_dir: PathBuf,
+    /// Wait after a row's load before reading the server's RSS.
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    pub settle: Duration,
+    /// Most memory (GiB) server and client may take together in a row; bigger rows are skipped.
+    #[arg(long, default_value_t = 16)]
+    pub max_mem_gib: u64,
+    /// Memory (MiB) kept free for the rest of the machine.
+    #[arg(long, default_value_t = 2048)]
+    pub reserve_mib: u64,
+    /// Longest estimated time a row may take; longer rows are skipped (and a row that runs
+    /// over it is stopped).
+    #[arg(long, default_value = "10m", value_parser = parse_go_duration)]
+    pub row_time_limit: Duration,
+    /// --quota-backend-bytes of the servers started with --server (etcd's default 2 GiB is
+    /// too small for 1M keys x 5 versions of 1 KiB).
+    #[arg(long, default_value_t = 8 << 30)]
+    pub quota_backend_bytes: u64,
+    /// Measure nothing: put two results of `tables` (their JSON files, BASE then OTHER) side by
+    /// side with the ratios OTHER / BASE, and chart both.
+    #[arg(long, num_args = 2, value_names = ["BASE", "OTHER"])]
+    pub compare: Vec<PathBuf>,
+}
+
 /// `lease-keepalive`.
 #[derive(Debug, Clone, Args)]
 pub struct LeaseKeepaliveArgs {
@@ -358,6 +426,7 @@ impl Command {
             Command::WatchFanout(_) => "watch-fanout",
             Command::WatchMemory(_) => "watch-memory",
             Command::LeaseKeepalive(_) => "lease-keepalive",
+            Command::Tables(_) => "tables",
         }
     }
 }
@@ -412,6 +481,7 @@ pub fn main() {
         Ok(settings) => match &cli.command {
             // Offline modes: no connection, no report, no client CPU line.
             Command::WatchMemory(a) if cmd::watch_memory::offline(a) => cmd::watch_memory::run_offline(a),
+            Command::Tables(a) if !a.compare.is_empty() => cmd::tables::compare(a),
             _ => run(settings, cli.command),
         },
     };

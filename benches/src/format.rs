@@ -2,7 +2,7 @@
 //! `%g` numbers, `time.Duration` strings, go-humanize byte sizes, and Go duration flags
 //! (`--compact-interval 5m`).
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Formats `x` as Go's `fmt.Sprintf("%g", x)`: the shortest representation that reads back as
 /// `x`, in exponent form when the decimal exponent is below -4 or at least 6.
@@ -134,6 +134,36 @@ pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(total).map_err(|e| format!("invalid duration {s:?}: {e}"))
 }
 
+/// A moment in UTC, as results name and head their files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Utc {
+    /// `2026-11-30`: the results folder.
+    pub date: String,
+    /// `2026-11-30T05-10-00Z`: the prefix of a run's files.
+    pub stamp: String,
+    /// `2026-11-30 05:10 UTC`: for a summary's first line.
+    pub line: String,
+}
+
+/// `t` in UTC (the proleptic Gregorian calendar, from days since 1970-01-01).
+pub fn utc(t: SystemTime) -> Utc {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    // Shift the epoch to 0000-03-01 so that leap days end each 400-year era's years.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let date = format!("{year:04}-{month:02}-{day:02}");
+    Utc { stamp: format!("{date}T{h:02}-{m:02}-{s:02}Z"), line: format!("{date} {h:02}:{m:02} UTC"), date }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,5 +221,16 @@ mod tests {
         assert!(parse_go_duration("5x").is_err());
         assert!(parse_go_duration("").is_err());
         assert!(parse_go_duration("s").is_err());
+    }
+
+    #[test]
+    fn utc_dates() {
+        let at = |secs: u64| utc(UNIX_EPOCH + Duration::from_secs(secs));
+        assert_eq!(at(0).stamp, "1970-01-01T00-00-00Z");
+        // 2000-02-29 12:34:56, a leap day of a 400-year leap year.
+        assert_eq!(at(951_827_696).line, "2000-02-29 12:34 UTC");
+        // 2026-11-30 04:06:27.
+        let u = at(1_796_011_587);
+        assert_eq!((u.date.as_str(), u.stamp.as_str()), ("2026-11-30", "2026-11-30T04-06-27Z"));
     }
 }

@@ -117,7 +117,8 @@ pub fn count(n: u64) -> String {
     }
 }
 
-fn parse_count(s: &str) -> Result<u64, String> {
+/// A count as `--rows` writes it: 1000, 1k, 2.5M.
+pub fn parse_count(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (digits, mult) = match s.char_indices().last() {
         Some((i, 'k' | 'K')) => (&s[..i], 1_000.0),
@@ -426,6 +427,8 @@ pub struct Limits {
     pub max_secs: f64,
     /// Estimates are multiplied by this before they are compared with the machine.
     pub margin: f64,
+    /// Most memory server and client may take together, bytes, however much the machine has.
+    pub budget: u64,
 }
 
 /// File descriptors a process needs besides one per connection (listeners, logs, the store's
@@ -467,16 +470,13 @@ pub fn plan(row: &Row, machine: &Machine, limits: &Limits, models: &Models) -> V
     }
     let server = models.server.predict(row) * limits.margin;
     let client = models.client.predict(row) * limits.margin;
-    let room = machine.mem_available.saturating_sub(limits.reserve) as f64;
-    if server + client > room {
+    if let Some(why) = memory_room(server + client, machine, limits) {
         return Verdict::Skip(format!(
-            "needs ~{:.1} GiB (server ~{:.1}, client ~{:.1}; server from {}), {:.1} GiB free after a {:.1} GiB reserve",
+            "needs ~{:.1} GiB (server ~{:.1}, client ~{:.1}; server from {}), {why}",
             gib(server + client),
             gib(server),
             gib(client),
             models.server.source,
-            gib(room),
-            gib(limits.reserve as f64)
         ));
     }
     let secs = models.time.predict(row) * limits.margin;
@@ -487,6 +487,20 @@ pub fn plan(row: &Row, machine: &Machine, limits: &Limits, models: &Models) -> V
         ));
     }
     Verdict::Run { server, client, secs }
+}
+
+/// Why `bytes` do not fit: more than the machine has free after the reserve, or more than the
+/// budget; `None` when they fit.
+pub fn memory_room(bytes: f64, machine: &Machine, limits: &Limits) -> Option<String> {
+    let gib = |b: f64| b / (1u64 << 30) as f64;
+    let free = machine.mem_available.saturating_sub(limits.reserve) as f64;
+    if bytes > free {
+        Some(format!("{:.1} GiB free after a {:.1} GiB reserve", gib(free), gib(limits.reserve as f64)))
+    } else if bytes > limits.budget as f64 {
+        Some(format!("over the {:.1} GiB budget for server and client together", gib(limits.budget as f64)))
+    } else {
+        None
+    }
 }
 
 /// Bytes as etcd's table writes memory: MB (10^6), one decimal below 100.
@@ -739,7 +753,7 @@ mod tests {
     #[test]
     fn plan_skips_what_does_not_fit() {
         let machine = Machine { mem_available: 22 << 30, client_fds: 20_000, server_fds: 20_000 };
-        let limits = Limits { reserve: 2 << 30, max_secs: 600.0, margin: 1.25 };
+        let limits = Limits { reserve: 2 << 30, max_secs: 600.0, margin: 1.25, budget: u64::MAX };
         let d = default_models();
         assert!(matches!(plan(&row(1000, 1, 1), &machine, &limits, &d), Verdict::Run { .. }));
         // 25M watches at etcd's 5 KB each: far over 22 GiB.
@@ -747,6 +761,11 @@ mod tests {
         assert!(why.contains("GiB"), "{why}");
         let Verdict::Skip(why) = plan(&row(20_000, 1, 1), &machine, &limits, &d) else { panic!("runs") };
         assert!(why.contains("file descriptors"), "{why}");
+        // A budget below what the machine has free: 5k connections at etcd's ~110 KB do not fit 1 GiB.
+        let budget = Limits { budget: 1 << 30, ..limits };
+        assert!(matches!(plan(&row(1000, 1, 1), &machine, &budget, &d), Verdict::Run { .. }));
+        let Verdict::Skip(why) = plan(&row(5000, 1, 1), &machine, &budget, &d) else { panic!("runs") };
+        assert!(why.contains("1.0 GiB budget"), "{why}");
         // A lean server measured on the quick rows: 25M watches fit.
         let c = [21e3, 3e3, 90.0];
         let results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, c)).collect();

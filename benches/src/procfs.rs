@@ -78,6 +78,37 @@ pub fn parse_mem_available(text: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
+/// The machine in one line: cores, CPU model, RAM, OS and kernel (for a summary's header).
+pub fn machine_line() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, m)| m.trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".to_string());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let meminfo = read("/proc/meminfo");
+    let mem_kb: f64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0.0);
+    let os_release = read("/etc/os-release");
+    let os = os_release
+        .lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| "Linux".to_string());
+    let kernel = read("/proc/sys/kernel/osrelease");
+    format!(
+        "{cores} cores ({cpu}), {:.0} GiB RAM, {os}, kernel {}",
+        mem_kb / (1u64 << 20) as f64,
+        kernel.trim()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +133,7 @@ mod tests {
         assert!(open_file_limit(Proc::Me).is_some());
         assert!(mem_available().is_some());
         assert!(!name(Proc::Me).is_empty());
+        assert!(machine_line().contains(" cores ("), "{}", machine_line());
         assert!(memory(Proc::Pid(u32::MAX)).is_err());
     }
 }

@@ -4,6 +4,8 @@
 pub mod lease;
 pub mod put;
 pub mod range;
+pub mod storage_memory;
+pub mod tables;
 pub mod txn;
 pub mod watch;
 pub mod watch_memory;
@@ -30,6 +32,7 @@ pub fn validate(command: &Command) -> Result<(), String> {
         Command::WatchFanout(a) => watch::validate_fanout(a),
         Command::WatchMemory(a) => watch_memory::validate(a),
         Command::LeaseKeepalive(_) => Ok(()),
+        Command::Tables(a) => tables::validate(a),
     }
 }
 
@@ -45,6 +48,7 @@ pub async fn run(settings: &Settings, stop: &Stop, out: &Out, command: Command) 
         Command::WatchFanout(a) => watch::run_fanout(settings, stop, out, a).await,
         Command::WatchMemory(a) => watch_memory::run(settings, stop, out, a).await,
         Command::LeaseKeepalive(a) => lease::run(settings, stop, out, a).await,
+        Command::Tables(a) => tables::run(settings, stop, out, a).await,
     }
 }
 

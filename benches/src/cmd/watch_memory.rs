@@ -69,7 +69,9 @@ pub fn offline(a: &WatchMemoryArgs) -> bool {
     a.list || a.plan || a.table
 }
 
-fn machine(server_pid: Option<u32>) -> Machine {
+/// What the machine offers a row: memory available, this process's and the server's open-file
+/// limits.
+pub fn machine(server_pid: Option<u32>) -> Machine {
     let client_fds = procfs::open_file_limit(Proc::Me).unwrap_or(u64::MAX);
     Machine {
         mem_available: procfs::mem_available().unwrap_or(0),
@@ -84,7 +86,12 @@ fn server_name(a: &WatchMemoryArgs) -> String {
 }
 
 fn limits(a: &WatchMemoryArgs) -> Limits {
-    Limits { reserve: a.reserve_mib << 20, max_secs: a.row_time_limit.as_secs_f64(), margin: a.margin }
+    Limits {
+        reserve: a.reserve_mib << 20,
+        max_secs: a.row_time_limit.as_secs_f64(),
+        margin: a.margin,
+        budget: u64::MAX,
+    }
 }
 
 fn models(a: &WatchMemoryArgs) -> (Models, Vec<String>) {
@@ -274,17 +281,44 @@ pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: WatchMemoryArgs
         stop.stop("--server-pid is needed to measure a row (the server's RSS is read from /proc/PID/status)");
         return;
     };
-    // A row is bounded in time: the stall watchdog ends a frozen one, this deadline a slow one.
+    let opts =
+        RowOptions { settle: a.settle, open_concurrency: a.open_concurrency, time_limit: a.row_time_limit };
+    let result = measure_row(settings, stop, out, row, pid, server, &opts).await;
+    finish(out, result);
+}
+
+/// How a row is measured.
+#[derive(Debug, Clone, Copy)]
+pub struct RowOptions {
+    /// Wait after the last created response before reading the server's RSS.
+    pub settle: Duration,
+    /// Streams being opened at once.
+    pub open_concurrency: usize,
+    /// Longest the setup may take (the row is stopped then, and reported as incomplete).
+    pub time_limit: Duration,
+}
+
+/// Measures `row` against the server at `settings.endpoints` whose pid is `pid`, bounded in
+/// time: the stall watchdog ends a frozen row, the time limit a slow one.
+pub async fn measure_row(
+    settings: &Settings,
+    stop: &Stop,
+    out: &Out,
+    row: Row,
+    pid: u32,
+    server: String,
+    opts: &RowOptions,
+) -> RowResult {
     let deadline = {
-        let (stop, limit) = (stop.clone(), a.row_time_limit + a.settle);
+        let (stop, limit) = (stop.clone(), opts.time_limit + opts.settle);
         tokio::spawn(async move {
             tokio::time::sleep(limit).await;
-            stop.stop(format!("the row did not finish within {limit:?} (--row-time-limit and --settle)"));
+            stop.stop(format!("the row did not finish within {limit:?} (row time limit and settle time)"));
         })
     };
-    let result = measure(settings, stop, out, &a, row, pid, server).await;
+    let result = measure(settings, stop, out, opts, row, pid, server).await;
     deadline.abort();
-    finish(out, result);
+    result
 }
 
 fn finish(out: &Out, r: RowResult) {
@@ -338,7 +372,7 @@ async fn measure(
     settings: &Settings,
     stop: &Stop,
     out: &Out,
-    a: &WatchMemoryArgs,
+    a: &RowOptions,
     row: Row,
     pid: u32,
     server: String,

@@ -1,0 +1,990 @@
+//! `tables`: etcd's published benchmark tables reproduced by one command, from this separate
+//! process: the storage-memory table (server RSS after N keys × versions), the watch-memory
+//! table (server RSS with clients × streams × watches, and the fitted c1, c2, c3) and the
+//! put/range QPS table of etcd's performance doc. Printed in etcd's layout, and written under
+//! `benches/results/<date>/` as JSON, markdown and PNG charts.
+//!
+//! A memory row only means something on a fresh server, so with `--server actcd|etcd` the
+//! command starts the server itself on loopback, on a fresh data dir, for every memory row (and
+//! once for the QPS runs), and stops it by its pid afterwards. Against a server it did not start
+//! (`--endpoints` and `--pid`) it measures the first memory row only and reports the others as
+//! skipped, saying how to measure them. A row too large for the machine (memory over the budget
+//! or what is free, backend over the quota, an estimated time over the row limit) is reported
+//! as skipped with the reason, never dropped.
+//!
+//! `--compare BASE.json OTHER.json` puts two runs side by side with the ratios and charts both.
+
+use super::storage_memory;
+use super::watch_memory::{self, RowOptions};
+use super::{put, range};
+use crate::chart::{self, Series};
+use crate::cli::{PutArgs, RangeArgs, TablesArgs};
+use crate::conn::{dial, status_text};
+use crate::cpu::{ClientCpu, CpuTimes};
+use crate::format::{utc, Utc};
+use crate::memtable::{self, Limits, Row, RowResult, Verdict};
+use crate::procfs;
+use crate::qpstable::{self, Op, QpsResult, QpsRun};
+use crate::runner::{Out, Settings, Stop};
+use crate::server::{Kind, Running, Spec};
+use crate::storetable::{self, StoreResult, StoreRow};
+use actcd_proto::etcdserverpb::PutRequest;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::task::JoinHandle;
+
+/// `--quick` watch rows: conns, streams and watches each varied on their own (enough for the
+/// fit of c1, c2, c3), a few seconds in all.
+const QUICK_WATCH_ROWS: &str = "100x1x1,200x1x1,100x10x1,100x10x10";
+/// The QPS runs' requests at 1 × 1 and at 100 × 1000: etcd's doc, and `--quick`.
+const QPS_TOTALS: (u64, u64) = (10_000, 100_000);
+const QUICK_QPS_TOTALS: (u64, u64) = (300, 3000);
+/// Connections and clients that load a storage row: enough concurrency for either server to
+/// batch its commits.
+const LOAD_CONNS: usize = 10;
+const LOAD_CLIENTS: usize = 100;
+/// Estimates are multiplied by this before they are compared with the machine.
+const MARGIN: f64 = 1.25;
+/// Streams being opened at once in a watch row.
+const OPEN_CONCURRENCY: usize = 256;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Storage,
+    Watch,
+    Qps,
+}
+
+fn selected(a: &TablesArgs) -> Result<Vec<Table>, String> {
+    let mut v = Vec::new();
+    for t in &a.only {
+        let table = match t.trim() {
+            "storage" => Table::Storage,
+            "watch" => Table::Watch,
+            "qps" => Table::Qps,
+            other => return Err(format!("--only takes storage, watch and qps, got {other:?}")),
+        };
+        if !v.contains(&table) {
+            v.push(table);
+        }
+    }
+    if v.is_empty() {
+        return Err("--only is empty".to_string());
+    }
+    Ok(v)
+}
+
+fn storage_spec(a: &TablesArgs) -> &str {
+    a.storage_rows.as_deref().unwrap_or(if a.quick { "quick" } else { "etcd" })
+}
+
+fn watch_spec(a: &TablesArgs) -> &str {
+    a.watch_rows.as_deref().unwrap_or(if a.quick { QUICK_WATCH_ROWS } else { "all" })
+}
+
+fn qps_totals(a: &TablesArgs) -> (u64, u64) {
+    let (small, large) = if a.quick { QUICK_QPS_TOTALS } else { QPS_TOTALS };
+    (a.qps_small.unwrap_or(small), a.qps_large.unwrap_or(large))
+}
+
+/// Checks `tables`' flags.
+pub fn validate(a: &TablesArgs) -> Result<(), String> {
+    if !a.compare.is_empty() {
+        if a.server.is_some() || a.pid.is_some() {
+            return Err(
+                "--compare reads two results and measures nothing: drop --server and --pid".to_string()
+            );
+        }
+        return Ok(());
+    }
+    selected(a)?;
+    match (&a.server, a.pid) {
+        (Some(_), Some(_)) => {
+            return Err("--server starts its own server and --pid names one already running: give one of them".to_string())
+        }
+        (None, None) => {
+            return Err("give --server actcd|etcd (tables starts it, fresh for every memory row), or --pid PID of the server at --endpoints".to_string())
+        }
+        (Some(s), None) => {
+            Kind::parse(s)?;
+        }
+        (None, Some(_)) if a.server_bin.is_some() => {
+            return Err("--server-bin goes with --server".to_string());
+        }
+        (None, Some(_)) => {}
+    }
+    storetable::parse_rows(storage_spec(a))?;
+    memtable::parse_rows(watch_spec(a))?;
+    let (small, large) = qps_totals(a);
+    if small == 0 || large == 0 {
+        return Err("--qps-small and --qps-large must be at least 1".to_string());
+    }
+    if a.max_mem_gib == 0 {
+        return Err("--max-mem-gib must be at least 1".to_string());
+    }
+    Ok(())
+}
+
+/// One run of `tables`: what the JSON file holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TablesDoc {
+    /// The server measured (actcd, etcd, or the process name of --pid).
+    pub server: String,
+    /// Its version line.
+    pub server_version: String,
+    /// When the run started (UTC).
+    pub date: String,
+    /// The machine.
+    pub machine: String,
+    /// The command line.
+    pub command: String,
+    /// How servers were provided (started per row, or one given).
+    pub mode: String,
+    /// The storage-memory rows.
+    pub storage: Vec<StoreResult>,
+    /// The watch-memory rows.
+    pub watch: Vec<RowResult>,
+    /// The QPS runs.
+    pub qps: Vec<QpsResult>,
+    /// Wall time of the whole run, seconds.
+    pub total_secs: f64,
+}
+
+/// A server for one row or one table: started for it (and stopped when this is dropped), or
+/// the one given.
+struct Server {
+    pid: u32,
+    endpoints: Vec<String>,
+    started: Option<Running>,
+}
+
+impl Server {
+    /// Whether it still runs; for a started one, the end of its log when it died.
+    fn died(&mut self) -> Option<String> {
+        match &mut self.started {
+            Some(r) => (!r.alive())
+                .then(|| format!("the server died during the row; the end of its log: {}", r.log_tail())),
+            None => {
+                procfs::memory(procfs::Proc::Pid(self.pid)).err().map(|e| format!("the server is gone: {e}"))
+            }
+        }
+    }
+}
+
+/// Where servers come from.
+enum Target {
+    /// Started per row.
+    Start(Spec),
+    /// Given: one server; `used` names the memory row that ran on it (a later one would not
+    /// measure a fresh server).
+    Given { endpoints: Vec<String>, pid: u32, used: Option<String> },
+}
+
+struct Runner<'a> {
+    base: &'a Settings,
+    stop: &'a Stop,
+    out: &'a Out,
+    a: &'a TablesArgs,
+    target: Target,
+    name: String,
+}
+
+/// A stop signal for one row that the run's own (Ctrl-C) also sets, with the forwarding task.
+fn row_stop(parent: &Stop) -> (Stop, JoinHandle<()>) {
+    let child = Stop::new();
+    let (p, c) = (parent.clone(), child.clone());
+    let forward = tokio::spawn(async move {
+        let mut rx = p.subscribe();
+        Stop::stopped(&mut rx).await;
+        c.stop(p.reason().unwrap_or_else(|| "stopped".to_string()));
+    });
+    (child, forward)
+}
+
+/// Stops `stop` with a reason after `limit`.
+fn deadline(stop: &Stop, limit: Duration) -> JoinHandle<()> {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(limit).await;
+        stop.stop(format!("the row ran over the {limit:?} row time limit"));
+    })
+}
+
+impl Runner<'_> {
+    fn settings(
+        &self,
+        endpoints: &[String],
+        conns: usize,
+        clients: usize,
+        request_timeout: Duration,
+    ) -> Settings {
+        Settings {
+            endpoints: endpoints.to_vec(),
+            conns,
+            clients,
+            sample: false,
+            json: true,
+            request_timeout,
+            ..self.base.clone()
+        }
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            reserve: self.a.reserve_mib << 20,
+            max_secs: self.a.row_time_limit.as_secs_f64(),
+            margin: MARGIN,
+            budget: self.a.max_mem_gib << 30,
+        }
+    }
+
+    /// A server for `what`; for a memory row (`fresh`), one nothing ran on before. `Err` is
+    /// the reason to skip.
+    async fn server(&mut self, what: &str, fresh: bool) -> Result<Server, String> {
+        match &mut self.target {
+            Target::Start(spec) => {
+                let running = spec.start(what, Duration::from_secs(30)).await?;
+                Ok(Server {
+                    pid: running.pid,
+                    endpoints: vec![running.endpoint.clone()],
+                    started: Some(running),
+                })
+            }
+            Target::Given { endpoints, pid, used } => {
+                if fresh {
+                    if let Some(first) = used {
+                        return Err(format!(
+                            "needs a fresh server (memory row {first} already ran on pid {pid}): restart it and run `actcd-bench tables --pid PID --only storage|watch --storage-rows|--watch-rows {what}`, or let tables start one per row with --server actcd|etcd"
+                        ));
+                    }
+                    *used = Some(what.to_string());
+                }
+                Ok(Server { pid: *pid, endpoints: endpoints.clone(), started: None })
+            }
+        }
+    }
+
+    fn storage_skip(&self, row: &StoreRow, bytes_per_sec: Option<f64>) -> Option<String> {
+        let gb = |b: f64| b / 1e9;
+        if let Target::Start(spec) = &self.target {
+            let backend = row.bytes() as f64 * 1.3;
+            if backend > spec.quota_bytes as f64 {
+                return Some(format!(
+                    "its ~{:.1} GB of backend is over --quota-backend-bytes ({:.1} GB)",
+                    gb(backend),
+                    gb(spec.quota_bytes as f64)
+                ));
+            }
+        }
+        // The idle server and the load client, plus the row's high estimate.
+        let need = (300e6 + row.high_estimate()) * MARGIN;
+        if let Some(why) = memtable::memory_room(need, &watch_memory::machine(None), &self.limits()) {
+            return Some(format!("needs ~{:.1} GB, {why}", gb(need)));
+        }
+        if let Some(rate) = bytes_per_sec {
+            let secs = row.bytes() as f64 / rate * MARGIN;
+            if secs > self.a.row_time_limit.as_secs_f64() {
+                return Some(format!(
+                    "its load would take ~{secs:.0} s at the {:.1} MB/s of the previous row, over the {:?} row time limit",
+                    rate / 1e6,
+                    self.a.row_time_limit
+                ));
+            }
+        }
+        None
+    }
+
+    async fn storage(&mut self, rows: Vec<StoreRow>) -> Vec<StoreResult> {
+        let mut results = Vec::new();
+        let mut rate: Option<f64> = None;
+        for row in rows {
+            let skip = if self.stop.is_stopped() {
+                Some("interrupted".to_string())
+            } else {
+                self.storage_skip(&row, rate)
+            };
+            let mut server = match skip {
+                Some(why) => Err(why),
+                None => self.server(&row.spec(), true).await,
+            };
+            let r = match &mut server {
+                Err(why) => {
+                    eprintln!("tables: storage {}: skipped: {why}", row.spec());
+                    StoreResult::skipped(row, self.name.clone(), why.clone())
+                }
+                Ok(s) => {
+                    eprintln!(
+                        "tables: storage {}: loading {} puts into pid {}...",
+                        row.spec(),
+                        row.puts(),
+                        s.pid
+                    );
+                    let settings = self.settings(
+                        &s.endpoints,
+                        LOAD_CONNS,
+                        LOAD_CLIENTS,
+                        self.base.request_timeout.max(Duration::from_secs(60)),
+                    );
+                    let (stop, forward) = row_stop(self.stop);
+                    let limit = deadline(&stop, self.a.row_time_limit);
+                    let mut r = storage_memory::measure(
+                        &settings,
+                        &stop,
+                        row,
+                        s.pid,
+                        self.name.clone(),
+                        self.a.settle,
+                    )
+                    .await;
+                    limit.abort();
+                    forward.abort();
+                    if let Some(why) = s.died() {
+                        r.failed = Some(why);
+                    }
+                    eprintln!(
+                        "tables: storage {}: {} RSS (idle {}), {:.1} s{}",
+                        row.spec(),
+                        memtable::mb(r.server_rss_kb as f64 * 1024.0),
+                        memtable::mb(r.server_rss_idle_kb as f64 * 1024.0),
+                        r.load_secs,
+                        r.failed.as_ref().map(|f| format!("; incomplete: {f}")).unwrap_or_default()
+                    );
+                    rate = r.bytes_per_sec().or(rate);
+                    r
+                }
+            };
+            drop(server);
+            results.push(r);
+        }
+        results
+    }
+
+    async fn watch(&mut self, mut rows: Vec<Row>) -> Vec<RowResult> {
+        // Smallest first: each row's estimate is fitted from the rows measured before it.
+        rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
+        let mut results: Vec<RowResult> = Vec::new();
+        for row in rows {
+            let verdict = if self.stop.is_stopped() {
+                Verdict::Skip("interrupted".to_string())
+            } else {
+                let models = memtable::models_from(&results);
+                memtable::plan(&row, &watch_memory::machine(None), &self.limits(), &models)
+            };
+            let mut server = match verdict {
+                Verdict::Skip(why) => Err(why),
+                Verdict::Run { .. } => self.server(&row.spec(), true).await,
+            };
+            let r = match &mut server {
+                Err(why) => {
+                    eprintln!("tables: watch {}: skipped: {why}", row.spec());
+                    RowResult::skipped(row, self.name.clone(), why.clone())
+                }
+                Ok(s) => {
+                    eprintln!("tables: watch {}: {} watches on pid {}...", row.spec(), row.watches(), s.pid);
+                    let settings = self.settings(&s.endpoints, 1, 1, self.base.request_timeout);
+                    let out = Out::new("watch-memory", &settings);
+                    let (stop, forward) = row_stop(self.stop);
+                    let opts = RowOptions {
+                        settle: self.a.settle,
+                        open_concurrency: OPEN_CONCURRENCY,
+                        time_limit: self.a.row_time_limit,
+                    };
+                    let mut r = watch_memory::measure_row(
+                        &settings,
+                        &stop,
+                        &out,
+                        row,
+                        s.pid,
+                        self.name.clone(),
+                        &opts,
+                    )
+                    .await;
+                    forward.abort();
+                    if let Some(why) = s.died() {
+                        r.failed = Some(why);
+                    }
+                    eprintln!(
+                        "tables: watch {}: {} RSS (idle {}), {:.1} s{}",
+                        row.spec(),
+                        memtable::mb(r.server_rss_kb as f64 * 1024.0),
+                        memtable::mb(r.server_rss_idle_kb as f64 * 1024.0),
+                        r.setup_secs,
+                        r.failed.as_ref().map(|f| format!("; incomplete: {f}")).unwrap_or_default()
+                    );
+                    r
+                }
+            };
+            drop(server);
+            results.push(r);
+        }
+        results
+    }
+
+    async fn qps(&mut self, runs: Vec<QpsRun>) -> Vec<QpsResult> {
+        let mut results = Vec::new();
+        let server = if self.stop.is_stopped() {
+            Err("interrupted".to_string())
+        } else {
+            self.server("qps", false).await
+        };
+        let mut server = match server {
+            Ok(s) => s,
+            Err(why) => {
+                self.out.note(format!("tables: qps: no server: {why}"));
+                return results;
+            }
+        };
+        let mut key_written = false;
+        for run in runs {
+            if self.stop.is_stopped() {
+                break;
+            }
+            let settings =
+                self.settings(&server.endpoints, run.conns, run.clients, self.base.request_timeout);
+            let (stop, forward) = row_stop(self.stop);
+            let out = Out::new(&run.name(), &settings);
+            let (cpu, started) = (CpuTimes::now(), Instant::now());
+            if run.op == Op::Put {
+                let a = PutArgs {
+                    key_size: qpstable::KEY_SIZE,
+                    val_size: qpstable::VAL_SIZE,
+                    rate: 0,
+                    total: run.total,
+                    key_space_size: run.total,
+                    sequential_keys: true,
+                    compact_interval: Duration::ZERO,
+                    compact_index_delta: 1000,
+                    check_hashkv: false,
+                };
+                put::run(&settings, &stop, &out, a).await;
+            } else {
+                if !key_written {
+                    if let Err(e) = put_range_key(&settings).await {
+                        stop.stop(e);
+                    }
+                    key_written = true;
+                }
+                let a = RangeArgs {
+                    key: RANGE_KEY.to_string(),
+                    end: None,
+                    total: run.total,
+                    rate: 0,
+                    consistency: if run.op == Op::RangeSerializable { "s" } else { "l" }.to_string(),
+                    limit: 0,
+                    count_only: false,
+                    keys_only: false,
+                    prefix: false,
+                };
+                range::run(&settings, &stop, &out, a).await;
+            }
+            let client_cores =
+                ClientCpu::measure(cpu, started.elapsed()).map(|c| c.cores_used).unwrap_or(0.0);
+            forward.abort();
+            let doc = out.document();
+            let stats = doc.reports.first();
+            let r = QpsResult {
+                run,
+                server: self.name.clone(),
+                failed: stop.reason().or_else(|| server.died()),
+                requests: stats.map(|s| s.requests).unwrap_or(0),
+                errors: stats.map(|s| s.errors).unwrap_or(0),
+                qps: stats.map(|s| s.requests_per_sec).unwrap_or(0.0),
+                average_secs: stats.map(|s| s.average_secs).unwrap_or(0.0),
+                p99_secs: stats.and_then(|s| s.percentile(99.0)).unwrap_or(0.0),
+                server_rss_kb: procfs::memory(procfs::Proc::Pid(server.pid)).map(|m| m.rss_kb).unwrap_or(0),
+                client_cores,
+            };
+            eprintln!(
+                "tables: qps {}: {:.0} requests/s, avg {:.2} ms, client {:.2} cores{}",
+                run.name(),
+                r.qps,
+                r.average_secs * 1e3,
+                r.client_cores,
+                r.failed.as_ref().map(|f| format!("; stopped: {f}")).unwrap_or_default()
+            );
+            results.push(r);
+        }
+        results
+    }
+}
+
+/// The key the ranges read.
+const RANGE_KEY: &str = "foo";
+
+/// Puts [`RANGE_KEY`] with a value of the doc's size, so that the ranges read one real key.
+async fn put_range_key(settings: &Settings) -> Result<(), String> {
+    let channel = dial(&settings.endpoints, 1, settings.dial_timeout)
+        .await
+        .map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?
+        .remove(0);
+    let req = PutRequest {
+        key: Bytes::from_static(RANGE_KEY.as_bytes()),
+        value: Bytes::from(vec![b'v'; qpstable::VAL_SIZE]),
+        ..Default::default()
+    };
+    tokio::time::timeout(settings.request_timeout, put::kv_client(channel).put(req))
+        .await
+        .map_err(|_| "putting the key the ranges read timed out".to_string())?
+        .map_err(|s| format!("putting the key the ranges read: {}", status_text(&s)))?;
+    Ok(())
+}
+
+/// The tables of one run, in etcd's layout, with a header naming server, date and machine.
+fn text(doc: &TablesDoc) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{} ({}), {}; {}", doc.server, doc.server_version, doc.date, doc.machine);
+    let _ = writeln!(s, "{}", doc.mode);
+    let _ = writeln!(s, "command: {}", doc.command);
+    if !doc.storage.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nStorage memory (etcd's \"overall memory usage\" table: server RSS after the load):\n"
+        );
+        s += &storetable::table(&doc.server, &doc.storage);
+    }
+    if !doc.watch.is_empty() {
+        let _ =
+            writeln!(s, "\nWatch memory (etcd's watch-memory table: server RSS with every watch created):\n");
+        s += &memtable::table(&doc.server, &doc.watch);
+    }
+    if !doc.qps.is_empty() {
+        let _ =
+            writeln!(s, "\nPut/range QPS (etcd's performance doc; client and server share the machine):\n");
+        s += &qpstable::table(&doc.server, &doc.qps);
+    }
+    let _ = writeln!(s, "\ntotal time {:.0} s", doc.total_secs);
+    s
+}
+
+fn mb_of(kb: u64) -> f64 {
+    kb as f64 * 1024.0 / 1e6
+}
+
+/// The charts of one or more runs (one series per run): storage memory per row, memory against
+/// watches, QPS per run. Only tables some run has rows for are drawn.
+fn charts(docs: &[&TablesDoc]) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
+    let mut charts = Vec::new();
+    let mut storage_rows: Vec<StoreRow> = Vec::new();
+    let mut runs: Vec<QpsRun> = Vec::new();
+    for d in docs {
+        for r in &d.storage {
+            if !storage_rows.contains(&r.row) {
+                storage_rows.push(r.row);
+            }
+        }
+        for r in &d.qps {
+            if !runs.contains(&r.run) {
+                runs.push(r.run);
+            }
+        }
+    }
+    if !storage_rows.is_empty() {
+        let cats: Vec<String> = storage_rows.iter().map(|r| r.spec()).collect();
+        let series: Vec<Series<Option<f64>>> = docs
+            .iter()
+            .map(|d| Series {
+                name: d.server.clone(),
+                values: storage_rows
+                    .iter()
+                    .map(|row| {
+                        d.storage
+                            .iter()
+                            .find(|r| r.row == *row && r.complete())
+                            .map(|r| mb_of(r.server_rss_kb))
+                    })
+                    .collect(),
+            })
+            .collect();
+        let title = "STORAGE MEMORY: RSS AFTER N KEYS X VERSIONS X KEY X VALUE";
+        charts.push(("storage-memory", chart::bars(title, "RSS, MB", &cats, &series)?));
+    }
+    if docs.iter().any(|d| !d.watch.is_empty()) {
+        let series: Vec<Series<(f64, f64)>> = docs
+            .iter()
+            .map(|d| Series {
+                name: d.server.clone(),
+                values: d
+                    .watch
+                    .iter()
+                    .filter(|r| r.complete())
+                    .map(|r| (r.row.watches() as f64, mb_of(r.server_rss_kb)))
+                    .collect(),
+            })
+            .collect();
+        charts.push((
+            "watch-memory",
+            chart::lines("WATCH MEMORY: RSS AGAINST WATCHES", "watches (log scale)", "RSS, MB", &series)?,
+        ));
+    }
+    if !runs.is_empty() {
+        let cats: Vec<String> = runs.iter().map(|r| r.name()).collect();
+        let series: Vec<Series<Option<f64>>> = docs
+            .iter()
+            .map(|d| Series {
+                name: d.server.clone(),
+                values: runs
+                    .iter()
+                    .map(|run| d.qps.iter().find(|r| r.run == *run && r.failed.is_none()).map(|r| r.qps))
+                    .collect(),
+            })
+            .collect();
+        charts.push(("qps", chart::bars("PUT/RANGE QPS (CONNS X CLIENTS)", "requests/s", &cats, &series)?));
+    }
+    Ok(charts)
+}
+
+/// Writes `files` (name suffix, bytes) as `<dir>/<prefix>-<suffix>`; returns the paths.
+fn write_all(dir: &Path, prefix: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut paths = Vec::new();
+    for (suffix, bytes) in files {
+        let p = dir.join(format!("{prefix}-{suffix}"));
+        std::fs::write(&p, bytes).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        paths.push(p);
+    }
+    Ok(paths)
+}
+
+fn out_dir(a: &TablesArgs, now: &Utc) -> PathBuf {
+    a.out.clone().unwrap_or_else(|| PathBuf::from("benches/results").join(&now.date))
+}
+
+/// Runs the tables (validated flags).
+pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: TablesArgs) {
+    // Thousands of connections need as many file descriptors, here and in the servers started
+    // (they inherit the limit).
+    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+        out.note(format!("warning: cannot raise the open-file limit: {e}"));
+    }
+    let now = utc(SystemTime::now());
+    let started = Instant::now();
+    let Ok(tables) = selected(&a) else { return };
+    let work = match tempfile::Builder::new().prefix("actcd-tables.").tempdir_in(&a.work_dir) {
+        Ok(w) => w,
+        Err(e) => {
+            stop.stop(format!("cannot create a temp dir in {}: {e}", a.work_dir.display()));
+            return;
+        }
+    };
+    let (target, name, version, mode) = match (&a.server, a.pid) {
+        (Some(kind), _) => {
+            let Ok(kind) = Kind::parse(kind) else { return };
+            let binary = match a.server_bin.clone().map(Ok).unwrap_or_else(|| kind.default_binary()) {
+                Ok(b) => b,
+                Err(e) => {
+                    stop.stop(e);
+                    return;
+                }
+            };
+            let spec =
+                Spec { kind, binary, work: work.path().to_path_buf(), quota_bytes: a.quota_backend_bytes };
+            let version = spec.version();
+            let mode = format!(
+                "{} started by tables on loopback: a fresh one on a fresh data dir per memory row, one for the QPS runs; --quota-backend-bytes {}; RSS = the server's VmRSS",
+                spec.binary.display(),
+                a.quota_backend_bytes
+            );
+            (Target::Start(spec), kind.name().to_string(), version, mode)
+        }
+        (None, Some(pid)) => {
+            let name = procfs::name(procfs::Proc::Pid(pid));
+            if name.is_empty() {
+                stop.stop(format!("--pid {pid}: no such process (or /proc/{pid} is not readable)"));
+                return;
+            }
+            let mode = format!(
+                "the server at {} (pid {pid}), given: only its first memory row is on a fresh server; RSS = its VmRSS",
+                settings.endpoints.join(",")
+            );
+            (
+                Target::Given { endpoints: settings.endpoints.clone(), pid, used: None },
+                name,
+                String::new(),
+                mode,
+            )
+        }
+        (None, None) => return,
+    };
+    let mut runner = Runner { base: settings, stop, out, a: &a, target, name: name.clone() };
+    let mut doc = TablesDoc {
+        server: name,
+        server_version: version,
+        date: now.line.clone(),
+        machine: procfs::machine_line(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        mode,
+        storage: Vec::new(),
+        watch: Vec::new(),
+        qps: Vec::new(),
+        total_secs: 0.0,
+    };
+    for t in tables {
+        match t {
+            Table::Storage => {
+                let rows = storetable::parse_rows(storage_spec(&a)).unwrap_or_default();
+                doc.storage = runner.storage(rows).await;
+            }
+            Table::Watch => {
+                let rows = memtable::parse_rows(watch_spec(&a)).unwrap_or_default();
+                doc.watch = runner.watch(rows).await;
+            }
+            Table::Qps => {
+                let (small, large) = qps_totals(&a);
+                doc.qps = runner.qps(qpstable::runs(small, large)).await;
+            }
+        }
+    }
+    doc.total_secs = started.elapsed().as_secs_f64();
+    let text = text(&doc);
+    out.print(&text);
+    let failed = doc.storage.iter().filter(|r| r.skipped.is_none() && !r.complete()).count()
+        + doc.watch.iter().filter(|r| r.skipped.is_none() && !r.complete()).count()
+        + doc.qps.iter().filter(|r| r.failed.is_some()).count();
+    match save(&out_dir(&a, &now), &format!("{}-{}", now.stamp, doc.server), &doc, &text) {
+        Ok(paths) => {
+            for p in paths {
+                eprintln!("tables: wrote {}", p.display());
+            }
+        }
+        Err(e) => stop.stop(e),
+    }
+    match serde_json::to_value(&doc) {
+        Ok(v) => out.extra("tables", v),
+        Err(e) => out.note(format!("error: cannot encode the tables: {e}")),
+    }
+    if failed > 0 {
+        stop.stop(format!("{failed} rows did not complete (see the tables)"));
+    }
+}
+
+fn save(dir: &Path, prefix: &str, doc: &TablesDoc, text: &str) -> Result<Vec<PathBuf>, String> {
+    let json = serde_json::to_string_pretty(doc).map_err(|e| format!("cannot encode the tables: {e}"))?;
+    let mut files = vec![
+        ("tables.json".to_string(), json.into_bytes()),
+        ("tables.md".to_string(), text.as_bytes().to_vec()),
+    ];
+    for (suffix, png) in charts(&[doc])? {
+        files.push((format!("{suffix}.png"), png));
+    }
+    write_all(dir, prefix, &files)
+}
+
+fn ratio(other: f64, base: f64) -> String {
+    if base > 0.0 && other > 0.0 {
+        format!("{:.2}", other / base)
+    } else {
+        "—".to_string()
+    }
+}
+
+/// Two runs side by side: per table the rows both measured, with OTHER / BASE.
+fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
+    let (b, o) = (&base.server, &other.server);
+    let mut s = String::new();
+    let _ = writeln!(s, "{b}: {} ({}), {}", base.server_version, base.date, base.machine);
+    let _ = writeln!(s, "{o}: {} ({}), {}", other.server_version, other.date, other.machine);
+    if !base.storage.is_empty() || !other.storage.is_empty() {
+        let _ = writeln!(s, "\nStorage memory (server RSS after the load):\n");
+        let _ = writeln!(s, "| N | versions | key size | value size | {b} RSS | {o} RSS | {o}/{b} |");
+        let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for rb in &base.storage {
+            let ro = other.storage.iter().find(|r| r.row == rb.row);
+            let show = |r: Option<&StoreResult>| match r {
+                Some(r) if r.complete() => memtable::mb(r.server_rss_kb as f64 * 1024.0),
+                Some(r) => match &r.skipped {
+                    Some(why) => format!("skipped: {why}"),
+                    None => format!("incomplete: {}", r.failed.clone().unwrap_or_default()),
+                },
+                None => "not run".to_string(),
+            };
+            let both = match ro {
+                Some(ro) if rb.complete() && ro.complete() => {
+                    ratio(ro.server_rss_kb as f64, rb.server_rss_kb as f64)
+                }
+                _ => "—".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {both} |",
+                memtable::count(rb.row.keys).to_uppercase(),
+                rb.row.versions,
+                rb.row.key_size,
+                rb.row.val_size,
+                show(Some(rb)),
+                show(ro)
+            );
+        }
+    }
+    if !base.watch.is_empty() && !other.watch.is_empty() {
+        let _ = writeln!(s, "\nWatch memory (server RSS with every watch created):\n");
+        let all: Vec<RowResult> = base.watch.iter().chain(&other.watch).cloned().collect();
+        s += &memtable::side_by_side(b, o, &all);
+        for r in base.watch.iter().chain(&other.watch).filter(|r| r.skipped.is_some()) {
+            let _ = writeln!(
+                s,
+                "\n{} {}: skipped: {}",
+                r.server,
+                r.row.spec(),
+                r.skipped.clone().unwrap_or_default()
+            );
+        }
+    }
+    if !base.qps.is_empty() && !other.qps.is_empty() {
+        let _ = writeln!(s, "\nPut/range QPS:\n");
+        let _ = writeln!(s, "| run (conns x clients) | requests | {b} QPS | {o} QPS | {o}/{b} | {b} avg | {o} avg | {b} p99 | {o} p99 | client cores ({b} / {o}) |");
+        let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for rb in &base.qps {
+            let Some(ro) = other.qps.iter().find(|r| r.run == rb.run) else { continue };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.0} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} / {:.2} |",
+                rb.run.name(),
+                memtable::count(rb.run.total),
+                rb.qps,
+                ro.qps,
+                ratio(ro.qps, rb.qps),
+                rb.average_secs * 1e3,
+                ro.average_secs * 1e3,
+                rb.p99_secs * 1e3,
+                ro.p99_secs * 1e3,
+                rb.client_cores,
+                ro.client_cores
+            );
+        }
+    }
+    s
+}
+
+/// `--compare BASE OTHER`: prints the side-by-side tables and writes them with charts of both
+/// runs. Returns the exit code.
+pub fn compare(a: &TablesArgs) -> i32 {
+    let load = |p: &PathBuf| -> Result<TablesDoc, String> {
+        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        serde_json::from_str(&text).map_err(|e| format!("{} is not a tables JSON file: {e}", p.display()))
+    };
+    let docs = match (a.compare.first().map(load), a.compare.get(1).map(load)) {
+        (Some(Ok(b)), Some(Ok(o))) => [b, o],
+        (Some(Err(e)), _) | (_, Some(Err(e))) => {
+            eprintln!("actcd-bench tables --compare: {e}");
+            return 1;
+        }
+        _ => return 2,
+    };
+    let now = utc(SystemTime::now());
+    let text = side_by_side(&docs[0], &docs[1]);
+    println!("{text}");
+    let mut files = vec![("compare.md".to_string(), text.into_bytes())];
+    match charts(&[&docs[0], &docs[1]]) {
+        Ok(c) => files.extend(c.into_iter().map(|(suffix, png)| (format!("{suffix}.png"), png))),
+        Err(e) => {
+            eprintln!("actcd-bench tables --compare: {e}");
+            return 1;
+        }
+    }
+    let prefix = format!("{}-{}-vs-{}", now.stamp, docs[0].server, docs[1].server);
+    match write_all(&out_dir(a, &now), &prefix, &files) {
+        Ok(paths) => {
+            for p in paths {
+                eprintln!("tables: wrote {}", p.display());
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("actcd-bench tables --compare: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> TablesArgs {
+        let mut full = vec!["actcd-bench", "tables"];
+        full.extend_from_slice(argv);
+        match Cli::try_parse_from(full).expect("parses").command {
+            Command::Tables(a) => a,
+            other => panic!("parsed as {}", other.name()),
+        }
+    }
+
+    #[test]
+    fn flags_name_one_server() {
+        assert!(validate(&args(&["--server", "actcd"])).is_ok());
+        assert!(validate(&args(&["--pid", "1", "--only", "qps"])).is_ok());
+        assert!(validate(&args(&[])).is_err());
+        assert!(validate(&args(&["--server", "actcd", "--pid", "1"])).is_err());
+        assert!(validate(&args(&["--server", "consul"])).is_err());
+        assert!(validate(&args(&["--pid", "1", "--server-bin", "/bin/x"])).is_err());
+        assert!(validate(&args(&["--server", "etcd", "--only", "storage,disk"])).is_err());
+        assert!(validate(&args(&["--server", "etcd", "--storage-rows", "1x1"])).is_err());
+        assert!(validate(&args(&["--server", "etcd", "--qps-small", "0"])).is_err());
+        assert!(validate(&args(&["--compare", "a.json", "b.json"])).is_ok());
+        assert!(validate(&args(&["--compare", "a.json", "b.json", "--server", "etcd"])).is_err());
+        let q = args(&["--server", "actcd", "--quick"]);
+        assert_eq!(storage_spec(&q), "quick");
+        assert_eq!(qps_totals(&q), QUICK_QPS_TOTALS);
+    }
+
+    fn doc(server: &str, rss_scale: f64) -> TablesDoc {
+        let store = |row: StoreRow| StoreResult {
+            skipped: None,
+            server_rss_idle_kb: 20_000,
+            server_rss_kb: (100_000.0 * rss_scale) as u64,
+            server_hwm_kb: 0,
+            puts_done: row.puts(),
+            keys_counted: row.keys,
+            db_size_bytes: 1,
+            load_secs: 1.0,
+            ..StoreResult::skipped(row, server.to_string(), String::new())
+        };
+        let qps: Vec<QpsResult> = qpstable::runs(10, 100)
+            .into_iter()
+            .map(|run| QpsResult {
+                run,
+                server: server.to_string(),
+                failed: None,
+                requests: run.total,
+                errors: 0,
+                qps: 1000.0 * rss_scale,
+                average_secs: 0.001,
+                p99_secs: 0.002,
+                server_rss_kb: 1000,
+                client_cores: 0.3,
+            })
+            .collect();
+        TablesDoc {
+            server: server.to_string(),
+            server_version: "v".to_string(),
+            date: "d".to_string(),
+            machine: "m".to_string(),
+            command: "c".to_string(),
+            mode: "m".to_string(),
+            storage: vec![
+                store(storetable::QUICK_ROWS[0]),
+                StoreResult::skipped(storetable::QUICK_ROWS[1], server.to_string(), "too big".to_string()),
+            ],
+            watch: Vec::new(),
+            qps,
+            total_secs: 1.0,
+        }
+    }
+
+    #[test]
+    fn side_by_side_has_ratios_and_skips() {
+        let (e, a) = (doc("etcd", 2.0), doc("actcd", 1.0));
+        let t = side_by_side(&e, &a);
+        assert!(t.contains("| 2K | 1 | 64 | 256 | 205 MB | 102 MB | 0.50 |"), "{t}");
+        assert!(t.contains("skipped: too big"), "{t}");
+        assert!(t.contains("| put-100x1000 | 100 | 2000 | 1000 | 0.50 |"), "{t}");
+        let c = charts(&[&e, &a]).expect("draws");
+        assert_eq!(c.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec!["storage-memory", "qps"]);
+        assert!(text(&a).contains("Put/range QPS"));
+    }
+}

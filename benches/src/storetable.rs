@@ -1,0 +1,298 @@
+//! etcd's storage-memory table, measured as server RSS: rows of N keys × versions per key × key
+//! size × value size, each loaded into a fresh server, with what a row needs from the machine
+//! (memory, disk, time) and whether it fits, and the table in etcd's layout ("overall memory
+//! usage": N, versions, key size, value size, memory usage) with the RSS over idle split into a
+//! per-key and a per-version part by least squares.
+
+use crate::memtable::{count, fit, mb, per_item};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// One row: `keys` keys of `key_size` bytes, each put `versions` times with `val_size`-byte values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreRow {
+    /// Distinct keys (N).
+    pub keys: u64,
+    /// Puts per key (versions).
+    pub versions: u64,
+    /// Key size, bytes.
+    pub key_size: usize,
+    /// Value size, bytes.
+    pub val_size: usize,
+}
+
+const fn row(keys: u64, versions: u64, key_size: usize, val_size: usize) -> StoreRow {
+    StoreRow { keys, versions, key_size, val_size }
+}
+
+/// The rows of etcd's "overall memory usage" table, in its order: 100K and 1M keys, 1 and 5
+/// versions, 64-byte keys, 256-byte and 1 KiB values.
+pub const ETCD_ROWS: [StoreRow; 8] = [
+    row(100_000, 1, 64, 256),
+    row(100_000, 5, 64, 256),
+    row(1_000_000, 1, 64, 256),
+    row(1_000_000, 5, 64, 256),
+    row(100_000, 1, 64, 1024),
+    row(100_000, 5, 64, 1024),
+    row(1_000_000, 1, 64, 1024),
+    row(1_000_000, 5, 64, 1024),
+];
+
+/// `--quick`: the same shape at 1/50 of the keys, enough to vary keys and versions for the fit.
+pub const QUICK_ROWS: [StoreRow; 3] = [row(2000, 1, 64, 256), row(2000, 5, 64, 256), row(4000, 1, 64, 1024)];
+
+impl StoreRow {
+    /// Puts in all.
+    pub fn puts(&self) -> u64 {
+        self.keys * self.versions
+    }
+
+    /// Key and value bytes written in all.
+    pub fn bytes(&self) -> u64 {
+        self.puts() * (self.key_size + self.val_size) as u64
+    }
+
+    /// The row as `--storage-rows` takes it: `100kx5x64x1024`.
+    pub fn spec(&self) -> String {
+        format!("{}x{}x{}x{}", count(self.keys), self.versions, self.key_size, self.val_size)
+    }
+
+    /// An estimate of the server's RSS over idle on the high side, bytes: every key indexed
+    /// with generous overhead, and every version's bytes resident (etcd's bbolt is mmapped, so a
+    /// written page can stay in its RSS).
+    pub fn high_estimate(&self) -> f64 {
+        self.keys as f64 * (self.key_size as f64 + 200.0)
+            + self.puts() as f64 * (self.key_size + self.val_size) as f64 * 1.5
+    }
+}
+
+/// Parses `--storage-rows`: `etcd` (etcd's 8 rows), `quick`, or a comma-separated list of
+/// `KEYSxVERSIONSxKEYSIZExVALUESIZE` (counts may use k and M: `1Mx5x64x1024`).
+pub fn parse_rows(spec: &str) -> Result<Vec<StoreRow>, String> {
+    let mut rows: Vec<StoreRow> = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let add: Vec<StoreRow> = match part {
+            "etcd" | "all" => ETCD_ROWS.to_vec(),
+            "quick" => QUICK_ROWS.to_vec(),
+            _ => {
+                let fields: Vec<&str> = part.split(['x', 'X']).collect();
+                let [n, v, k, s] = fields.as_slice() else {
+                    return Err(format!(
+                        "storage row {part:?}: expected KEYSxVERSIONSxKEYSIZExVALUESIZE (like 1Mx5x64x1024), or etcd, quick"
+                    ));
+                };
+                let size = |s: &str| -> Result<usize, String> {
+                    let n = crate::memtable::parse_count(s)?;
+                    usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
+                };
+                vec![row(
+                    crate::memtable::parse_count(n)?,
+                    crate::memtable::parse_count(v)?,
+                    size(k)?,
+                    size(s)?,
+                )]
+            }
+        };
+        for r in add {
+            if !rows.contains(&r) {
+                rows.push(r);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Err("--storage-rows is empty".to_string());
+    }
+    if let Some(r) =
+        rows.iter().find(|r| crate::keys::varint_len(r.keys.saturating_sub(1) as i64) > r.key_size)
+    {
+        return Err(format!(
+            "storage row {}: {}-byte keys cannot hold {} distinct keys",
+            r.spec(),
+            r.key_size,
+            r.keys
+        ));
+    }
+    Ok(rows)
+}
+
+/// What a row measured (or why it did not run).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StoreResult {
+    /// The row.
+    pub row: StoreRow,
+    /// The server's name (actcd, etcd).
+    pub server: String,
+    /// Why the row did not run, if it did not.
+    pub skipped: Option<String>,
+    /// Why the row stopped short, if it did.
+    pub failed: Option<String>,
+    /// Server VmRSS before the load, KiB.
+    pub server_rss_idle_kb: u64,
+    /// Server VmRSS after the load and the settle time, KiB.
+    pub server_rss_kb: u64,
+    /// Server VmHWM (peak RSS) then, KiB.
+    pub server_hwm_kb: u64,
+    /// Puts acknowledged.
+    pub puts_done: u64,
+    /// Keys the server counted after the load (a Range over every key, count only).
+    pub keys_counted: u64,
+    /// The backend size the server reports (Status db_size), bytes.
+    pub db_size_bytes: u64,
+    /// Seconds the load took.
+    pub load_secs: f64,
+}
+
+impl StoreResult {
+    /// A row that did not run, and why.
+    pub fn skipped(row: StoreRow, server: String, reason: String) -> Self {
+        Self {
+            row,
+            server,
+            skipped: Some(reason),
+            failed: None,
+            server_rss_idle_kb: 0,
+            server_rss_kb: 0,
+            server_hwm_kb: 0,
+            puts_done: 0,
+            keys_counted: 0,
+            db_size_bytes: 0,
+            load_secs: 0.0,
+        }
+    }
+
+    /// Whether the row ran to the end: every put acknowledged, every key counted, RSS read.
+    pub fn complete(&self) -> bool {
+        self.skipped.is_none()
+            && self.failed.is_none()
+            && self.puts_done == self.row.puts()
+            && self.keys_counted == self.row.keys
+            && self.server_rss_kb > 0
+    }
+
+    /// Server bytes over idle.
+    pub fn delta_bytes(&self) -> f64 {
+        (self.server_rss_kb as f64 - self.server_rss_idle_kb as f64) * 1024.0
+    }
+
+    /// Key and value bytes loaded per second.
+    pub fn bytes_per_sec(&self) -> Option<f64> {
+        (self.complete() && self.load_secs > 0.0).then(|| self.row.bytes() as f64 / self.load_secs)
+    }
+}
+
+/// The fit of `server`'s complete rows: RSS over idle ≈ a·keys + b·(keys·versions), with the
+/// number of rows. Per key includes the key's bytes; per version the value's share that stays
+/// resident.
+pub fn coefficients(server: &str, results: &[StoreResult]) -> (Option<[f64; 2]>, usize) {
+    let pts: Vec<([f64; 2], f64)> = results
+        .iter()
+        .filter(|r| r.server == server && r.complete())
+        .map(|r| ([r.row.keys as f64, r.row.puts() as f64], r.delta_bytes()))
+        .collect();
+    (fit(&pts, 1e6), pts.len())
+}
+
+fn bytes_label(n: usize) -> String {
+    if n >= 1024 && n % 1024 == 0 {
+        format!("{}KB", n / 1024)
+    } else {
+        format!("{n}bytes")
+    }
+}
+
+/// The table of `server`'s rows in etcd's layout (N, versions, key size, value size, memory
+/// usage), with the idle RSS, the RSS over idle per key, the load time and rate and the backend
+/// size; skipped and failed rows with the reason; the fit under it.
+pub fn table(server: &str, results: &[StoreResult]) -> String {
+    let rows: Vec<&StoreResult> = results.iter().filter(|r| r.server == server).collect();
+    let mut s = String::new();
+    let _ = writeln!(s, "| N | versions | key size | value size | memory usage (RSS) | idle RSS | over idle per key | load | puts/s | db size |");
+    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for r in &rows {
+        let lead = format!(
+            "| {} | {} | {} | {} |",
+            count(r.row.keys).to_uppercase(),
+            r.row.versions,
+            bytes_label(r.row.key_size),
+            bytes_label(r.row.val_size)
+        );
+        if let Some(why) = &r.skipped {
+            let _ = writeln!(s, "{lead} skipped: {why} | | | | | |");
+            continue;
+        }
+        let memory = match &r.failed {
+            Some(why) => format!("{} (incomplete: {why})", mb(r.server_rss_kb as f64 * 1024.0)),
+            None => mb(r.server_rss_kb as f64 * 1024.0),
+        };
+        let _ = writeln!(
+            s,
+            "{lead} {memory} | {} | {} | {:.1} s | {:.0} | {} |",
+            mb(r.server_rss_idle_kb as f64 * 1024.0),
+            per_item(r.delta_bytes() / r.row.keys.max(1) as f64),
+            r.load_secs,
+            if r.load_secs > 0.0 { r.puts_done as f64 / r.load_secs } else { 0.0 },
+            mb(r.db_size_bytes as f64)
+        );
+    }
+    let _ = writeln!(s);
+    match coefficients(server, results) {
+        (Some([per_key, per_version]), n) => {
+            let _ = writeln!(
+                s,
+                "{server}: RSS over idle ≈ a·N + b·N·versions with a = {} per key, b = {} per version (least squares over {n} rows, relative error)",
+                per_item(per_key),
+                per_item(per_version)
+            );
+        }
+        (None, n) => {
+            let _ = writeln!(
+                s,
+                "{server}: no fit: {n} complete rows do not vary keys and versions independently"
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(r: StoreRow, per_key: f64, per_version: f64) -> StoreResult {
+        let delta = per_key * r.keys as f64 + per_version * r.puts() as f64;
+        StoreResult {
+            skipped: None,
+            server_rss_idle_kb: 20_000,
+            server_rss_kb: 20_000 + (delta / 1024.0) as u64,
+            server_hwm_kb: 20_000 + (delta / 1024.0) as u64,
+            puts_done: r.puts(),
+            keys_counted: r.keys,
+            db_size_bytes: r.bytes(),
+            load_secs: 2.0,
+            ..StoreResult::skipped(r, "actcd".to_string(), String::new())
+        }
+    }
+
+    #[test]
+    fn rows_parse() {
+        assert_eq!(parse_rows("etcd").map(|r| r.len()), Ok(8));
+        assert_eq!(parse_rows("1Mx5x64x1k"), Ok(vec![row(1_000_000, 5, 64, 1000)]));
+        assert_eq!(parse_rows("100kx1x64x1024,etcd").map(|r| r.len()), Ok(8));
+        assert!(parse_rows("1Mx5x64").is_err());
+        assert!(parse_rows("1Mx5x2x64").is_err(), "2-byte keys cannot hold 1M keys");
+        assert!(parse_rows("").is_err());
+        assert_eq!(row(1_000_000, 5, 64, 1024).spec(), "1Mx5x64x1024");
+    }
+
+    #[test]
+    fn table_has_etcd_layout_fit_and_skips() {
+        let mut results: Vec<StoreResult> = ETCD_ROWS[..6].iter().map(|r| done(*r, 150.0, 40.0)).collect();
+        results.push(StoreResult::skipped(ETCD_ROWS[6], "actcd".to_string(), "needs ~9 GiB".to_string()));
+        let t = table("actcd", &results);
+        assert!(t.contains("| 100K | 1 | 64bytes | 256bytes | "), "{t}");
+        assert!(t.contains("| 1M | 1 | 64bytes | 1KB | skipped: needs ~9 GiB |"), "{t}");
+        assert!(t.contains("a = 150 B per key, b = 40 B per version"), "{t}");
+        assert_eq!(coefficients("actcd", &results).1, 6);
+        assert!(table("etcd", &results).contains("no fit"));
+    }
+}
