@@ -13,10 +13,12 @@ use std::task::{Context, Poll};
 use actix::Addr;
 use futures::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tonic::transport::server::Connected;
 
 use actcd_actors::conn::{ConnActor, ConnectionClosed};
+
+use crate::connection_budget::{accept, Admitted, ConnectionBudget};
 
 /// A connection's id, found in the extensions of each of its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,7 +61,7 @@ impl Connections {
 
 /// An accepted socket that reports its own end.
 pub struct TrackedStream {
-    inner: TcpStream,
+    inner: Admitted,
     id: ConnId,
     registry: Arc<Connections>,
 }
@@ -114,18 +116,19 @@ impl AsyncWrite for TrackedStream {
     }
 }
 
-/// Accepted sockets as a stream for tonic's `serve_with_incoming`.
+/// Accepted sockets as a stream for tonic's `serve_with_incoming`. It never yields an error:
+/// tonic retries a failed accept at once, which on EMFILE would spin; [`accept`] backs off.
 pub fn incoming(
     listener: TcpListener,
     registry: Arc<Connections>,
+    budget: Arc<ConnectionBudget>,
 ) -> impl Stream<Item = io::Result<TrackedStream>> {
-    futures::stream::unfold((listener, registry), |(listener, registry)| async move {
-        let accepted = listener.accept().await.map(|(inner, _)| {
-            // Small requests and responses must not wait for Nagle.
-            let _ = inner.set_nodelay(true);
-            let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
-            TrackedStream { inner, id, registry: Arc::clone(&registry) }
-        });
-        Some((accepted, (listener, registry)))
+    futures::stream::unfold((listener, registry, budget), |(listener, registry, budget)| async move {
+        let (inner, _) = accept(&listener, &budget).await;
+        // Small requests and responses must not wait for Nagle.
+        let _ = inner.stream().set_nodelay(true);
+        let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
+        let tracked = TrackedStream { inner, id, registry: Arc::clone(&registry) };
+        Some((Ok(tracked), (listener, registry, budget)))
     })
 }

@@ -8,10 +8,10 @@ use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::net::TcpListener;
 
 use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
 
+use crate::connection_budget::BudgetedListener;
 use crate::kv::StoreHandle;
 use crate::maintenance::SERVER_VERSION;
 
@@ -25,7 +25,7 @@ pub struct MetricsState {
 }
 
 /// Serves /metrics, /health and /version until the listener fails.
-pub async fn serve(listener: TcpListener, state: MetricsState) {
+pub async fn serve(listener: BudgetedListener, state: MetricsState) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(health))

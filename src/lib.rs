@@ -7,7 +7,8 @@
 //! - [`lease`]: the Lease service (grants and revokes through the StoreActor, deadlines in the
 //!   LeaseActor).
 //! - [`watch`]: the Watch service (one StreamActor per stream); [`connections`]: connection
-//!   ids and ends, for the ConnActors.
+//!   ids and ends, for the ConnActors; [`connection_budget`]: client sockets within the
+//!   descriptor limit, accept errors backed off.
 //! - [`maintenance`]: the Maintenance and Cluster services (status, alarms, hashes, defragment,
 //!   snapshots, members); [`snapshot`]: `actcd snapshot restore`; [`auth`]: the Auth service
 //!   while authentication is disabled.
@@ -20,6 +21,7 @@
 pub mod arbiters;
 pub mod auth;
 pub mod config;
+pub mod connection_budget;
 pub mod connections;
 pub mod grpc_metrics;
 pub mod health;

@@ -29,6 +29,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::arbiters::ArbiterPool;
 use crate::config::{listen_addrs, Config};
+use crate::connection_budget::{BudgetedListener, ConnectionBudget};
 use crate::connections::{incoming, Connections};
 use crate::grpc_metrics::GrpcMetricsLayer;
 use crate::health::HealthService;
@@ -74,6 +75,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
     let initial_leases = core.lease_list();
+    // Counted once storage is open, so that its descriptors are part of what is kept back.
+    let budget = Arc::new(ConnectionBudget::for_this_process());
 
     let system = actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread()
@@ -128,7 +131,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             connections: Arc::clone(&connections),
             next_stream: AtomicU64::new(0),
         });
-        let services = Services { store, watch, lease, connections, prometheus, fail_stop };
+        let services = Services { store, watch, lease, connections, budget, prometheus, fail_stop };
         serve(&config, services, client_listeners, metrics_listeners).await
     })
 }
@@ -139,6 +142,8 @@ struct Services {
     watch: Arc<WatchService>,
     lease: Arc<LeaseService>,
     connections: Arc<Connections>,
+    /// Client sockets allowed within the descriptor limit, on every listener.
+    budget: Arc<ConnectionBudget>,
     prometheus: PrometheusHandle,
     /// Gets the reason when the writer stops after a failed commit.
     fail_stop: tokio::sync::oneshot::Receiver<String>,
@@ -173,6 +178,7 @@ async fn serve(
         tracing::info!(addr = ?listener.local_addr().ok(), "serving /metrics, /health and /version");
         let state =
             http::MetricsState { store: services.store.clone(), prometheus: services.prometheus.clone() };
+        let listener = BudgetedListener { listener, budget: Arc::clone(&services.budget) };
         tokio::spawn(http::serve(listener, state));
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
@@ -180,7 +186,7 @@ async fn serve(
     for listener in listeners {
         let router = grpc_router(config, &services);
         let mut shutdown = shutdown_rx.clone();
-        let incoming = incoming(listener, Arc::clone(&services.connections));
+        let incoming = incoming(listener, Arc::clone(&services.connections), Arc::clone(&services.budget));
         servers.spawn(async move {
             router
                 .serve_with_incoming_shutdown(incoming, async move {

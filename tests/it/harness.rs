@@ -210,6 +210,23 @@ impl Server {
         }
     }
 
+    /// CPU time (user + system) the process has used so far.
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+        let ticks: u64 =
+            fields.get(11..13).map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum());
+        // The kernel reports clock ticks of 1/100 s (USER_HZ on Linux).
+        Duration::from_millis(ticks * 10)
+    }
+
+    /// Open file descriptors of the process.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, |d| d.count())
+    }
+
     /// SIGKILL, then reap.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -282,4 +299,15 @@ pub fn strip_identity(header: &mut Option<actcd_proto::etcdserverpb::ResponseHea
         h.member_id = 0;
         h.raft_term = 0;
     }
+}
+
+/// One unlabelled sample from actcd's /metrics (a plain HTTP/1.0 GET), if exported.
+pub async fn metric(server: &Server, name: &str) -> Option<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = server.metrics.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
+    stream.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).await.ok()?;
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }

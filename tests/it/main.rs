@@ -10,6 +10,7 @@ mod client;
 mod crash;
 mod differential;
 mod etcdctl;
+mod exhaustion;
 mod faults;
 mod harness;
 mod lease;

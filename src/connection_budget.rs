@@ -1,0 +1,178 @@
+//! Client sockets within the process's file-descriptor limit. Every accepted socket (gRPC or
+//! metrics) takes a permit; past the budget a new connection is accepted and closed at once, so
+//! the client gets a prompt error, and the descriptors kept back stay free for storage: a RocksDB
+//! flush or WAL switch that could not open its file would fail a commit and stop the server.
+//! Accept errors (EMFILE when something else took the descriptors) back off instead of retrying
+//! in a busy loop.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Descriptors kept back beyond those open at start: RocksDB's new WAL, SST and MANIFEST files
+/// as it flushes and compacts, snapshot checkpoints, the process's own odds and ends.
+const STORAGE_HEADROOM_FDS: usize = 128;
+/// First and longest wait after an accept error (grpc-go's, which etcd uses).
+const MIN_ACCEPT_BACKOFF: Duration = Duration::from_millis(5);
+const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How many client sockets may be open at once, and how many are.
+pub struct ConnectionBudget {
+    limit: usize,
+    open: AtomicUsize,
+}
+
+impl ConnectionBudget {
+    /// Raises the soft descriptor limit to the hard one (as Go's runtime does for etcd), then
+    /// allows client sockets up to it, minus the descriptors open now and a headroom for storage.
+    pub fn for_this_process() -> Self {
+        let descriptors = match rlimit::increase_nofile_limit(u64::MAX) {
+            Ok(soft) => usize::try_from(soft).unwrap_or(usize::MAX),
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the descriptor limit; assuming 1024");
+                1024
+            }
+        };
+        let open_now = std::fs::read_dir("/proc/self/fd").map_or(64, |dir| dir.count());
+        let limit = descriptors.saturating_sub(open_now + STORAGE_HEADROOM_FDS).max(1);
+        tracing::info!(limit, descriptors, open_now, "client connections allowed");
+        metrics::gauge!("actcd_client_connections_limit").set(limit as f64);
+        metrics::gauge!("actcd_client_connections").set(0.0);
+        metrics::counter!("actcd_client_connections_refused_total").absolute(0);
+        Self { limit, open: AtomicUsize::new(0) }
+    }
+
+    /// The number of client sockets allowed at once.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn try_admit(self: &Arc<Self>) -> Option<Permit> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.limit).then_some(n + 1))
+            .ok()?;
+        metrics::gauge!("actcd_client_connections").increment(1.0);
+        Some(Permit(Arc::clone(self)))
+    }
+}
+
+/// One admitted socket's share of the budget, given back when dropped.
+pub struct Permit(Arc<ConnectionBudget>);
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        metrics::gauge!("actcd_client_connections").decrement(1.0);
+    }
+}
+
+/// Accepts the next connection within the budget. Connections over it are closed as soon as
+/// they are accepted. Never fails: errors that concern one connection are skipped, others
+/// (EMFILE, ENFILE, ENOBUFS) are logged and retried after a growing pause.
+pub async fn accept(listener: &TcpListener, budget: &Arc<ConnectionBudget>) -> (Admitted, SocketAddr) {
+    let mut backoff = MIN_ACCEPT_BACKOFF;
+    loop {
+        match listener.accept().await {
+            Ok((stream, addr)) => {
+                backoff = MIN_ACCEPT_BACKOFF;
+                match budget.try_admit() {
+                    Some(permit) => return (Admitted { stream, _permit: permit }, addr),
+                    None => {
+                        metrics::counter!("actcd_client_connections_refused_total").increment(1);
+                        tracing::debug!(%addr, limit = budget.limit, "connection refused: at the connection limit");
+                    }
+                }
+            }
+            Err(err) if concerns_one_connection(&err) => {}
+            Err(err) => {
+                tracing::warn!(%err, retry_in = ?backoff, "cannot accept connections");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_ACCEPT_BACKOFF);
+            }
+        }
+    }
+}
+
+fn concerns_one_connection(err: &io::Error) -> bool {
+    matches!(
+        err.kind(),
+        io::ErrorKind::ConnectionRefused | io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// An accepted socket holding its permit.
+pub struct Admitted {
+    stream: TcpStream,
+    _permit: Permit,
+}
+
+impl Admitted {
+    /// The socket.
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+}
+
+impl AsyncRead for Admitted {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Admitted {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// A listener for axum (the metrics URLs) whose connections count against the budget.
+pub struct BudgetedListener {
+    /// The bound listener.
+    pub listener: TcpListener,
+    /// The budget shared with the gRPC listeners.
+    pub budget: Arc<ConnectionBudget>,
+}
+
+impl axum::serve::Listener for BudgetedListener {
+    type Io = Admitted;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Admitted, SocketAddr) {
+        accept(&self.listener, &self.budget).await
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
