@@ -63,6 +63,7 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+#[cfg(feature = "rocksdb")]
 impl From<rocksdb::Error> for StoreError {
     fn from(err: rocksdb::Error) -> Self {
         StoreError::Storage(err.into_string())
