@@ -198,7 +198,11 @@ impl<E: Engine> ReadView<E> {
         if from < self.compacted_revision() {
             return Err(StoreError::Compacted);
         }
-        let mut chunk = HistoryChunk { events: Vec::new(), next: to + 1 };
+        let mut chunk = HistoryChunk { events: Vec::new(), next: to.saturating_add(1) };
+        // No history is stored past MAX_MAIN: nothing to read, and no such key to start at.
+        if from > to || from > Revision::MAX_MAIN {
+            return Ok(chunk);
+        }
         let mut bytes = 0usize;
         // First revision of the one being read; a chunk ends only between revisions.
         let mut current = from;
@@ -258,17 +262,30 @@ impl<E: Engine> StoreCore<E> {
     /// Opens the store on `engine`, checking the data format and rebuilding the index from
     /// the history records.
     pub fn open(engine: E, config: StoreConfig) -> Result<Self, StoreError> {
+        // Numbers read back are checked against what this store writes: a damaged record must
+        // refuse the data dir here, not overflow later (a TTL past MAX_LEASE_TTL overflowed
+        // the lessor's deadline at start; a negative applied index, its counter).
         let compacted = match engine.get(Family::Meta, COMPACTED_KEY)? {
-            Some(v) => codec::decode_i64(&v)?,
+            Some(v) => match codec::decode_i64(&v)? {
+                c @ 0..=Revision::MAX_MAIN => c,
+                other => return Err(StoreError::Corrupt(format!("compaction revision {other}"))),
+            },
             None => 0,
         };
         let applied_index = match engine.get(Family::Meta, APPLIED_INDEX_KEY)? {
-            Some(v) => codec::decode_i64(&v)? as u64,
+            Some(v) => {
+                let index = codec::decode_i64(&v)?;
+                u64::try_from(index).map_err(|_| StoreError::Corrupt(format!("applied index {index}")))?
+            }
             None => 0,
         };
         let mut leases = LeaseIndex::default();
         engine.scan(Family::Lease, &[], &mut |key, value| {
-            leases.grant(codec::decode_i64(key)?, codec::decode_i64(value)?);
+            let (id, ttl) = (codec::decode_i64(key)?, codec::decode_i64(value)?);
+            if id == 0 || !(0..=MAX_LEASE_TTL).contains(&ttl) {
+                return Err(StoreError::Corrupt(format!("lease {id} with TTL {ttl}")));
+            }
+            leases.grant(id, ttl);
             Ok(true)
         })?;
         let mut index = Index::default();
@@ -546,4 +563,61 @@ fn txn_quota_cost(txn: &TxnRequest) -> u64 {
             .sum()
     }
     branch_cost(&txn.success).max(branch_cost(&txn.failure))
+}
+
+#[cfg(test)]
+mod tests {
+    //! Regression tests for what the fuzz targets (fuzz/) found, on the in-memory engine.
+    use super::*;
+    use crate::store::memory::MemoryEngine;
+
+    fn store() -> StoreCore<MemoryEngine> {
+        StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("an empty store opens")
+    }
+
+    #[test]
+    fn history_past_the_largest_revision_is_empty_not_corrupt() {
+        let core = store();
+        let view = core.read_view();
+        for (from, to) in [(Revision::MAX_MAIN + 1, i64::MAX), (i64::MAX, i64::MAX), (5, 3)] {
+            let chunk = view.history(from, to, 1024).expect("nothing to read is no error");
+            assert!(chunk.events.is_empty());
+            assert_eq!(chunk.next, to.saturating_add(1));
+        }
+    }
+
+    fn open_on(records: &[(Family, &[u8], Vec<u8>)]) -> Result<StoreCore<MemoryEngine>, StoreError> {
+        let engine = MemoryEngine::new();
+        let mut set = WriteSet::default();
+        set.put(Family::Meta, FORMAT_KEY.to_vec(), FORMAT_VERSION.to_vec());
+        for (family, key, value) in records {
+            set.put(*family, key.to_vec(), value.clone());
+        }
+        engine.commit(&set)?;
+        StoreCore::open(engine, StoreConfig::default())
+    }
+
+    /// Found by fuzz/open_store: a negative applied index overflowed its counter at the first
+    /// write, and a lease TTL past the largest overflowed the lessor's deadline at start.
+    #[test]
+    fn out_of_range_numbers_on_disk_refuse_the_data_dir() {
+        let lease = 7i64.to_be_bytes();
+        for records in [
+            vec![(Family::Meta, APPLIED_INDEX_KEY, codec::encode_i64(-1))],
+            vec![(Family::Meta, COMPACTED_KEY, codec::encode_i64(-3))],
+            vec![(Family::Meta, COMPACTED_KEY, codec::encode_i64(Revision::MAX_MAIN + 1))],
+            vec![(Family::Lease, &lease[..], codec::encode_i64(i64::MAX))],
+            vec![(Family::Lease, &lease[..], codec::encode_i64(-1))],
+            vec![(Family::Lease, &0i64.to_be_bytes()[..], codec::encode_i64(10))],
+        ] {
+            assert!(matches!(open_on(&records), Err(StoreError::Corrupt(_))), "{records:?}");
+        }
+        let fine = open_on(&[
+            (Family::Meta, APPLIED_INDEX_KEY, codec::encode_i64(5)),
+            (Family::Lease, &lease[..], codec::encode_i64(MAX_LEASE_TTL)),
+        ])
+        .expect("in-range records open");
+        assert_eq!(fine.read_view().applied_index(), 5);
+        assert_eq!(fine.lease_list(), vec![(7, MAX_LEASE_TTL)]);
+    }
 }

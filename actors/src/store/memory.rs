@@ -149,7 +149,8 @@ mod tests {
         assert_eq!(again.current_revision(), 5);
         let all = RangeRequest { key: vec![0].into(), range_end: vec![0].into(), ..Default::default() };
         let resp = again.read_view().range(&all).expect("range");
-        let got: Vec<_> = resp.kvs.iter().map(|kv| (kv.key.to_vec(), kv.value.to_vec(), kv.version)).collect();
+        let got: Vec<_> =
+            resp.kvs.iter().map(|kv| (kv.key.to_vec(), kv.value.to_vec(), kv.version)).collect();
         assert_eq!(got, vec![(b"a".to_vec(), b"3".to_vec(), 2)]);
         assert!(engine.size_bytes() > 0);
     }

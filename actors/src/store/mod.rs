@@ -25,9 +25,9 @@ pub mod hash;
 pub mod index;
 pub mod key_index;
 pub mod lease_index;
+pub mod memory;
 pub mod range;
 pub mod revision;
-pub mod memory;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
 #[cfg(feature = "rocksdb")]
