@@ -1,13 +1,14 @@
 //! The Watch service: each call starts a StreamActor (on one of the stream arbiters) that owns
 //! the stream from then on; the response is the receiving end of its bounded channel.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
 use actix::{Actor, Addr, AsyncContext};
-use futures::StreamExt;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
+use futures::channel::mpsc;
+use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use actcd_actors::conn::{AttachStream, ConnActor};
@@ -22,8 +23,29 @@ use crate::arbiters::ArbiterPool;
 use crate::connections::{ConnId, Connections};
 
 /// Responses queued towards one client beyond which its stream actor waits (see
-/// actcd_actors::stream for what happens next). Boxed, so an idle channel costs little.
+/// actcd_actors::stream for what happens next); the channel holds one more per sender.
 const RESPONSE_BUFFER: usize = 16;
+
+/// The client's requests up to the first transport error, after which the stream ends (and
+/// the actor with it). Hand-written: `take_while` + `filter_map` keep a pending
+/// `Result<WatchRequest, Status>` inline, ~500 bytes a stream for nothing.
+struct RequestsUntilError(Option<Streaming<WatchRequest>>);
+
+impl Stream for RequestsUntilError {
+    type Item = WatchRequest;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchRequest>> {
+        let Some(requests) = self.0.as_mut() else { return Poll::Ready(None) };
+        match ready!(requests.poll_next_unpin(cx)) {
+            Some(Ok(request)) => Poll::Ready(Some(request)),
+            _ => {
+                // Dropped at once: its buffers go with it.
+                self.0 = None;
+                Poll::Ready(None)
+            }
+        }
+    }
+}
 
 /// The Watch service.
 pub struct WatchService {
@@ -50,11 +72,7 @@ impl Watch for WatchService {
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
         let conn = request.extensions().get::<ConnId>().copied();
-        // The stream ends at the first transport error; the actor then stops.
-        let input = request
-            .into_inner()
-            .take_while(|r| futures::future::ready(r.is_ok()))
-            .filter_map(|r| async { r.ok() });
+        let input = RequestsUntilError(Some(request.into_inner()));
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();
@@ -68,20 +86,19 @@ impl Watch for WatchService {
         let setup = StreamSetup {
             id,
             shard,
-            output,
             view: self.view.clone(),
             identity: self.identity,
             max_bytes: self.max_request_bytes,
-            conn: conn_actor.clone().map(|c| c.recipient()),
+            conn: conn_actor.as_ref().map(|c| c.downgrade().recipient()),
         };
         let stream = StreamActor::start_in_arbiter(&arbiter, move |ctx| {
             ctx.add_stream(input);
-            StreamActor::new(setup)
+            StreamActor::new(setup, output)
         });
         if let Some(conn_actor) = conn_actor {
-            conn_actor.do_send(AttachStream { id, stop: stream.recipient() });
+            conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
-        let out = ReceiverStream::new(responses).map(|r: Box<WatchResponse>| Ok(*r));
+        let out = responses.map(|r: Box<WatchResponse>| Ok(*r));
         Ok(Response::new(Box::pin(out)))
     }
 }

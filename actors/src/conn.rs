@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use actix::dev::SendError;
 use actix::prelude::*;
+use actix::WeakRecipient;
 
 use crate::stream::{StopStream, StreamEnded};
 use crate::watch::messages::StreamId;
@@ -16,8 +17,9 @@ use crate::watch::messages::StreamId;
 pub struct AttachStream {
     /// The stream.
     pub id: StreamId,
-    /// How to stop it.
-    pub stop: Recipient<StopStream>,
+    /// How to stop it. Weak: the stream stops by itself too, and a weak address costs no
+    /// allocation of its own, where a strong one allocates a sender task (~100 bytes a stream).
+    pub stop: WeakRecipient<StopStream>,
 }
 
 /// The connection closed.
@@ -28,7 +30,7 @@ pub struct ConnectionClosed;
 /// The actor of one client connection.
 #[derive(Default)]
 pub struct ConnActor {
-    streams: HashMap<StreamId, Recipient<StopStream>>,
+    streams: HashMap<StreamId, WeakRecipient<StopStream>>,
 }
 
 impl ConnActor {
@@ -74,7 +76,7 @@ impl Handler<ConnectionClosed> for ConnActor {
     type Result = ();
 
     fn handle(&mut self, _: ConnectionClosed, ctx: &mut Self::Context) {
-        for (_, stream) in self.streams.drain() {
+        for stream in self.streams.drain().filter_map(|(_, stream)| stream.upgrade()) {
             // A stream whose mailbox is full is stopping anyway: its client channel is gone
             // with the connection, so its next send fails and it stops itself.
             if let Err(SendError::Full(_)) = stream.try_send(StopStream) {

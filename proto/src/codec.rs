@@ -9,8 +9,9 @@ use prost::Message;
 use tonic::codec::{BufferSettings, Codec};
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};
 
-/// Initial encode/decode buffer per RPC, in bytes (tonic's default is 8 KiB).
-const INITIAL_BUFFER: usize = 256;
+/// Initial encode/decode buffer per RPC, in bytes (tonic's default is 8 KiB). None: both grow
+/// on the first message, so an idle stream holds no buffer (512 bytes a stream at 256).
+const INITIAL_BUFFER: usize = 0;
 /// When an encoder yields to let a large response go out (tonic's default).
 const YIELD_THRESHOLD: usize = 32 * 1024;
 
