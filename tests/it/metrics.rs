@@ -329,3 +329,145 @@ async fn health_reports_alarms_like_etcd() {
     assert!(status.contains("200"), "{status}");
     assert_eq!(body, r#"{"health":"true","reason":""}"#);
 }
+
+/// The series on /metrics (name and labels, without values), sorted.
+fn series_set(text: &str) -> std::collections::BTreeSet<String> {
+    scrape(text).into_keys().collect()
+}
+
+/// Opens `streams` watch streams spread over `conns` connections, one watch each on one of
+/// `keys` keys, and drains their responses in the background: the senders (dropping one ends
+/// its stream) and the drain tasks.
+async fn open_watch_streams(
+    server: &Server,
+    conns: usize,
+    streams: usize,
+    keys: usize,
+) -> (Vec<mpsc::Sender<WatchRequest>>, Vec<tokio::task::JoinHandle<()>>) {
+    use futures::StreamExt;
+    let mut senders = Vec::with_capacity(streams);
+    let mut drains = Vec::with_capacity(streams);
+    for conn in 0..conns {
+        let client = server.watch_client().await;
+        let per_conn = streams / conns + usize::from(conn < streams % conns);
+        let opened: Vec<_> = futures::stream::iter(0..per_conn)
+            .map(|i| {
+                let mut client = client.clone();
+                let key = Bytes::from(format!("bounded/{:04}", (conn * per_conn + i) % keys));
+                async move {
+                    let (tx, rx) = mpsc::channel(1);
+                    let create = WatchCreateRequest { key, ..Default::default() };
+                    let req = WatchRequest {
+                        request_union: Some(watch_request::RequestUnion::CreateRequest(create)),
+                    };
+                    tx.send(req).await.unwrap();
+                    let mut responses = client.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
+                    assert!(responses.message().await.unwrap().unwrap().created);
+                    let drain =
+                        tokio::spawn(async move { while let Ok(Some(_)) = responses.message().await {} });
+                    (tx, drain)
+                }
+            })
+            .buffer_unordered(256)
+            .collect()
+            .await;
+        for (tx, drain) in opened {
+            senders.push(tx);
+            drains.push(drain);
+        }
+    }
+    (senders, drains)
+}
+
+/// Bad input from issue 5: the label set stays bounded with 100k streams open (no label value
+/// per stream, watch or connection: the series at 100k streams are exactly those at 1k), and a
+/// scrape during heavy load (the 100k watchers receiving events from 8 putters) answers within
+/// grafana/prometheus.yml's 1 s scrape timeout.
+#[tokio::test]
+async fn label_set_stays_bounded_with_100k_streams() {
+    const CONNS: usize = 100;
+    const FEW: usize = 1_000;
+    const MANY: usize = 100_000;
+    const KEYS: usize = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let started = std::time::Instant::now();
+
+    let (mut senders, mut drains) = open_watch_streams(&server, CONNS, FEW, KEYS).await;
+    let mut c = server.client().await;
+    c.put("bounded/0000", "v", None).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let body_few = get(&server.metrics, "/metrics").await.1;
+    let few = series_set(&body_few);
+    assert_eq!(value(&scrape(&body_few), "etcd_debugging_mvcc_watch_stream_total", &[]), FEW as f64);
+
+    let (more_senders, more_drains) = open_watch_streams(&server, CONNS, MANY - FEW, KEYS).await;
+    senders.extend(more_senders);
+    drains.extend(more_drains);
+    let opened = started.elapsed();
+
+    // Heavy load: 8 putters over the watched keys, each put fanned out to 100 watchers, while
+    // /metrics is scraped back to back.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut putters = Vec::new();
+    for p in 0..8 {
+        let mut kv = server.kv().await;
+        let stop = stop.clone();
+        putters.push(tokio::spawn(async move {
+            let mut puts = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = format!("bounded/{:04}", (puts as usize * 8 + p) % KEYS);
+                let put = actcd_proto::etcdserverpb::PutRequest {
+                    key: key.into(),
+                    value: Bytes::from_static(b"value"),
+                    ..Default::default()
+                };
+                kv.put(put).await.unwrap();
+                puts += 1;
+            }
+            puts
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut latencies = Vec::new();
+    let mut body_many = String::new();
+    let load_started = std::time::Instant::now();
+    while load_started.elapsed() < Duration::from_secs(5) {
+        let t = std::time::Instant::now();
+        body_many = get(&server.metrics, "/metrics").await.1;
+        latencies.push(t.elapsed());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut puts = 0;
+    for putter in putters {
+        puts += putter.await.unwrap();
+    }
+    let load = load_started.elapsed();
+    let many = series_set(&body_many);
+    let samples = scrape(&body_many);
+    assert_eq!(value(&samples, "etcd_debugging_mvcc_watch_stream_total", &[]), MANY as f64);
+    assert_eq!(value(&samples, "etcd_debugging_mvcc_watcher_total", &[]), MANY as f64);
+
+    latencies.sort();
+    let median = latencies[latencies.len() / 2];
+    let max = latencies[latencies.len() - 1];
+    eprintln!(
+        "{MANY} streams opened in {opened:.1?}; /metrics: {} series at {FEW} streams, {} at {MANY}, {} bytes; \
+         {} scrapes under {:.0} puts/s × 100 watchers: median {median:.1?}, max {max:.1?}",
+        few.len(),
+        many.len(),
+        body_many.len(),
+        latencies.len(),
+        puts as f64 / load.as_secs_f64()
+    );
+    let added: Vec<_> = many.difference(&few).collect();
+    let removed: Vec<_> = few.difference(&many).collect();
+    assert!(added.is_empty() && removed.is_empty(), "series came or went: +{added:?} -{removed:?}");
+    assert!(max < Duration::from_secs(1), "a scrape took {max:?} under load (Prometheus gives up at 1 s)");
+
+    drop(senders);
+    for drain in drains {
+        drain.abort();
+    }
+}
