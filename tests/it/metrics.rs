@@ -267,12 +267,16 @@ async fn dashboard_load(endpoint: &str, seconds: u64) {
 #[tokio::test]
 async fn grafana_dashboards_fill_from_a_real_prometheus() {
     // The file's target is fixed: another actcd (or etcd with --listen-metrics-urls) on this
-    // machine holding it would be scraped instead. Say so rather than test the wrong server.
-    if let Err(err) = std::net::TcpListener::bind(PROMETHEUS_YML_TARGET) {
-        panic!(
-            "{PROMETHEUS_YML_TARGET} is busy ({err}): grafana/prometheus.yml scrapes that address, so this test \
-             runs actcd's metrics there; stop whatever listens on it (`ss -ltnp | grep 2381`) and rerun"
+    // machine holding it would be scraped instead. A short-lived holder (a server another run
+    // started on the defaults) gets 60 s to go; then say so rather than test the wrong server.
+    let waited = std::time::Instant::now();
+    while let Err(err) = std::net::TcpListener::bind(PROMETHEUS_YML_TARGET) {
+        assert!(
+            waited.elapsed() < Duration::from_secs(60),
+            "{PROMETHEUS_YML_TARGET} is busy ({err}) for 60 s: grafana/prometheus.yml scrapes that address, so \
+             this test runs actcd's metrics there; stop whatever listens on it (`ss -ltnp | grep 2381`) and rerun"
         );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let dir = tempfile::tempdir().unwrap();
     let server = Server::actcd_with_metrics_url(
