@@ -36,6 +36,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Err(err) = actcd_actors::failpoints::configure_from_env() {
+        eprintln!("actcd: FAILPOINTS: {err}");
+        return ExitCode::from(2);
+    }
     match actcd::server::run(config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -11,9 +11,11 @@
 //! - [`lease`]: the LeaseActor (deadlines, keep-alives, expiry); [`keepalive`]: the actor of
 //!   one LeaseKeepAlive stream.
 //! - [`identity`]: the member identity stamped on response headers.
+//! - [`failpoints`]: test-build failpoints at the group commit's boundaries.
 #![deny(missing_docs)]
 
 pub mod conn;
+pub mod failpoints;
 pub mod identity;
 pub mod keepalive;
 pub mod lease;

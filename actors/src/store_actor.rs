@@ -80,6 +80,8 @@ impl<E: Engine> GroupCommit<E> {
         let results: Vec<_> = writes.iter().map(|w| self.core.apply(&w.command, &mut batch)).collect();
         let commands = writes.len();
         let failed = results.iter().filter(|r| r.is_err()).count();
+        // Applied in memory only: nothing of the batch may be readable, watched or answered.
+        fail::fail_point!("store::before_commit");
         let started = std::time::Instant::now();
         let committed = self.core.commit(batch);
         // One fsync serves as both etcd's WAL fsync and its backend commit.
@@ -102,6 +104,7 @@ impl<E: Engine> GroupCommit<E> {
             // A client that went away no longer wants its answer; its write stands.
             let _ = write.reply.send(answer);
         }
+        fail::fail_point!("store::before_notify");
         (outcome, committed.ok())
     }
 }

@@ -9,6 +9,7 @@ mod cli;
 mod client;
 mod crash;
 mod differential;
+mod durable_before_ack;
 mod etcdctl;
 mod exhaustion;
 mod faults;

@@ -483,6 +483,8 @@ impl<E: Engine> StoreCore<E> {
             self.failed = Some(reason.clone());
             return Err(StoreError::Stopped(reason));
         }
+        // Durable, but neither visible nor answered yet.
+        fail::fail_point!("store::after_fsync");
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.applied_index.store(self.applied_index, Ordering::Release);
         self.shared.visible.store(self.current, Ordering::Release);
