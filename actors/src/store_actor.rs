@@ -81,6 +81,7 @@ impl<E: Engine> GroupCommit<E> {
         let commands = writes.len();
         let failed = results.iter().filter(|r| r.is_err()).count();
         // Applied in memory only: nothing of the batch may be readable, watched or answered.
+        #[cfg(feature = "failpoints")]
         fail::fail_point!("store::before_commit");
         let started = std::time::Instant::now();
         let committed = self.core.commit(batch);
@@ -104,6 +105,7 @@ impl<E: Engine> GroupCommit<E> {
             // A client that went away no longer wants its answer; its write stands.
             let _ = write.reply.send(answer);
         }
+        #[cfg(feature = "failpoints")]
         fail::fail_point!("store::before_notify");
         (outcome, committed.ok())
     }

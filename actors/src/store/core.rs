@@ -484,6 +484,7 @@ impl<E: Engine> StoreCore<E> {
             return Err(StoreError::Stopped(reason));
         }
         // Durable, but neither visible nor answered yet.
+        #[cfg(feature = "failpoints")]
         fail::fail_point!("store::after_fsync");
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.applied_index.store(self.applied_index, Ordering::Release);
