@@ -6,77 +6,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use etcd_client::{EventType, GetOptions, WatchOptions};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::Streaming;
 
 use actcd_proto::etcdserverpb::{
     request_op, watch_create_request::FilterType, watch_request, CompactionRequest, DeleteRangeRequest,
     PutRequest, RangeRequest, RequestOp, TxnRequest, WatchCancelRequest, WatchCreateRequest,
-    WatchProgressRequest, WatchRequest, WatchResponse,
+    WatchProgressRequest, WatchResponse,
 };
-use actcd_proto::mvccpb::event::EventType as PbEventType;
 
 use crate::harness::Server;
-
-/// One raw Watch stream: requests in, responses out.
-struct RawStream {
-    requests: mpsc::Sender<WatchRequest>,
-    responses: Streaming<WatchResponse>,
-}
-
-impl RawStream {
-    /// Opens a stream with its first create already queued: a server sends the response
-    /// headers only with its first message, so opening an empty stream would wait forever.
-    async fn open(server: &Server, first: WatchCreateRequest) -> Self {
-        let (requests, rx) = mpsc::channel(16);
-        let create = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(first)) };
-        requests.send(create).await.unwrap();
-        let responses =
-            server.watch_client().await.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
-        Self { requests, responses }
-    }
-
-    /// The created response of the create `open` queued.
-    async fn first_created(&mut self, seen: &mut Vec<WatchResponse>) -> WatchResponse {
-        loop {
-            let resp = self.next(Duration::from_secs(10)).await.expect("created response");
-            if resp.created {
-                return resp;
-            }
-            seen.push(resp);
-        }
-    }
-
-    async fn send(&self, req: watch_request::RequestUnion) {
-        self.requests.send(WatchRequest { request_union: Some(req) }).await.unwrap();
-    }
-
-    /// Creates a watch and returns its created response (the Go client's one-at-a-time way).
-    async fn create(&mut self, req: WatchCreateRequest, seen: &mut Vec<WatchResponse>) -> WatchResponse {
-        self.send(watch_request::RequestUnion::CreateRequest(req)).await;
-        loop {
-            let resp = self.next(Duration::from_secs(10)).await.expect("created response");
-            if resp.created {
-                return resp;
-            }
-            seen.push(resp);
-        }
-    }
-
-    async fn next(&mut self, wait: Duration) -> Option<WatchResponse> {
-        tokio::time::timeout(wait, self.responses.message()).await.ok()?.ok()?
-    }
-
-    /// Everything that arrives until the stream is quiet for `quiet`.
-    async fn drain(&mut self, quiet: Duration) -> Vec<WatchResponse> {
-        let mut out = Vec::new();
-        while let Some(r) = self.next(quiet).await {
-            out.push(r);
-        }
-        out
-    }
-}
+use crate::watch_stream::RawStream;
+use crate::watch_validator;
 
 fn create(key: &str, end: &str, start: i64) -> WatchCreateRequest {
     WatchCreateRequest {
@@ -286,34 +225,6 @@ async fn etcdctl_watch_with_rev_prefix_prev_kv_and_progress() {
     assert!(outputs[1].contains("progress notify: 5"), "{}", outputs[1]);
 }
 
-/// One received event: (response index, revision, key, is_delete, value, prev value).
-type Seen = (usize, i64, Vec<u8>, bool, Vec<u8>, Option<Vec<u8>>);
-
-/// Everything one watch received.
-#[derive(Default)]
-struct Received {
-    events: Vec<Seen>,
-    compacted: bool,
-}
-
-fn record(received: &mut HashMap<i64, Received>, index: usize, r: &WatchResponse) {
-    let entry = received.entry(r.watch_id).or_default();
-    if r.compact_revision != 0 {
-        entry.compacted = true;
-    }
-    for e in &r.events {
-        let kv = e.kv.clone().unwrap_or_default();
-        entry.events.push((
-            index,
-            kv.mod_revision,
-            kv.key.to_vec(),
-            e.r#type == PbEventType::Delete as i32,
-            kv.value.to_vec(),
-            e.prev_kv.as_ref().map(|p| p.value.to_vec()),
-        ));
-    }
-}
-
 /// etcd's watch guarantees under concurrent puts, deletes, txns and compactions: ordered,
 /// unique, reliable, atomic, resumable, bookmarkable, and prev_kv equal to the previous value.
 #[tokio::test]
@@ -415,55 +326,39 @@ async fn watch_guarantees_hold_under_concurrent_load() {
     stream.send(watch_request::RequestUnion::ProgressRequest(WatchProgressRequest {})).await;
     seen.extend(stream.drain(Duration::from_millis(500)).await);
 
-    let mut received: HashMap<i64, Received> = HashMap::new();
-    let mut progress = Vec::new();
-    for (i, r) in seen.iter().enumerate() {
-        if r.watch_id == -1 {
-            progress.push((i, r.header.as_ref().unwrap().revision));
-        }
-        record(&mut received, i, r);
-    }
+    let received = watch_validator::by_watch(&seen);
+    let progress: Vec<(usize, i64)> = seen
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.watch_id == -1)
+        .map(|(i, r)| (i, r.header.as_ref().unwrap().revision))
+        .collect();
     let all = &received[&0];
     assert!(!all.compacted, "a synced watcher must keep up, not be compacted away");
-    // Ordered and unique: revisions never go back; a (revision, key) pair appears once.
-    let mut pairs = HashSet::new();
-    for pair in all.events.windows(2) {
-        assert!(pair[0].1 <= pair[1].1, "events out of order: {} then {}", pair[0].1, pair[1].1);
-    }
-    for e in &all.events {
-        assert!(pairs.insert((e.1, e.2.clone())), "duplicate event {} {:?}", e.1, e.2);
-    }
-    // Reliable: every acknowledged revision that changed something is there.
-    let revisions: HashSet<i64> = all.events.iter().map(|e| e.1).collect();
-    let missing: Vec<_> = acked.iter().filter(|r| !revisions.contains(r) && **r > 1).collect();
-    // Deletes of absent keys do not create a revision: they report the current one, which
-    // another write made; so every acked revision is some event's revision.
-    assert!(missing.is_empty(), "revisions acknowledged but never watched: {missing:?}");
-    // Atomic: the events of a revision arrive in one response.
-    let mut response_of: HashMap<i64, usize> = HashMap::new();
-    for e in &all.events {
-        assert_eq!(*response_of.entry(e.1).or_insert(e.0), e.0, "revision {} split over responses", e.1);
-    }
-    // prev_kv: always the value the same watch last saw for the key.
-    let mut last_value: HashMap<Vec<u8>, Option<Vec<u8>>> = HashMap::new();
-    for (_, rev, key, is_delete, value, prev) in &all.events {
-        let expected = last_value.get(key).cloned().flatten();
-        assert_eq!(prev, &expected, "prev_kv of {key:?} at {rev}");
-        last_value.insert(key.clone(), if *is_delete { None } else { Some(value.clone()) });
-    }
+    all.check_ordered_unique().unwrap();
+    // Reliable: every acknowledged revision that changed something is there. Deletes of
+    // absent keys do not create a revision: they report the current one, which another write
+    // made; so every acked revision is some event's revision.
+    all.check_reliable(acked.iter().copied().filter(|r| *r > 1)).unwrap();
+    all.check_atomic().unwrap();
+    all.check_prev_kv().unwrap();
+    let key_and_revision = |r: &watch_validator::Received| {
+        r.events.iter().map(|(_, e)| e.kv.clone().unwrap()).collect::<Vec<_>>()
+    };
     // The single-key watch saw exactly that key's events.
-    let one: Vec<_> = all.events.iter().filter(|e| e.2 == b"v/3").map(|e| (e.1, e.3)).collect();
-    assert_eq!(received[&1].events.iter().map(|e| (e.1, e.3)).collect::<Vec<_>>(), one);
+    let one: Vec<_> = key_and_revision(all).into_iter().filter(|kv| kv.key == "v/3").collect();
+    assert_eq!(key_and_revision(&received[&1]), one);
     // Resumable: the resumed watch saw the same events from its start revision on.
-    let tail: Vec<_> = all.events.iter().filter(|e| e.1 >= resume_from).map(|e| (e.1, e.2.clone())).collect();
-    assert_eq!(received[&2].events.iter().map(|e| (e.1, e.2.clone())).collect::<Vec<_>>(), tail);
+    let tail: Vec<_> =
+        key_and_revision(all).into_iter().filter(|kv| kv.mod_revision >= resume_from).collect();
+    assert_eq!(key_and_revision(&received[&2]), tail);
     // Bookmarkable: the progress revision covers every event before it and none after.
     assert_eq!(progress.len(), 1, "one progress response");
     let (at, rev) = progress[0];
     assert_eq!(rev, last);
-    assert!(seen[..at].iter().flat_map(|r| &r.events).all(|e| e.kv.as_ref().unwrap().mod_revision <= rev));
-    assert!(seen[at..].iter().flat_map(|r| &r.events).all(|e| e.kv.as_ref().unwrap().mod_revision > rev));
-    eprintln!("watch guarantees: {} events, {} revisions, checked", all.events.len(), revisions.len());
+    watch_validator::check_bookmark(&seen, at, rev).unwrap();
+    let revisions = all.revisions().len();
+    eprintln!("watch guarantees: {} events, {} revisions, checked", all.events.len(), revisions);
 }
 
 /// 200 watchers whose clients stop reading while writes go on: server memory stays bounded,

@@ -1,0 +1,373 @@
+//! Linearizability of a running actcd: concurrent clients over loopback record every call
+//! (monotonic call and return times, request, answer), a compactor compacts behind them, and
+//! watchers record what they get; then the history is checked against the sequential model
+//! (history_check), the watchers against the model's events (watch_validator), and known bugs
+//! injected into the recorded history and watch responses must be caught (history_bugs).
+//! Once on a server that runs throughout, once across a kill -9 and restart.
+
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
+
+use actcd_proto::etcdserverpb::kv_client::KvClient;
+use actcd_proto::etcdserverpb::{
+    watch_request, RangeRequest, WatchCreateRequest, WatchProgressRequest, WatchResponse,
+};
+
+use crate::harness::Server;
+use crate::history::{Clock, Op, Outcome, Request, Response, NEVER};
+use crate::history_bugs::{missed_history_bugs, missed_watch_bugs, HISTORY_BUGS, WATCH_BUGS};
+use crate::history_check::{check, Verdict};
+use crate::history_workload::{Workload, PREFIX, PREFIX_END};
+use crate::watch_stream::RawStream;
+use crate::watch_validator::{by_watch, check_bookmark, expected_events};
+
+const CLIENTS: usize = 8;
+
+/// A call that takes longer has an unknown outcome.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Compactions stay this many revisions behind what the compactor saw: the past reads (up to
+/// 60 back) sometimes find their revision compacted, and a watch resumed 20 back never does.
+const COMPACTION_LAG: i64 = 40;
+
+async fn send(kv: &mut KvClient<Channel>, request: &Request) -> Result<Response, tonic::Status> {
+    Ok(match request {
+        Request::Range(r) => Response::Range(kv.range(r.clone()).await?.into_inner()),
+        Request::Put(p) => Response::Put(kv.put(p.clone()).await?.into_inner()),
+        Request::Delete(d) => Response::Delete(kv.delete_range(d.clone()).await?.into_inner()),
+        Request::Txn(t) => Response::Txn(kv.txn(t.clone()).await?.into_inner()),
+        Request::Compact(c) => Response::Compact(kv.compact(c.clone()).await?.into_inner()),
+    })
+}
+
+/// Makes one call and records it; never retried.
+async fn timed(kv: &mut KvClient<Channel>, clock: Clock, client: usize, request: Request) -> Op {
+    let call = clock.now();
+    let outcome = match tokio::time::timeout(CALL_TIMEOUT, send(kv, &request)).await {
+        Ok(result) => Outcome::from_result(result),
+        Err(_) => Outcome::Unknown("timed out".into()),
+    };
+    let ret = if matches!(outcome, Outcome::Unknown(_)) { NEVER } else { clock.now() };
+    Op { client, call, ret, request, outcome }
+}
+
+/// A client making calls one after another until `until`, or until one has an unknown
+/// outcome (the server is gone: a client that retried could not tell what happened).
+fn client(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinHandle<Vec<Op>> {
+    tokio::spawn(async move {
+        let Ok(mut kv) = KvClient::connect(endpoint).await else { return Vec::new() };
+        let mut workload = Workload::new(id, 0x5eed);
+        let mut ops = Vec::new();
+        while Instant::now() < until {
+            let op = timed(&mut kv, clock, id, workload.next()).await;
+            workload.observe(&op.outcome);
+            let gone = matches!(op.outcome, Outcome::Unknown(_));
+            ops.push(op);
+            if gone {
+                break;
+            }
+            // Leaves the shared cores some room: thousands of calls are plenty.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        ops
+    })
+}
+
+/// Reads the newest revision and compacts behind it, every 300 ms.
+fn compactor(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinHandle<Vec<Op>> {
+    tokio::spawn(async move {
+        let Ok(mut kv) = KvClient::connect(endpoint).await else { return Vec::new() };
+        let mut workload = Workload::new(id, 0xc0);
+        let mut ops = Vec::new();
+        while Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let read = RangeRequest {
+                key: PREFIX.into(),
+                range_end: PREFIX_END.into(),
+                count_only: true,
+                ..Default::default()
+            };
+            let op = timed(&mut kv, clock, id, Request::Range(read)).await;
+            workload.observe(&op.outcome);
+            ops.push(op);
+            let op = timed(&mut kv, clock, id, workload.compaction(COMPACTION_LAG)).await;
+            let gone = matches!(op.outcome, Outcome::Unknown(_));
+            ops.push(op);
+            if gone {
+                break;
+            }
+        }
+        ops
+    })
+}
+
+/// Runs `CLIENTS` clients and a compactor (ids from `first_id`) until `until`.
+async fn load(endpoint: String, first_id: usize, clock: Clock, until: Instant) -> Vec<Op> {
+    let mut tasks: Vec<_> =
+        (0..CLIENTS).map(|c| client(endpoint.clone(), first_id + c, clock, until)).collect();
+    tasks.push(compactor(endpoint, first_id + CLIENTS, clock, until));
+    let mut ops = Vec::new();
+    for task in tasks {
+        ops.extend(task.await.unwrap());
+    }
+    ops
+}
+
+/// A watch of every key with prev_kv.
+fn watch_all(watch_id: i64, start_revision: i64) -> WatchCreateRequest {
+    WatchCreateRequest {
+        key: PREFIX.into(),
+        range_end: PREFIX_END.into(),
+        start_revision,
+        prev_kv: true,
+        watch_id,
+        ..Default::default()
+    }
+}
+
+/// A stream's responses gathered in the background until the stream ends or a progress
+/// response at `until` or later arrives.
+struct Watching {
+    requests: tokio::sync::mpsc::Sender<actcd_proto::etcdserverpb::WatchRequest>,
+    until: tokio::sync::watch::Sender<i64>,
+    reader: JoinHandle<Vec<WatchResponse>>,
+}
+
+impl Watching {
+    async fn start(server: &Server, creates: Vec<WatchCreateRequest>) -> Watching {
+        let mut creates = creates.into_iter();
+        let mut stream = RawStream::open(server, creates.next().unwrap()).await;
+        let mut seen = Vec::new();
+        let created = stream.first_created(&mut seen).await;
+        seen.push(created);
+        for create in creates {
+            let created = stream.create(create, &mut seen).await;
+            seen.push(created);
+        }
+        let RawStream { requests, mut responses } = stream;
+        let (until, until_rx) = tokio::sync::watch::channel(i64::MAX);
+        let reader = tokio::spawn(async move {
+            while let Ok(Some(r)) = responses.message().await {
+                let done =
+                    r.watch_id == -1 && r.header.as_ref().is_some_and(|h| h.revision >= *until_rx.borrow());
+                seen.push(r);
+                if done {
+                    break;
+                }
+            }
+            seen
+        });
+        Watching { requests, until, reader }
+    }
+
+    async fn create(&self, create: WatchCreateRequest) {
+        let request = watch_request::RequestUnion::CreateRequest(create);
+        self.requests
+            .send(actcd_proto::etcdserverpb::WatchRequest { request_union: Some(request) })
+            .await
+            .unwrap();
+    }
+
+    /// Everything up to a progress response at `revision` or later (asked for until it comes:
+    /// a server answers progress requests only once every watch of the stream caught up).
+    async fn finish(self, revision: i64) -> Vec<WatchResponse> {
+        self.until.send(revision).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.reader.is_finished() {
+            assert!(Instant::now() < deadline, "watchers did not catch up with revision {revision} in 30 s");
+            let progress = watch_request::RequestUnion::ProgressRequest(WatchProgressRequest {});
+            let _ = self
+                .requests
+                .send(actcd_proto::etcdserverpb::WatchRequest { request_union: Some(progress) })
+                .await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.reader.await.unwrap()
+    }
+
+    /// What the stream got until its server died.
+    async fn cut(self) -> Vec<WatchResponse> {
+        tokio::time::timeout(Duration::from_secs(10), self.reader)
+            .await
+            .expect("the stream ends with its server")
+            .unwrap()
+    }
+}
+
+/// Reads every key at the end: the final state is checked too.
+async fn final_read(server: &Server, clock: Clock, id: usize) -> Op {
+    let mut kv = server.kv().await;
+    let all = RangeRequest { key: PREFIX.into(), range_end: PREFIX_END.into(), ..Default::default() };
+    let op = timed(&mut kv, clock, id, Request::Range(all)).await;
+    assert!(matches!(op.outcome, Outcome::Ok(_)), "final read: {:?}", op.outcome);
+    op
+}
+
+fn revision_of(op: &Op) -> i64 {
+    match &op.outcome {
+        Outcome::Ok(r) => r.revision(),
+        _ => 0,
+    }
+}
+
+/// Checks the history, prints its figure, and asserts no violation.
+fn checked(history: &[Op], what: &str) -> Verdict {
+    let started = Instant::now();
+    let verdict = check(history);
+    let took = started.elapsed();
+    assert!(verdict.violations.is_empty(), "{what}: not linearizable:\n{}", verdict.violations.join("\n"));
+    let count = |f: fn(&Request) -> bool| history.iter().filter(|op| f(&op.request)).count();
+    eprintln!(
+        "{what}: {} calls ({} puts, {} deletes, {} txns, {} reads, {} compactions), {} checked, \
+         {} of unknown outcome ({} took effect), {} revisions, 0 violations, checked in {} ms",
+        history.len(),
+        count(|r| matches!(r, Request::Put(_))),
+        count(|r| matches!(r, Request::Delete(_))),
+        count(|r| matches!(r, Request::Txn(_))),
+        count(|r| matches!(r, Request::Range(_))),
+        count(|r| matches!(r, Request::Compact(_))),
+        verdict.checked,
+        verdict.unknown,
+        verdict.unknown_applied,
+        verdict.model.revision(),
+        took.as_millis()
+    );
+    verdict
+}
+
+#[tokio::test]
+async fn concurrent_clients_are_linearizable_and_watchers_see_the_model() {
+    let run = Duration::from_secs(15);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let clock = Clock::start();
+    let single =
+        WatchCreateRequest { key: "k/03".into(), start_revision: 1, watch_id: 11, ..Default::default() };
+    let range = WatchCreateRequest {
+        key: "k/04".into(),
+        range_end: "k/08".into(),
+        start_revision: 1,
+        prev_kv: true,
+        watch_id: 12,
+        ..Default::default()
+    };
+    let watching = Watching::start(&server, vec![watch_all(10, 1), single.clone(), range.clone()]).await;
+
+    let started = Instant::now();
+    let until = started + run;
+    let running = load(server.endpoint.clone(), 0, clock, until);
+    tokio::pin!(running);
+    // Halfway, a watch resumes from 20 revisions back.
+    let resumed_from = tokio::select! {
+        _ = tokio::time::sleep(run / 2) => {
+            let now = final_read(&server, clock, 100).await;
+            let from = revision_of(&now) - 20;
+            watching.create(watch_all(13, from)).await;
+            from
+        }
+        _ = &mut running => panic!("the load ended early"),
+    };
+    let mut history = running.await;
+    let last = final_read(&server, clock, 101).await;
+    let final_revision = revision_of(&last);
+    history.push(last);
+    let responses = watching.finish(final_revision).await;
+    let seconds = started.elapsed().as_secs_f64();
+
+    let verdict = checked(&history, &format!("linearizability: {CLIENTS} clients, {seconds:.1} s"));
+    assert!(verdict.checked > 2000, "only {} calls checked", verdict.checked);
+    let missed = missed_history_bugs(&history, &verdict.model);
+    assert!(missed.is_empty(), "the checker missed injected bugs: {missed:?}");
+
+    let all_events = verdict.model.events_from(1);
+    let received = by_watch(&responses);
+    let all = &received[&10];
+    all.check_ordered_unique().unwrap();
+    all.check_atomic().unwrap();
+    all.check_prev_kv().unwrap();
+    all.check_exact(&expected_events(&all_events, PREFIX.as_bytes(), PREFIX_END.as_bytes(), true)).unwrap();
+    received[&11].check_exact(&expected_events(&all_events, &single.key, b"", false)).unwrap();
+    received[&12].check_exact(&expected_events(&all_events, &range.key, &range.range_end, true)).unwrap();
+    let resumed = &received[&13];
+    resumed.check_atomic().unwrap();
+    resumed
+        .check_exact(&expected_events(
+            &verdict.model.events_from(resumed_from),
+            PREFIX.as_bytes(),
+            PREFIX_END.as_bytes(),
+            true,
+        ))
+        .unwrap();
+    let progress = responses.iter().rposition(|r| r.watch_id == -1).unwrap();
+    check_bookmark(&responses, progress, revision_of_response(&responses[progress])).unwrap();
+    let expected_all = expected_events(&all_events, PREFIX.as_bytes(), PREFIX_END.as_bytes(), true);
+    let missed = missed_watch_bugs(&responses, 10, &expected_all);
+    assert!(missed.is_empty(), "the watch validator missed injected bugs: {missed:?}");
+    let events: usize = [10, 11, 12, 13].iter().map(|w| received[w].events.len()).sum();
+    eprintln!(
+        "linearizability: {} injected history bugs caught; watches: 4 watches (1 resumed from revision {resumed_from}), \
+         {events} events equal to the model's; {} injected watch bugs caught",
+        HISTORY_BUGS.len(),
+        WATCH_BUGS.len()
+    );
+}
+
+fn revision_of_response(r: &WatchResponse) -> i64 {
+    r.header.as_ref().map_or(0, |h| h.revision)
+}
+
+#[tokio::test]
+async fn linearizable_across_kill_9_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::start();
+    let mut server = Server::actcd(dir.path(), &[]).await;
+    let before = Watching::start(&server, vec![watch_all(10, 1)]).await;
+    let until = Instant::now() + Duration::from_secs(6);
+    let before_kill = load(server.endpoint.clone(), 0, clock, until);
+    tokio::pin!(before_kill);
+    tokio::select! {
+        _ = tokio::time::sleep(Duration::from_secs(3)) => server.kill(),
+        _ = &mut before_kill => panic!("the load ended before the kill"),
+    }
+    let mut history = before_kill.await;
+    let seen_before = before.cut().await;
+    let unknown_at_kill = history.iter().filter(|op| matches!(op.outcome, Outcome::Unknown(_))).count();
+
+    let server = Server::actcd(dir.path(), &[]).await;
+    // The highest compaction asked for before the kill (it may have happened).
+    let compacted = history
+        .iter()
+        .filter_map(|op| match &op.request {
+            Request::Compact(c) => Some(c.revision),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(1);
+    let after = Watching::start(&server, vec![watch_all(10, compacted + 1)]).await;
+    history.extend(load(server.endpoint.clone(), 20, clock, Instant::now() + Duration::from_secs(3)).await);
+    let last = final_read(&server, clock, 101).await;
+    let final_revision = revision_of(&last);
+    history.push(last);
+    let seen_after = after.finish(final_revision).await;
+
+    let verdict = checked(&history, "linearizability across kill -9");
+    let all_events = verdict.model.events_from(1);
+    let expected = |from| {
+        expected_events(&verdict.model.events_from(from), PREFIX.as_bytes(), PREFIX_END.as_bytes(), true)
+    };
+    let got_before = by_watch(&seen_before).remove(&10).unwrap_or_default();
+    got_before.check_atomic().unwrap();
+    got_before.check_prefix_of(&expected(1)).unwrap();
+    let got_after = &by_watch(&seen_after)[&10];
+    got_after.check_atomic().unwrap();
+    got_after.check_exact(&expected(compacted + 1)).unwrap();
+    eprintln!(
+        "linearizability across kill -9: {unknown_at_kill} calls cut by the kill; the watch before it got {} of {} events, \
+         the watch after it {} events, all equal to the model's",
+        got_before.events.len(),
+        all_events.len(),
+        got_after.events.len()
+    );
+}
