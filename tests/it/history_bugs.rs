@@ -216,12 +216,16 @@ pub const WATCH_BUGS: [WatchBug; 5] = [
     ("responses out of order", swap_responses, |r, _| r.check_ordered_unique()),
 ];
 
+// Every watch bug has the signature of the one that must insert a response.
+#[allow(clippy::ptr_arg)]
 fn duplicate_event(responses: &mut Vec<WatchResponse>) {
     let (i, event) =
         responses.iter().enumerate().find_map(|(i, r)| Some((i, r.events.first()?.clone()))).unwrap();
     responses[i + 1].events.insert(0, event);
 }
 
+// Every watch bug has the signature of the one that must insert a response.
+#[allow(clippy::ptr_arg)]
 fn drop_event(responses: &mut Vec<WatchResponse>) {
     let middle = responses.len() / 2;
     let r = responses[middle..].iter_mut().find(|r| !r.events.is_empty()).unwrap();
@@ -235,6 +239,8 @@ fn split_revision(responses: &mut Vec<WatchResponse>) {
     responses.insert(i + 1, split);
 }
 
+// Every watch bug has the signature of the one that must insert a response.
+#[allow(clippy::ptr_arg)]
 fn wrong_watch_prev_kv(responses: &mut Vec<WatchResponse>) {
     let e = responses.iter_mut().flat_map(|r| &mut r.events).find(|e| e.prev_kv.is_some()).unwrap();
     if let Some(kv) = &mut e.prev_kv {
@@ -242,6 +248,8 @@ fn wrong_watch_prev_kv(responses: &mut Vec<WatchResponse>) {
     }
 }
 
+// Every watch bug has the signature of the one that must insert a response.
+#[allow(clippy::ptr_arg)]
 fn swap_responses(responses: &mut Vec<WatchResponse>) {
     let i = responses.iter().position(|r| !r.events.is_empty()).unwrap();
     let j = i + 1 + responses[i + 1..].iter().position(|r| !r.events.is_empty()).unwrap();

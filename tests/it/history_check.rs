@@ -18,7 +18,9 @@
 //!    compaction acknowledged before it started or placed before it; ErrFutureRev needs the
 //!    revision to have been unacknowledged when the read started.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use actcd_proto::mvccpb::Event;
 
 use crate::history::{Nanos, Op, Outcome, Request, NEVER};
 use crate::history_model::{without_headers, Model};
@@ -53,6 +55,14 @@ const SEARCH_BUDGET: usize = 2_000_000;
 const MAX_REPORTED: usize = 20;
 
 pub fn check(history: &[Op]) -> Verdict {
+    check_with_hints(history, &HashMap::new())
+}
+
+/// `check`, where several writes of unknown outcome could have made a revision, trying first
+/// the one whose events equal `hints` at that revision (what a watcher saw: etcd's robustness
+/// tests resolve such writes from the WAL instead). A hint never makes a history pass: the
+/// write is still checked against every acknowledged call.
+pub fn check_with_hints(history: &[Op], hints: &HashMap<i64, Vec<Event>>) -> Verdict {
     let mut violations = Vec::new();
     let mut at: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
     let mut unknown_writes = Vec::new();
@@ -93,8 +103,13 @@ pub fn check(history: &[Op]) -> Verdict {
         earliest_return[r] = earliest_return[r].min(earliest_return[r + 1]);
     }
 
-    let search =
-        Search { history, at: &at, unknown_writes: &unknown_writes, earliest_return: &earliest_return };
+    let search = Search {
+        history,
+        at: &at,
+        unknown_writes: &unknown_writes,
+        earliest_return: &earliest_return,
+        hints,
+    };
     let (model, makers) = match search.run(last) {
         Ok(found) => found,
         Err((model, reasons)) => {
@@ -118,6 +133,7 @@ struct Search<'a> {
     at: &'a BTreeMap<i64, Vec<usize>>,
     unknown_writes: &'a [usize],
     earliest_return: &'a [Nanos],
+    hints: &'a HashMap<i64, Vec<Event>>,
 }
 
 /// A revision whose maker was chosen, with the candidates left to try if a later revision
@@ -211,24 +227,29 @@ impl Search<'_> {
             .filter(|&&i| self.history[i].may_write())
             .map(|&i| Maker::Acked(i))
             .collect();
-        let changes = |model: &mut Model, i: usize| {
+        // None if write i changes nothing at r, else whether it makes the hinted events.
+        let hinted = |model: &mut Model, i: usize| {
             let (_, changed) = model.apply(&self.history[i].request);
-            if changed {
-                model.undo();
+            if !changed {
+                return None;
             }
-            changed
+            let as_hinted = self.hints.get(&r).is_some_and(|events| events.as_slice() == model.events_of(r));
+            model.undo();
+            Some(as_hinted)
         };
         if acked.iter().any(|m| matches!(m, Maker::Acked(i) if self.answers_as_maker(model, *i).is_ok())) {
             return acked;
         }
         let deadline = self.earliest_return[r as usize];
+        let mut unknown: Vec<(bool, usize)> = self
+            .unknown_writes
+            .iter()
+            .filter(|&&i| !used.contains(&i) && self.history[i].call < deadline)
+            .filter_map(|&i| Some((!hinted(model, i)?, i)))
+            .collect();
+        unknown.sort_unstable();
         let mut all = acked;
-        all.extend(
-            self.unknown_writes
-                .iter()
-                .filter(|&&i| !used.contains(&i) && self.history[i].call < deadline && changes(model, i))
-                .map(|&i| Maker::Unknown(i)),
-        );
+        all.extend(unknown.into_iter().map(|(_, i)| Maker::Unknown(i)));
         all
     }
 
@@ -321,7 +342,7 @@ impl Search<'_> {
 /// at it, in any order) and every applied unknown write at the revision it made; a call that
 /// returned before a call placed earlier was made breaks real time.
 fn real_time_order(history: &[Op], makers: &BTreeMap<i64, Maker>, violations: &mut Vec<String>) {
-    let maker_of: std::collections::HashMap<usize, i64> = makers
+    let maker_of: HashMap<usize, i64> = makers
         .iter()
         .map(|(r, m)| match m {
             Maker::Acked(i) | Maker::Unknown(i) => (*i, *r),

@@ -18,10 +18,10 @@ use actcd_proto::etcdserverpb::{
 use crate::harness::Server;
 use crate::history::{Clock, Op, Outcome, Request, Response, NEVER};
 use crate::history_bugs::{missed_history_bugs, missed_watch_bugs, HISTORY_BUGS, WATCH_BUGS};
-use crate::history_check::{check, Verdict};
+use crate::history_check::{check_with_hints, Verdict};
 use crate::history_workload::{Workload, PREFIX, PREFIX_END};
 use crate::watch_stream::RawStream;
-use crate::watch_validator::{by_watch, check_bookmark, expected_events};
+use crate::watch_validator::{by_watch, check_bookmark, events_by_revision, expected_events, Received};
 
 const CLIENTS: usize = 8;
 
@@ -38,7 +38,7 @@ async fn send(kv: &mut KvClient<Channel>, request: &Request) -> Result<Response,
         Request::Put(p) => Response::Put(kv.put(p.clone()).await?.into_inner()),
         Request::Delete(d) => Response::Delete(kv.delete_range(d.clone()).await?.into_inner()),
         Request::Txn(t) => Response::Txn(kv.txn(t.clone()).await?.into_inner()),
-        Request::Compact(c) => Response::Compact(kv.compact(c.clone()).await?.into_inner()),
+        Request::Compact(c) => Response::Compact(kv.compact(*c).await?.into_inner()),
     })
 }
 
@@ -132,7 +132,8 @@ fn watch_all(watch_id: i64, start_revision: i64) -> WatchCreateRequest {
 struct Watching {
     requests: tokio::sync::mpsc::Sender<actcd_proto::etcdserverpb::WatchRequest>,
     until: tokio::sync::watch::Sender<i64>,
-    reader: JoinHandle<Vec<WatchResponse>>,
+    /// The responses, and why the stream ended if it was not the progress response.
+    reader: JoinHandle<(Vec<WatchResponse>, Option<String>)>,
 }
 
 impl Watching {
@@ -149,15 +150,20 @@ impl Watching {
         let RawStream { requests, mut responses } = stream;
         let (until, until_rx) = tokio::sync::watch::channel(i64::MAX);
         let reader = tokio::spawn(async move {
-            while let Ok(Some(r)) = responses.message().await {
-                let done =
-                    r.watch_id == -1 && r.header.as_ref().is_some_and(|h| h.revision >= *until_rx.borrow());
-                seen.push(r);
-                if done {
-                    break;
+            loop {
+                match responses.message().await {
+                    Ok(Some(r)) => {
+                        let done = r.watch_id == -1
+                            && r.header.as_ref().is_some_and(|h| h.revision >= *until_rx.borrow());
+                        seen.push(r);
+                        if done {
+                            return (seen, None);
+                        }
+                    }
+                    Ok(None) => return (seen, Some("the stream ended".to_string())),
+                    Err(status) => return (seen, Some(format!("the stream failed: {status:?}"))),
                 }
             }
-            seen
         });
         Watching { requests, until, reader }
     }
@@ -184,7 +190,17 @@ impl Watching {
                 .await;
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        self.reader.await.unwrap()
+        let (responses, ended) = self.reader.await.unwrap();
+        if let Some(why) = ended {
+            let last = responses
+                .iter()
+                .flat_map(|r| &r.events)
+                .last()
+                .and_then(|e| e.kv.as_ref())
+                .map(|kv| kv.mod_revision);
+            panic!("{why} before the watchers caught up with revision {revision} (last event at {last:?})");
+        }
+        responses
     }
 
     /// What the stream got until its server died.
@@ -193,6 +209,7 @@ impl Watching {
             .await
             .expect("the stream ends with its server")
             .unwrap()
+            .0
     }
 }
 
@@ -212,10 +229,11 @@ fn revision_of(op: &Op) -> i64 {
     }
 }
 
-/// Checks the history, prints its figure, and asserts no violation.
-fn checked(history: &[Op], what: &str) -> Verdict {
+/// Checks the history (unknown writes resolved first by what the watchers saw), prints its
+/// figure, and asserts no violation.
+fn checked(history: &[Op], watches: &[&Received], what: &str) -> Verdict {
     let started = Instant::now();
-    let verdict = check(history);
+    let verdict = check_with_hints(history, &events_by_revision(watches.iter().copied()));
     let took = started.elapsed();
     assert!(verdict.violations.is_empty(), "{what}: not linearizable:\n{}", verdict.violations.join("\n"));
     let count = |f: fn(&Request) -> bool| history.iter().filter(|op| f(&op.request)).count();
@@ -276,14 +294,14 @@ async fn concurrent_clients_are_linearizable_and_watchers_see_the_model() {
     let responses = watching.finish(final_revision).await;
     let seconds = started.elapsed().as_secs_f64();
 
-    let verdict = checked(&history, &format!("linearizability: {CLIENTS} clients, {seconds:.1} s"));
+    let received = by_watch(&responses);
+    let all = &received[&10];
+    let verdict = checked(&history, &[all], &format!("linearizability: {CLIENTS} clients, {seconds:.1} s"));
     assert!(verdict.checked > 2000, "only {} calls checked", verdict.checked);
     let missed = missed_history_bugs(&history, &verdict.model);
     assert!(missed.is_empty(), "the checker missed injected bugs: {missed:?}");
 
     let all_events = verdict.model.events_from(1);
-    let received = by_watch(&responses);
-    let all = &received[&10];
     all.check_ordered_unique().unwrap();
     all.check_atomic().unwrap();
     all.check_prev_kv().unwrap();
@@ -352,15 +370,15 @@ async fn linearizable_across_kill_9_and_restart() {
     history.push(last);
     let seen_after = after.finish(final_revision).await;
 
-    let verdict = checked(&history, "linearizability across kill -9");
+    let got_before = by_watch(&seen_before).remove(&10).unwrap_or_default();
+    let got_after = by_watch(&seen_after).remove(&10).unwrap();
+    let verdict = checked(&history, &[&got_before, &got_after], "linearizability across kill -9");
     let all_events = verdict.model.events_from(1);
     let expected = |from| {
         expected_events(&verdict.model.events_from(from), PREFIX.as_bytes(), PREFIX_END.as_bytes(), true)
     };
-    let got_before = by_watch(&seen_before).remove(&10).unwrap_or_default();
     got_before.check_atomic().unwrap();
     got_before.check_prefix_of(&expected(1)).unwrap();
-    let got_after = &by_watch(&seen_after)[&10];
     got_after.check_atomic().unwrap();
     got_after.check_exact(&expected(compacted + 1)).unwrap();
     eprintln!(

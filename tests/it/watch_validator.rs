@@ -156,6 +156,19 @@ impl Received {
     }
 }
 
+/// The events each revision made, as watches of every key with prev_kv saw them.
+pub fn events_by_revision<'a>(watches: impl IntoIterator<Item = &'a Received>) -> HashMap<i64, Vec<Event>> {
+    let mut out: HashMap<i64, Vec<Event>> = HashMap::new();
+    for watch in watches {
+        let mut of_watch: HashMap<i64, Vec<Event>> = HashMap::new();
+        for (_, e) in &watch.events {
+            of_watch.entry(revision(e)).or_default().push(e.clone());
+        }
+        out.extend(of_watch);
+    }
+    out
+}
+
 /// Bookmarkable: the progress response at `index` (revision `at`) comes after every event up
 /// to `at` and before every event after it.
 pub fn check_bookmark(responses: &[WatchResponse], index: usize, at: i64) -> Result<(), String> {
