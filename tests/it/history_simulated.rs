@@ -11,6 +11,7 @@ use crate::history::{Nanos, Op, Outcome, Request, NEVER};
 use crate::history_model::Model;
 use crate::history_workload::{Rng, Workload};
 
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum Step {
     Call(usize),
     Apply(usize),
@@ -52,31 +53,30 @@ pub fn simulated_history(seed: u64, clients: usize, calls: usize) -> Vec<Op> {
     let mut made = vec![0; clients];
     let mut server = Server { model: Model::new(), compacted: 0 };
     let mut in_flight: Vec<InFlight> = Vec::new();
-    let mut queue: BinaryHeap<Reverse<(Nanos, u64, usize, u8)>> = BinaryHeap::new();
+    // By time, then in the order scheduled.
+    let mut queue: BinaryHeap<Reverse<(Nanos, u64, Step)>> = BinaryHeap::new();
     let mut order = 0u64;
     let mut schedule = |queue: &mut BinaryHeap<_>, at: Nanos, step: Step| {
         order += 1;
-        let (index, kind) = match step {
-            Step::Call(c) => (c, 0),
-            Step::Apply(i) => (i, 1),
-            Step::Return(i) => (i, 2),
-        };
-        queue.push(Reverse((at, order, index, kind)));
+        queue.push(Reverse((at, order, step)));
     };
     for c in 0..clients {
         schedule(&mut queue, rng.below(1000), Step::Call(c));
     }
     let mut history = Vec::new();
-    while let Some(Reverse((now, _, index, kind))) = queue.pop() {
-        match kind {
-            0 => {
-                let client = index;
+    while let Some(Reverse((now, _, step))) = queue.pop() {
+        match step {
+            Step::Call(client) => {
                 if made[client] == calls {
                     continue;
                 }
                 made[client] += 1;
-                let request =
-                    if rng.percent(4) { workloads[client].compaction(20) } else { workloads[client].next() };
+                let workload = &mut workloads[client];
+                let request = if rng.percent(4) {
+                    workload.compaction(workload.seen_revision - 20)
+                } else {
+                    workload.next()
+                };
                 let timed_out = rng.percent(2);
                 in_flight.push(InFlight { client, call: now, request, outcome: None, timed_out });
                 let i = in_flight.len() - 1;
@@ -90,14 +90,14 @@ pub fn simulated_history(seed: u64, clients: usize, calls: usize) -> Vec<Op> {
                     schedule(&mut queue, now + 1 + rng.below(3000), Step::Call(client));
                 }
             }
-            1 => {
+            Step::Apply(index) => {
                 let outcome = server.serve(&in_flight[index].request);
                 if !in_flight[index].timed_out {
                     in_flight[index].outcome = Some(outcome);
                     schedule(&mut queue, now + 1 + rng.below(2000), Step::Return(index));
                 }
             }
-            _ => {
+            Step::Return(index) => {
                 let f = &in_flight[index];
                 let outcome = f.outcome.clone().unwrap_or_else(|| Outcome::Unknown("lost".into()));
                 workloads[f.client].observe(&outcome);

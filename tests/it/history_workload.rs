@@ -92,10 +92,13 @@ impl Workload {
             0..=29 => Request::Put(self.put(0)),
             30..=47 => Request::Range(self.latest_range()),
             48..=59 => {
-                // Up to 60 revisions back (some below the compactions), sometimes ahead.
-                let back = self.rng.below(60) as i64;
-                let revision =
-                    if self.rng.percent(8) { self.seen_revision + 3 } else { self.seen_revision - back };
+                // Mostly a few revisions back; sometimes anywhere in the past (often below
+                // the compactions), sometimes ahead (often not made yet).
+                let revision = match self.rng.below(10) {
+                    0 => 1 + self.rng.below(self.seen_revision as u64) as i64,
+                    1 => self.seen_revision + 3,
+                    _ => self.seen_revision - self.rng.below(60) as i64,
+                };
                 Request::Range(RangeRequest { revision: revision.max(1), ..self.latest_range() })
             }
             60..=79 => Request::Txn(self.txn()),
@@ -115,12 +118,9 @@ impl Workload {
         }
     }
 
-    /// A compaction some revisions behind the newest this client saw (never 0 or below).
-    pub fn compaction(&mut self, lag: i64) -> Request {
-        Request::Compact(CompactionRequest {
-            revision: (self.seen_revision - lag).max(1),
-            physical: self.rng.percent(50),
-        })
+    /// A compaction to `revision` (at least 1).
+    pub fn compaction(&mut self, revision: i64) -> Request {
+        Request::Compact(CompactionRequest { revision: revision.max(1), physical: self.rng.percent(50) })
     }
 
     fn put(&mut self, part: usize) -> PutRequest {
