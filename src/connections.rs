@@ -1,6 +1,6 @@
 //! Seeing each client connection's birth and death under tonic: the server accepts from our own
-//! listener stream, whose sockets carry a connection id (tonic's `Connected` puts it in every
-//! request's extensions) and tell the registry when they are dropped, that is, when the
+//! listener stream, whose sockets carry a connection id and the connection's Range slots
+//! (tonic's `Connected` puts them in every request's extensions) and tell the registry when they are dropped, that is, when the
 //! connection is gone.
 
 use std::collections::HashMap;
@@ -19,10 +19,20 @@ use tonic::transport::server::Connected;
 use actcd_actors::conn::{ConnActor, ConnectionClosed};
 
 use crate::connection_budget::{accept, Admitted, ConnectionBudget};
+use crate::range_backpressure::RangeSlots;
 
-/// A connection's id, found in the extensions of each of its requests.
+/// A connection's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnId(pub u64);
+
+/// What each request of a connection finds in its extensions.
+#[derive(Clone)]
+pub struct ConnInfo {
+    /// The connection's id.
+    pub id: ConnId,
+    /// The connection's share of undelivered Range answers.
+    pub range_slots: RangeSlots,
+}
 
 /// Live connections that have a ConnActor (those that opened a stream). Touched by the accept
 /// path, the gRPC services and socket drops on many threads, hence the mutex; each access is a
@@ -62,21 +72,21 @@ impl Connections {
 /// An accepted socket that reports its own end.
 pub struct TrackedStream {
     inner: Admitted,
-    id: ConnId,
+    info: ConnInfo,
     registry: Arc<Connections>,
 }
 
 impl Drop for TrackedStream {
     fn drop(&mut self) {
-        self.registry.closed(self.id);
+        self.registry.closed(self.info.id);
     }
 }
 
 impl Connected for TrackedStream {
-    type ConnectInfo = ConnId;
+    type ConnectInfo = ConnInfo;
 
-    fn connect_info(&self) -> ConnId {
-        self.id
+    fn connect_info(&self) -> ConnInfo {
+        self.info.clone()
     }
 }
 
@@ -128,7 +138,8 @@ pub fn incoming(
         // Small requests and responses must not wait for Nagle.
         let _ = inner.stream().set_nodelay(true);
         let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
-        let tracked = TrackedStream { inner, id, registry: Arc::clone(&registry) };
+        let info = ConnInfo { id, range_slots: RangeSlots::default() };
+        let tracked = TrackedStream { inner, info, registry: Arc::clone(&registry) };
         Some((Ok(tracked), (listener, registry, budget)))
     })
 }

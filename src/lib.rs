@@ -15,6 +15,7 @@
 //! - [`health`]: grpc.health.v1; [`http`]: /metrics, /health and /version on the metrics URLs.
 //! - [`metrics`]: the Prometheus recorder and sampled series; [`grpc_metrics`]: the gRPC
 //!   server series (started, handled, messages, handling time) as a tower layer.
+//! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`status`]: store errors as gRPC statuses.
 #![deny(missing_docs)]
 
@@ -30,6 +31,7 @@ pub mod kv;
 pub mod lease;
 pub mod maintenance;
 pub mod metrics;
+pub mod range_backpressure;
 pub mod server;
 pub mod snapshot;
 pub mod status;

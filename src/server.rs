@@ -37,6 +37,7 @@ use crate::http;
 use crate::kv::{KvService, StoreHandle};
 use crate::lease::LeaseService;
 use crate::maintenance::{snapshot_scratch, MaintenanceService};
+use crate::range_backpressure::RangeBackpressureLayer;
 use crate::watch::WatchService;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
@@ -219,7 +220,9 @@ async fn serve(
 fn grpc_router(
     config: &Config,
     services: &Services,
-) -> tonic::transport::server::Router<tower_layer::Stack<GrpcMetricsLayer, tower_layer::Identity>> {
+) -> tonic::transport::server::Router<
+    tower_layer::Stack<RangeBackpressureLayer, tower_layer::Stack<GrpcMetricsLayer, tower_layer::Identity>>,
+> {
     let store = services.store.clone();
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let maintenance = || {
@@ -233,6 +236,7 @@ fn grpc_router(
     };
     Server::builder()
         .layer(GrpcMetricsLayer)
+        .layer(RangeBackpressureLayer)
         .tcp_nodelay(true)
         .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
         .add_service(

@@ -20,7 +20,7 @@ use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 
 use crate::arbiters::ArbiterPool;
-use crate::connections::{ConnId, Connections};
+use crate::connections::{ConnInfo, Connections};
 
 /// Responses queued towards one client beyond which its stream actor waits (see
 /// actcd_actors::stream for what happens next); the channel holds one more per sender.
@@ -71,7 +71,7 @@ impl Watch for WatchService {
         &self,
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
-        let conn = request.extensions().get::<ConnId>().copied();
+        let conn = request.extensions().get::<ConnInfo>().map(|c| c.id);
         let input = RequestsUntilError(Some(request.into_inner()));
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);

@@ -244,3 +244,88 @@ async fn descriptor_limit_refuses_new_connections_and_keeps_serving_the_others()
         cpu.as_millis()
     );
 }
+
+/// Clients that pipeline Range requests on many streams and never read the responses (HTTP/2
+/// flow control stops the server's sends at 64 KiB per connection): the server's memory stays
+/// bounded, other clients are served meanwhile, and the memory is returned when they go.
+#[tokio::test]
+async fn clients_that_never_read_responses_leave_memory_bounded() {
+    let (clients, streams_per_client) = (4, 1000);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let mut writer = connect(&server.address).await.unwrap();
+    for i in 0..100 {
+        writer.unary::<PutResponse>(PUT, &put(&format!("p/{i:03}"), vec![b'x'; 1024])).await.unwrap();
+    }
+    let prefix = RangeRequest { key: "p/".into(), range_end: "p0".into(), ..Default::default() };
+    let response_bytes = writer.unary::<RangeResponse>(RANGE, &prefix).await.unwrap().encoded_len();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = server.rss_bytes();
+    let allocated = || metric(&server, "actcd_jemalloc_allocated_bytes");
+    let allocated_before = allocated().await.unwrap();
+
+    let mut conns = Vec::new();
+    let mut unread = Vec::new();
+    let started = Instant::now();
+    for _ in 0..clients {
+        let mut conn = connect(&server.address).await.unwrap();
+        for _ in 0..streams_per_client {
+            // A server that limits concurrent streams makes the client wait here.
+            match tokio::time::timeout(Duration::from_secs(2), conn.start(RANGE, &prefix)).await {
+                Ok(Ok(response)) => unread.push(response),
+                Ok(Err(err)) => panic!("stream refused: {err}"),
+                Err(_) => break,
+            }
+        }
+        conns.push(conn);
+    }
+    let sent = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let during = server.rss_bytes();
+    let allocated_during = allocated().await.unwrap();
+
+    let started = Instant::now();
+    let mut other = connect(&server.address).await.unwrap();
+    let resp: RangeResponse = other.unary(RANGE, &prefix).await.unwrap();
+    assert_eq!(resp.kvs.len(), 100);
+    let other_latency = started.elapsed();
+
+    let opened = unread.len();
+    drop(unread);
+    drop(conns);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let allocated_after = allocated().await.unwrap();
+    let grown = during.saturating_sub(before);
+    let unbounded = (opened * response_bytes) as u64;
+    // 64 answers held per connection (src/range_backpressure.rs), their encoded copies, and
+    // the waiting streams' state.
+    let bound = (clients * 64 * response_bytes * 2) as u64 + (16 << 20);
+    assert_eq!(opened, clients * streams_per_client, "the client could not open its streams");
+    assert!(
+        grown < bound,
+        "server grew by {} MiB holding unread answers (bound {} MiB)",
+        grown >> 20,
+        bound >> 20
+    );
+    assert!(other_latency < Duration::from_secs(2), "another client waited {other_latency:?}");
+    assert!(
+        allocated_after < allocated_before + (8 << 20) as f64,
+        "{} MiB still allocated after the clients left ({} MiB before)",
+        allocated_after as u64 >> 20,
+        allocated_before as u64 >> 20
+    );
+    eprintln!(
+        "unread responses: {clients} clients opened {opened} Range streams in {:.1} s and read nothing \
+         ({response_bytes} B answers, {} MiB if all were held); server RSS {} → {} MiB (+{} MiB), jemalloc \
+         allocated {} → {} → {} MiB once they left; another client served in {} ms meanwhile",
+        sent.as_secs_f64(),
+        unbounded >> 20,
+        before >> 20,
+        during >> 20,
+        grown >> 20,
+        allocated_before as u64 >> 20,
+        allocated_during as u64 >> 20,
+        allocated_after as u64 >> 20,
+        other_latency.as_millis()
+    );
+}

@@ -1,0 +1,116 @@
+//! Clients that send Range requests faster than they read the answers. HTTP/2 flow control
+//! stops the sending of an answer the client does not read, but the answer is already built and
+//! waits in memory; a client pipelining thousands of Ranges on one connection would make the
+//! server hold thousands of answers. So each connection has a fixed number of slots: a Range
+//! takes one before it is served and gives it back when its answer has gone out (or the stream
+//! is gone). Further Ranges on that connection wait unserved, costing only their stream's state,
+//! until the client reads. Other connections are not affected.
+//!
+//! Only Range: it is the call whose answers can be large, and it is served from the read view
+//! without waiting for an fsync, so a few dozen at a time keep a connection busy. Writes are not
+//! limited here: their concurrency is what fills a group commit.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tonic::body::Body;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::connections::ConnInfo;
+
+/// Range answers a connection may hold undelivered: the bound is this many times the largest
+/// answer, per connection.
+const RANGES_PER_CONNECTION: usize = 64;
+const RANGE_PATH: &str = "/etcdserverpb.KV/Range";
+
+/// One connection's Range slots.
+#[derive(Clone)]
+pub struct RangeSlots(Arc<Semaphore>);
+
+impl Default for RangeSlots {
+    fn default() -> Self {
+        Self(Arc::new(Semaphore::new(RANGES_PER_CONNECTION)))
+    }
+}
+
+/// The layer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RangeBackpressureLayer;
+
+impl<S> Layer<S> for RangeBackpressureLayer {
+    type Service = RangeBackpressure<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RangeBackpressure { inner }
+    }
+}
+
+/// The service the layer wraps around the gRPC router.
+#[derive(Debug, Clone)]
+pub struct RangeBackpressure<S> {
+    inner: S,
+}
+
+impl<S> Service<http::Request<Body>> for RangeBackpressure<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let slots = match request.extensions().get::<ConnInfo>() {
+            Some(conn) if request.uri().path() == RANGE_PATH => Arc::clone(&conn.range_slots.0),
+            _ => return Box::pin(self.inner.call(request)),
+        };
+        // The service that was made ready is the one to call, after the wait.
+        let fresh = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, fresh);
+        Box::pin(async move {
+            // The semaphore is never closed, so the permit is always granted.
+            let permit = slots.acquire_owned().await.ok();
+            let response = ready.call(request).await?;
+            Ok(response.map(|body| Body::new(Holding { inner: body, _permit: permit })))
+        })
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer that keeps its slot until it is dropped: hyper drops it once it sent the
+    /// trailers, which it does only after the client made room for the data.
+    struct Holding {
+        #[pin]
+        inner: Body,
+        _permit: Option<OwnedSemaphorePermit>,
+    }
+}
+
+impl HttpBody for Holding {
+    type Data = <Body as HttpBody>::Data;
+    type Error = <Body as HttpBody>::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
