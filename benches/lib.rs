@@ -20,6 +20,10 @@
 //! - `src/storetable.rs`: etcd's storage-memory table (N keys × versions × key size × value
 //!   size: server RSS): rows, the per-key and per-version fit, the table in etcd's layout.
 //! - `src/qpstable.rs`: the put/range QPS table of etcd's performance doc: runs and layout.
+//! - `src/outcome.rs`: what a memory row records about the server: ran or skipped, RSS before
+//!   and after.
+//! - `src/tablesdoc.rs`: a `tables` run's results (the JSON), their tables, charts and the side
+//!   by side of two runs.
 //! - `src/chart.rs`: PNG charts (grouped bars, lines on a log axis) with a built-in bitmap font.
 //! - `src/server.rs`: starting actcd or etcd on loopback on a fresh data dir, stopping it by pid.
 //! - `src/runner.rs`: the load loop: clients over connections, the rate schedule (measured from
@@ -53,6 +57,8 @@ pub mod format;
 pub mod keys;
 #[path = "src/memtable.rs"]
 pub mod memtable;
+#[path = "src/outcome.rs"]
+pub mod outcome;
 #[path = "src/procfs.rs"]
 pub mod procfs;
 #[path = "src/qpstable.rs"]
@@ -65,3 +71,5 @@ pub mod runner;
 pub mod server;
 #[path = "src/storetable.rs"]
 pub mod storetable;
+#[path = "src/tablesdoc.rs"]
+pub mod tablesdoc;

@@ -7,6 +7,7 @@
 //! document. The plan and the table are computed from such documents, so a driver that restarts
 //! the server per row (`benches/watch-memory`) needs no arithmetic of its own.
 
+use crate::outcome::Outcome;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -172,18 +173,9 @@ pub fn parse_rows(spec: &str) -> Result<Vec<Row>, String> {
 pub struct RowResult {
     /// The row.
     pub row: Row,
-    /// The server's process name (`/proc/PID/comm`: actcd, etcd), empty when not known.
-    pub server: String,
-    /// Why the row did not run (too big for the machine), if it did not.
-    pub skipped: Option<String>,
-    /// Why the row stopped short (not every watch created), if it did.
-    pub failed: Option<String>,
-    /// Server VmRSS before the client connected, KiB.
-    pub server_rss_idle_kb: u64,
-    /// Server VmRSS with every watch created, after the settle time, KiB.
-    pub server_rss_kb: u64,
-    /// Server VmHWM (peak RSS) at that time, KiB.
-    pub server_hwm_kb: u64,
+    /// The server, whether the row ran, its RSS with every watch created.
+    #[serde(flatten)]
+    pub outcome: Outcome,
     /// This client's VmRSS before connecting, KiB.
     pub client_rss_idle_kb: u64,
     /// This client's VmRSS with every watch created, KiB.
@@ -199,16 +191,11 @@ pub struct RowResult {
 }
 
 impl RowResult {
-    /// A row that did not run, and why.
-    pub fn skipped(row: Row, server: String, reason: String) -> Self {
+    /// A row with `outcome` and nothing opened yet.
+    pub fn new(row: Row, outcome: Outcome) -> Self {
         Self {
             row,
-            server,
-            skipped: Some(reason),
-            failed: None,
-            server_rss_idle_kb: 0,
-            server_rss_kb: 0,
-            server_hwm_kb: 0,
+            outcome,
             client_rss_idle_kb: 0,
             client_rss_kb: 0,
             conns_opened: 0,
@@ -218,17 +205,14 @@ impl RowResult {
         }
     }
 
-    /// Whether the row ran to the end: every watch created and the RSS read.
-    pub fn complete(&self) -> bool {
-        self.skipped.is_none()
-            && self.failed.is_none()
-            && self.watches_created == self.row.watches()
-            && self.server_rss_kb > 0
+    /// A row that did not run, and why.
+    pub fn skipped(row: Row, server: String, reason: String) -> Self {
+        Self::new(row, Outcome::skipped(server, reason))
     }
 
-    /// Server bytes over idle.
-    pub fn server_delta_bytes(&self) -> f64 {
-        (self.server_rss_kb as f64 - self.server_rss_idle_kb as f64) * 1024.0
+    /// Whether the row ran to the end: every watch created and the RSS read.
+    pub fn complete(&self) -> bool {
+        self.outcome.ran() && self.watches_created == self.row.watches()
     }
 
     /// Client bytes over idle.
@@ -390,18 +374,15 @@ pub fn models_from(results: &[RowResult]) -> Models {
         }
     };
     let max_of = |f: &dyn Fn(&RowResult) -> f64| done.iter().map(|r| f(r)).fold(0.0, f64::max);
-    let server_base = if done.is_empty() {
-        defaults.server.base
-    } else {
-        max_of(&|r| r.server_rss_idle_kb as f64 * 1024.0)
-    };
+    let server_base =
+        if done.is_empty() { defaults.server.base } else { max_of(&|r| r.outcome.idle_bytes()) };
     let client_base = if done.is_empty() {
         defaults.client.base
     } else {
         max_of(&|r| r.client_rss_idle_kb as f64 * 1024.0)
     };
     Models {
-        server: model(&|r| r.server_delta_bytes(), 1e6, server_base, &defaults.server),
+        server: model(&|r| r.outcome.delta_bytes(), 1e6, server_base, &defaults.server),
         client: model(&|r| r.client_delta_bytes(), 1e6, client_base, &defaults.client),
         time: model(&|r| r.setup_secs, 0.5, defaults.time.base, &defaults.time),
     }
@@ -526,8 +507,8 @@ pub fn per_item(bytes: f64) -> String {
 pub fn coefficients(server: &str, results: &[RowResult]) -> (Option<[f64; 3]>, usize) {
     let pts: Vec<([f64; 3], f64)> = results
         .iter()
-        .filter(|r| r.server == server && r.complete())
-        .map(|r| (r.row.terms(), r.server_delta_bytes()))
+        .filter(|r| r.outcome.server == server && r.complete())
+        .map(|r| (r.row.terms(), r.outcome.delta_bytes()))
         .collect();
     (fit(&pts, 1e6), pts.len())
 }
@@ -536,10 +517,10 @@ pub fn coefficients(server: &str, results: &[RowResult]) -> (Option<[f64; 3]>, u
 /// fitted coefficients of both with their ratios.
 pub fn side_by_side(base: &str, other: &str, results: &[RowResult]) -> String {
     let find = |server: &str, row: &Row| {
-        results.iter().find(|r| r.server == server && r.row == *row && r.complete())
+        results.iter().find(|r| r.outcome.server == server && r.row == *row && r.complete())
     };
     let mut rows: Vec<Row> =
-        results.iter().filter(|r| r.server == base && r.complete()).map(|r| r.row).collect();
+        results.iter().filter(|r| r.outcome.server == base && r.complete()).map(|r| r.row).collect();
     rows.sort_by_key(|r| (r.streams_per_client, r.watches_per_stream, r.clients));
     rows.dedup();
     let mut s = String::new();
@@ -549,8 +530,8 @@ pub fn side_by_side(base: &str, other: &str, results: &[RowResult]) -> String {
         let (Some(b), Some(o)) = (find(base, row), find(other, row)) else {
             continue;
         };
-        let (rb, ro) = (b.server_rss_kb as f64 * 1024.0, o.server_rss_kb as f64 * 1024.0);
-        let (db, dob) = (b.server_delta_bytes(), o.server_delta_bytes());
+        let (rb, ro) = (b.outcome.rss_bytes(), o.outcome.rss_bytes());
+        let (db, dob) = (b.outcome.delta_bytes(), o.outcome.delta_bytes());
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {:.2} |",
@@ -595,7 +576,7 @@ pub fn side_by_side(base: &str, other: &str, results: &[RowResult]) -> String {
 /// figure per row, and the fitted coefficients under it. Skipped and failed rows are listed
 /// with the reason.
 pub fn table(server: &str, results: &[RowResult]) -> String {
-    let mut rows: Vec<&RowResult> = results.iter().filter(|r| r.server == server).collect();
+    let mut rows: Vec<&RowResult> = results.iter().filter(|r| r.outcome.server == server).collect();
     rows.sort_by_key(|r| (r.row.streams_per_client, r.row.watches_per_stream, r.row.clients));
     let (c, done) = coefficients(server, results);
     let mut s = String::new();
@@ -609,12 +590,12 @@ pub fn table(server: &str, results: &[RowResult]) -> String {
             count(r.row.watches_per_stream),
             count(r.row.watches())
         );
-        if let Some(why) = &r.skipped {
+        if let Some(why) = &r.outcome.skipped {
             let _ = writeln!(s, "{lead} skipped: {why} | | | | | | |");
             continue;
         }
-        let measured = r.server_rss_kb as f64 * 1024.0;
-        let delta = r.server_delta_bytes();
+        let measured = r.outcome.rss_bytes();
+        let delta = r.outcome.delta_bytes();
         let (fitted, err) = match (&c, r.complete()) {
             (Some(c), true) => {
                 let f = predict(0.0, c, &r.row.terms());
@@ -622,7 +603,7 @@ pub fn table(server: &str, results: &[RowResult]) -> String {
             }
             _ => (String::new(), String::new()),
         };
-        let memory = match &r.failed {
+        let memory = match &r.outcome.failed {
             Some(why) => format!(
                 "{} (incomplete: {} of {} watches; {why})",
                 mb(measured),
@@ -634,7 +615,7 @@ pub fn table(server: &str, results: &[RowResult]) -> String {
         let _ = writeln!(
             s,
             "{lead} {memory} | {} | {} | {fitted} | {err} | {} | {:.1} s |",
-            mb(r.server_rss_idle_kb as f64 * 1024.0),
+            mb(r.outcome.idle_bytes()),
             mb(delta),
             mb(r.client_rss_kb as f64 * 1024.0),
             r.setup_secs
@@ -670,9 +651,12 @@ mod tests {
     fn done(r: Row, idle_mb: f64, c: [f64; 3]) -> RowResult {
         let delta = predict(0.0, &c, &r.terms());
         RowResult {
-            server: "actcd".to_string(),
-            server_rss_idle_kb: (idle_mb * 1e6 / 1024.0) as u64,
-            server_rss_kb: ((idle_mb * 1e6 + delta) / 1024.0) as u64,
+            outcome: Outcome {
+                server: "actcd".to_string(),
+                server_rss_idle_kb: (idle_mb * 1e6 / 1024.0) as u64,
+                server_rss_kb: ((idle_mb * 1e6 + delta) / 1024.0) as u64,
+                ..Outcome::default()
+            },
             client_rss_idle_kb: 10_000,
             client_rss_kb: 10_000 + r.clients * 30,
             conns_opened: r.clients,
@@ -680,14 +664,6 @@ mod tests {
             watches_created: r.watches(),
             setup_secs: r.watches() as f64 / 1e5,
             ..RowResult::skipped(r, String::new(), String::new())
-        }
-        .with_ran()
-    }
-
-    impl RowResult {
-        fn with_ran(mut self) -> Self {
-            self.skipped = None;
-            self
         }
     }
 
@@ -802,7 +778,7 @@ mod tests {
             "needs ~30 GiB".to_string(),
         ));
         let mut failed = done(row(2000, 50, 10), 20.0, c);
-        failed.failed = Some("stalled".to_string());
+        failed.outcome.failed = Some("stalled".to_string());
         failed.watches_created = 5;
         results.push(failed);
         let t = table("actcd", &results);
@@ -822,7 +798,7 @@ mod tests {
         let mut results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, [21e3, 3e3, 90.0])).collect();
         for r in QUICK_ROWS {
             let mut e = done(r, 20.0, [105e3, 45e3, 1500.0]);
-            e.server = "etcd".to_string();
+            e.outcome.server = "etcd".to_string();
             results.push(e);
         }
         let t = side_by_side("etcd", "actcd", &results);

@@ -5,6 +5,7 @@
 //! per-key and a per-version part by least squares.
 
 use crate::memtable::{count, fit, mb, per_item};
+use crate::outcome::Outcome;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -120,18 +121,9 @@ pub fn parse_rows(spec: &str) -> Result<Vec<StoreRow>, String> {
 pub struct StoreResult {
     /// The row.
     pub row: StoreRow,
-    /// The server's name (actcd, etcd).
-    pub server: String,
-    /// Why the row did not run, if it did not.
-    pub skipped: Option<String>,
-    /// Why the row stopped short, if it did.
-    pub failed: Option<String>,
-    /// Server VmRSS before the load, KiB.
-    pub server_rss_idle_kb: u64,
-    /// Server VmRSS after the load and the settle time, KiB.
-    pub server_rss_kb: u64,
-    /// Server VmHWM (peak RSS) then, KiB.
-    pub server_hwm_kb: u64,
+    /// The server, whether the row ran, its RSS after the load.
+    #[serde(flatten)]
+    pub outcome: Outcome,
     /// Puts acknowledged.
     pub puts_done: u64,
     /// Keys the server counted after the load (a Range over every key, count only).
@@ -143,35 +135,14 @@ pub struct StoreResult {
 }
 
 impl StoreResult {
-    /// A row that did not run, and why.
-    pub fn skipped(row: StoreRow, server: String, reason: String) -> Self {
-        Self {
-            row,
-            server,
-            skipped: Some(reason),
-            failed: None,
-            server_rss_idle_kb: 0,
-            server_rss_kb: 0,
-            server_hwm_kb: 0,
-            puts_done: 0,
-            keys_counted: 0,
-            db_size_bytes: 0,
-            load_secs: 0.0,
-        }
+    /// A row with `outcome` and nothing loaded yet.
+    pub fn new(row: StoreRow, outcome: Outcome) -> Self {
+        Self { row, outcome, puts_done: 0, keys_counted: 0, db_size_bytes: 0, load_secs: 0.0 }
     }
 
     /// Whether the row ran to the end: every put acknowledged, every key counted, RSS read.
     pub fn complete(&self) -> bool {
-        self.skipped.is_none()
-            && self.failed.is_none()
-            && self.puts_done == self.row.puts()
-            && self.keys_counted == self.row.keys
-            && self.server_rss_kb > 0
-    }
-
-    /// Server bytes over idle.
-    pub fn delta_bytes(&self) -> f64 {
-        (self.server_rss_kb as f64 - self.server_rss_idle_kb as f64) * 1024.0
+        self.outcome.ran() && self.puts_done == self.row.puts() && self.keys_counted == self.row.keys
     }
 
     /// Key and value bytes loaded per second.
@@ -186,8 +157,8 @@ impl StoreResult {
 pub fn coefficients(server: &str, results: &[StoreResult]) -> (Option<[f64; 2]>, usize) {
     let pts: Vec<([f64; 2], f64)> = results
         .iter()
-        .filter(|r| r.server == server && r.complete())
-        .map(|r| ([r.row.keys as f64, r.row.puts() as f64], r.delta_bytes()))
+        .filter(|r| r.outcome.server == server && r.complete())
+        .map(|r| ([r.row.keys as f64, r.row.puts() as f64], r.outcome.delta_bytes()))
         .collect();
     (fit(&pts, 1e6), pts.len())
 }
@@ -204,7 +175,7 @@ fn bytes_label(n: usize) -> String {
 /// usage), with the idle RSS, the RSS over idle per key, the load time and rate and the backend
 /// size; skipped and failed rows with the reason; the fit under it.
 pub fn table(server: &str, results: &[StoreResult]) -> String {
-    let rows: Vec<&StoreResult> = results.iter().filter(|r| r.server == server).collect();
+    let rows: Vec<&StoreResult> = results.iter().filter(|r| r.outcome.server == server).collect();
     let mut s = String::new();
     let _ = writeln!(s, "| N | versions | key size | value size | memory usage (RSS) | idle RSS | over idle per key | load | puts/s | db size |");
     let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
@@ -216,19 +187,19 @@ pub fn table(server: &str, results: &[StoreResult]) -> String {
             bytes_label(r.row.key_size),
             bytes_label(r.row.val_size)
         );
-        if let Some(why) = &r.skipped {
+        if let Some(why) = &r.outcome.skipped {
             let _ = writeln!(s, "{lead} skipped: {why} | | | | | |");
             continue;
         }
-        let memory = match &r.failed {
-            Some(why) => format!("{} (incomplete: {why})", mb(r.server_rss_kb as f64 * 1024.0)),
-            None => mb(r.server_rss_kb as f64 * 1024.0),
+        let memory = match &r.outcome.failed {
+            Some(why) => format!("{} (incomplete: {why})", mb(r.outcome.rss_bytes())),
+            None => mb(r.outcome.rss_bytes()),
         };
         let _ = writeln!(
             s,
             "{lead} {memory} | {} | {} | {:.1} s | {:.0} | {} |",
-            mb(r.server_rss_idle_kb as f64 * 1024.0),
-            per_item(r.delta_bytes() / r.row.keys.max(1) as f64),
+            mb(r.outcome.idle_bytes()),
+            per_item(r.outcome.delta_bytes() / r.row.keys.max(1) as f64),
             r.load_secs,
             if r.load_secs > 0.0 { r.puts_done as f64 / r.load_secs } else { 0.0 },
             mb(r.db_size_bytes as f64)
@@ -260,16 +231,22 @@ mod tests {
 
     fn done(r: StoreRow, per_key: f64, per_version: f64) -> StoreResult {
         let delta = per_key * r.keys as f64 + per_version * r.puts() as f64;
+        let rss = 20_000 + (delta / 1024.0) as u64;
         StoreResult {
-            skipped: None,
-            server_rss_idle_kb: 20_000,
-            server_rss_kb: 20_000 + (delta / 1024.0) as u64,
-            server_hwm_kb: 20_000 + (delta / 1024.0) as u64,
             puts_done: r.puts(),
             keys_counted: r.keys,
             db_size_bytes: r.bytes(),
             load_secs: 2.0,
-            ..StoreResult::skipped(r, "actcd".to_string(), String::new())
+            ..StoreResult::new(
+                r,
+                Outcome {
+                    server: "actcd".to_string(),
+                    server_rss_idle_kb: 20_000,
+                    server_rss_kb: rss,
+                    server_hwm_kb: rss,
+                    ..Outcome::default()
+                },
+            )
         }
     }
 
@@ -287,7 +264,10 @@ mod tests {
     #[test]
     fn table_has_etcd_layout_fit_and_skips() {
         let mut results: Vec<StoreResult> = ETCD_ROWS[..6].iter().map(|r| done(*r, 150.0, 40.0)).collect();
-        results.push(StoreResult::skipped(ETCD_ROWS[6], "actcd".to_string(), "needs ~9 GiB".to_string()));
+        results.push(StoreResult::new(
+            ETCD_ROWS[6],
+            Outcome::skipped("actcd".to_string(), "needs ~9 GiB".to_string()),
+        ));
         let t = table("actcd", &results);
         assert!(t.contains("| 100K | 1 | 64bytes | 256bytes | "), "{t}");
         assert!(t.contains("| 1M | 1 | 64bytes | 1KB | skipped: needs ~9 GiB |"), "{t}");

@@ -2,8 +2,8 @@
 //! row), measures every table from its own process, prints them, and writes the JSON and the
 //! PNG charts. Needs the actcd binary next to actcd-bench (`cargo test --workspace` builds it).
 
-use actcd_bench::cmd::tables::TablesDoc;
 use actcd_bench::memtable;
+use actcd_bench::tablesdoc::TablesDoc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -78,15 +78,18 @@ fn quick_tables_measure_real_rss_and_write_json_and_charts() {
     assert_eq!(doc.storage.len(), 3);
     for r in &doc.storage {
         assert!(r.complete(), "{r:?}");
-        assert!(r.server_rss_idle_kb > 1000 && r.server_rss_kb > r.server_rss_idle_kb, "{r:?}");
+        assert!(
+            r.outcome.server_rss_idle_kb > 1000 && r.outcome.server_rss_kb > r.outcome.server_rss_idle_kb,
+            "{r:?}"
+        );
         assert_eq!(r.keys_counted, r.row.keys);
     }
-    let over = |i: usize| doc.storage[i].delta_bytes();
+    let over = |i: usize| doc.storage[i].outcome.delta_bytes();
     assert!(over(1) > over(0), "5 versions of 2k keys cost more than 1: {} vs {}", over(1), over(0));
     assert_eq!(doc.watch.len(), 4);
     assert!(doc.watch.iter().all(|r| r.complete()), "{:?}", doc.watch);
     let watch_over = |w: u64| {
-        doc.watch.iter().find(|r| r.row.watches() == w).map(|r| r.server_delta_bytes()).expect("row")
+        doc.watch.iter().find(|r| r.row.watches() == w).map(|r| r.outcome.delta_bytes()).expect("row")
     };
     assert!(watch_over(10_000) > watch_over(100), "10k watches cost more than 100");
     let (fit, rows) = memtable::coefficients("actcd", &doc.watch);

@@ -1,28 +1,19 @@
 //! One row of etcd's storage-memory table, measured from this separate process: load N keys ×
-//! versions into the server (transactions of `txn-put`, so that millions of puts take minutes,
-//! not hours; each put is still one version of its key), check that the server counts N keys,
-//! wait the settle time and read the server's VmRSS.
+//! versions into the server with `put` (sequential key numbers, so every key gets exactly
+//! `versions` puts; single puts, as etcd's benchmark sends them: transactions of many puts would
+//! inflate etcd's in-memory raft log, which keeps its last 100,000 entries), check that the
+//! server counts N keys, wait the settle time and read the server's VmRSS.
 
-use super::put::kv_client;
-use super::txn;
-use crate::cli::TxnPutArgs;
+use super::put::{self, kv_client};
+use crate::cli::PutArgs;
 use crate::conn::{dial, status_text};
-use crate::procfs::{self, Proc};
+use crate::outcome::Outcome;
 use crate::runner::{Out, Settings, Stop};
 use crate::storetable::{StoreResult, StoreRow};
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{RangeRequest, StatusRequest};
 use bytes::Bytes;
 use std::time::Duration;
-
-/// Most puts in one transaction (etcd's default --max-txn-ops is 128).
-const MAX_TXN_OPS: u64 = 100;
-
-/// Puts per transaction: the largest count up to [`MAX_TXN_OPS`] that divides the keys, so that
-/// every key gets exactly `versions` puts and no transaction holds a key twice.
-pub fn txn_ops(keys: u64) -> u64 {
-    (1..=MAX_TXN_OPS.min(keys)).rev().find(|ops| keys % ops == 0).unwrap_or(1)
-}
 
 /// Loads `row` into the server at `settings.endpoints` (pid `pid`) and reads its RSS.
 pub async fn measure(
@@ -33,60 +24,44 @@ pub async fn measure(
     server: String,
     settle: Duration,
 ) -> StoreResult {
-    let mut r = StoreResult::skipped(row, server, String::new());
-    r.skipped = None;
-    match procfs::memory(Proc::Pid(pid)) {
-        Ok(m) => r.server_rss_idle_kb = m.rss_kb,
-        Err(e) => {
-            r.failed = Some(e);
-            return r;
-        }
+    let mut r = StoreResult::new(row, Outcome::start(server, pid));
+    if r.outcome.failed.is_some() {
+        return r;
     }
-    let ops = txn_ops(row.keys);
-    let out = Out::new("txn-put", settings);
-    let load = TxnPutArgs {
+    let out = Out::new("put", settings);
+    let load = PutArgs {
         key_size: row.key_size,
         val_size: row.val_size,
-        txn_ops: ops,
         rate: 0,
-        total: row.puts() / ops,
+        total: row.puts(),
         key_space_size: row.keys,
+        sequential_keys: true,
+        compact_interval: Duration::ZERO,
+        compact_index_delta: 0,
+        check_hashkv: false,
     };
-    txn::run_put(settings, stop, &out, load).await;
+    put::run(settings, stop, &out, load).await;
     if let Some(stats) = out.document().reports.first() {
-        r.puts_done = stats.requests * ops;
+        r.puts_done = stats.requests;
         r.load_secs = stats.total_secs;
         if let Some(e) = stats.error_distribution.first() {
-            r.failed =
-                Some(format!("{} of {} transactions failed: {}", stats.errors, row.puts() / ops, e.error));
+            r.outcome.fail(format!("{} of {} puts failed: {}", stats.errors, row.puts(), e.error));
         }
     }
     if let Some(why) = stop.reason() {
-        r.failed.get_or_insert(why);
+        r.outcome.fail(why);
     }
     match count_keys(settings).await {
         Ok((keys, db_size)) => {
             r.keys_counted = keys;
             r.db_size_bytes = db_size;
         }
-        Err(e) => {
-            r.failed.get_or_insert(e);
-        }
+        Err(e) => r.outcome.fail(e),
     }
     tokio::time::sleep(settle).await;
-    match procfs::memory(Proc::Pid(pid)) {
-        Ok(m) => {
-            r.server_rss_kb = m.rss_kb;
-            r.server_hwm_kb = m.hwm_kb;
-        }
-        Err(e) => {
-            r.failed.get_or_insert(format!(
-                "the server's memory is not readable after the load (did it die?): {e}"
-            ));
-        }
-    }
-    if r.failed.is_none() && r.keys_counted != row.keys {
-        r.failed = Some(format!("the server counts {} keys, the row loaded {}", r.keys_counted, row.keys));
+    r.outcome.finish(pid);
+    if r.keys_counted != row.keys {
+        r.outcome.fail(format!("the server counts {} keys, the row loaded {}", r.keys_counted, row.keys));
     }
     r
 }
@@ -116,18 +91,4 @@ async fn count_keys(settings: &Settings) -> Result<(u64, u64), String> {
         .map_err(|s| format!("Status: {}", status_text(&s)))?
         .into_inner();
     Ok((u64::try_from(counted).unwrap_or(0), u64::try_from(status.db_size).unwrap_or(0)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn transactions_divide_the_keys() {
-        assert_eq!(txn_ops(1_000_000), 100);
-        assert_eq!(txn_ops(2000), 100);
-        assert_eq!(txn_ops(7), 7);
-        assert_eq!(txn_ops(101), 1);
-        assert_eq!(txn_ops(1), 1);
-    }
 }

@@ -17,22 +17,21 @@
 use super::storage_memory;
 use super::watch_memory::{self, RowOptions};
 use super::{put, range};
-use crate::chart::{self, Series};
 use crate::cli::{PutArgs, RangeArgs, TablesArgs};
 use crate::conn::{dial, status_text};
 use crate::cpu::{ClientCpu, CpuTimes};
 use crate::format::{utc, Utc};
 use crate::memtable::{self, Limits, Row, RowResult, Verdict};
+use crate::outcome::Outcome;
 use crate::procfs;
 use crate::qpstable::{self, Op, QpsResult, QpsRun};
 use crate::runner::{Out, Settings, Stop};
 use crate::server::{Kind, Running, Spec};
 use crate::storetable::{self, StoreResult, StoreRow};
+use crate::tablesdoc::{self, TablesDoc};
 use actcd_proto::etcdserverpb::PutRequest;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinHandle;
 
@@ -42,10 +41,10 @@ const QUICK_WATCH_ROWS: &str = "100x1x1,200x1x1,100x10x1,100x10x10";
 /// The QPS runs' requests at 1 × 1 and at 100 × 1000: etcd's doc, and `--quick`.
 const QPS_TOTALS: (u64, u64) = (10_000, 100_000);
 const QUICK_QPS_TOTALS: (u64, u64) = (300, 3000);
-/// Connections and clients that load a storage row: enough concurrency for either server to
-/// batch its commits.
-const LOAD_CONNS: usize = 10;
-const LOAD_CLIENTS: usize = 100;
+/// Connections and clients that load a storage row: the doc's put shape, enough concurrency
+/// for either server to batch its commits.
+const LOAD_CONNS: usize = 100;
+const LOAD_CLIENTS: usize = 1000;
 /// Estimates are multiplied by this before they are compared with the machine.
 const MARGIN: f64 = 1.25;
 /// Streams being opened at once in a watch row.
@@ -128,31 +127,6 @@ pub fn validate(a: &TablesArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// One run of `tables`: what the JSON file holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TablesDoc {
-    /// The server measured (actcd, etcd, or the process name of --pid).
-    pub server: String,
-    /// Its version line.
-    pub server_version: String,
-    /// When the run started (UTC).
-    pub date: String,
-    /// The machine.
-    pub machine: String,
-    /// The command line.
-    pub command: String,
-    /// How servers were provided (started per row, or one given).
-    pub mode: String,
-    /// The storage-memory rows.
-    pub storage: Vec<StoreResult>,
-    /// The watch-memory rows.
-    pub watch: Vec<RowResult>,
-    /// The QPS runs.
-    pub qps: Vec<QpsResult>,
-    /// Wall time of the whole run, seconds.
-    pub total_secs: f64,
-}
-
 /// A server for one row or one table: started for it (and stopped when this is dropped), or
 /// the one given.
 struct Server {
@@ -181,6 +155,126 @@ enum Target {
     /// Given: one server; `used` names the memory row that ran on it (a later one would not
     /// measure a fresh server).
     Given { endpoints: Vec<String>, pid: u32, used: Option<String> },
+}
+
+/// A memory table as the run loop sees it: its rows, whether a row fits (given the rows
+/// measured before it), and how one row is measured on a fresh server.
+trait MemoryTable {
+    type Row: Copy;
+    type Result;
+    /// The table's name in progress lines.
+    const NAME: &'static str;
+    fn spec(row: &Self::Row) -> String;
+    /// Why `row` must be skipped, if it must.
+    fn plan(runner: &Runner<'_>, row: &Self::Row, before: &[Self::Result]) -> Option<String>;
+    fn new(row: Self::Row, outcome: Outcome) -> Self::Result;
+    fn outcome(r: &mut Self::Result) -> &mut Outcome;
+    async fn measure(runner: &Runner<'_>, server: &Server, stop: &Stop, row: Self::Row) -> Self::Result;
+}
+
+/// etcd's storage-memory table.
+struct StorageTable;
+
+impl MemoryTable for StorageTable {
+    type Row = StoreRow;
+    type Result = StoreResult;
+    const NAME: &'static str = "storage";
+
+    fn spec(row: &StoreRow) -> String {
+        row.spec()
+    }
+
+    fn plan(runner: &Runner<'_>, row: &StoreRow, before: &[StoreResult]) -> Option<String> {
+        let gb = |b: f64| b / 1e9;
+        if let Target::Start(spec) = &runner.target {
+            let backend = row.bytes() as f64 * 1.3;
+            if backend > spec.quota_bytes as f64 {
+                return Some(format!(
+                    "its ~{:.1} GB of backend is over --quota-backend-bytes ({:.1} GB)",
+                    gb(backend),
+                    gb(spec.quota_bytes as f64)
+                ));
+            }
+        }
+        // The idle server and the load client, plus the most RSS per byte loaded seen so far
+        // (at least the row's high estimate).
+        let per_byte = before
+            .iter()
+            .filter(|r| r.complete())
+            .map(|r| r.outcome.delta_bytes() / r.row.bytes() as f64)
+            .fold(0.0, f64::max);
+        let need = (300e6 + row.high_estimate().max(per_byte * row.bytes() as f64)) * MARGIN;
+        if let Some(why) = memtable::memory_room(need, &watch_memory::machine(None), &runner.limits()) {
+            return Some(format!("needs ~{:.1} GB, {why}", gb(need)));
+        }
+        let rate = before.iter().rev().find_map(StoreResult::bytes_per_sec)?;
+        let secs = row.bytes() as f64 / rate * MARGIN;
+        (secs > runner.a.row_time_limit.as_secs_f64()).then(|| {
+            format!(
+                "its load would take ~{secs:.0} s at the {:.1} MB/s of the previous row, over the {:?} row time limit",
+                rate / 1e6,
+                runner.a.row_time_limit
+            )
+        })
+    }
+
+    fn new(row: StoreRow, outcome: Outcome) -> StoreResult {
+        StoreResult::new(row, outcome)
+    }
+
+    fn outcome(r: &mut StoreResult) -> &mut Outcome {
+        &mut r.outcome
+    }
+
+    async fn measure(runner: &Runner<'_>, server: &Server, stop: &Stop, row: StoreRow) -> StoreResult {
+        let settings = runner.settings(
+            &server.endpoints,
+            LOAD_CONNS,
+            LOAD_CLIENTS,
+            runner.base.request_timeout.max(Duration::from_secs(60)),
+        );
+        storage_memory::measure(&settings, stop, row, server.pid, runner.name.clone(), runner.a.settle).await
+    }
+}
+
+/// etcd's watch-memory table.
+struct WatchTable;
+
+impl MemoryTable for WatchTable {
+    type Row = Row;
+    type Result = RowResult;
+    const NAME: &'static str = "watch";
+
+    fn spec(row: &Row) -> String {
+        row.spec()
+    }
+
+    fn plan(runner: &Runner<'_>, row: &Row, before: &[RowResult]) -> Option<String> {
+        let models = memtable::models_from(before);
+        match memtable::plan(row, &watch_memory::machine(None), &runner.limits(), &models) {
+            Verdict::Skip(why) => Some(why),
+            Verdict::Run { .. } => None,
+        }
+    }
+
+    fn new(row: Row, outcome: Outcome) -> RowResult {
+        RowResult::new(row, outcome)
+    }
+
+    fn outcome(r: &mut RowResult) -> &mut Outcome {
+        &mut r.outcome
+    }
+
+    async fn measure(runner: &Runner<'_>, server: &Server, stop: &Stop, row: Row) -> RowResult {
+        let settings = runner.settings(&server.endpoints, 1, 1, runner.base.request_timeout);
+        let out = Out::new("watch-memory", &settings);
+        let opts = RowOptions {
+            settle: runner.a.settle,
+            open_concurrency: OPEN_CONCURRENCY,
+            time_limit: runner.a.row_time_limit,
+        };
+        watch_memory::measure_row(&settings, stop, &out, row, server.pid, runner.name.clone(), &opts).await
+    }
 }
 
 struct Runner<'a> {
@@ -267,152 +361,43 @@ impl Runner<'_> {
         }
     }
 
-    fn storage_skip(&self, row: &StoreRow, bytes_per_sec: Option<f64>) -> Option<String> {
-        let gb = |b: f64| b / 1e9;
-        if let Target::Start(spec) = &self.target {
-            let backend = row.bytes() as f64 * 1.3;
-            if backend > spec.quota_bytes as f64 {
-                return Some(format!(
-                    "its ~{:.1} GB of backend is over --quota-backend-bytes ({:.1} GB)",
-                    gb(backend),
-                    gb(spec.quota_bytes as f64)
-                ));
-            }
-        }
-        // The idle server and the load client, plus the row's high estimate.
-        let need = (300e6 + row.high_estimate()) * MARGIN;
-        if let Some(why) = memtable::memory_room(need, &watch_memory::machine(None), &self.limits()) {
-            return Some(format!("needs ~{:.1} GB, {why}", gb(need)));
-        }
-        if let Some(rate) = bytes_per_sec {
-            let secs = row.bytes() as f64 / rate * MARGIN;
-            if secs > self.a.row_time_limit.as_secs_f64() {
-                return Some(format!(
-                    "its load would take ~{secs:.0} s at the {:.1} MB/s of the previous row, over the {:?} row time limit",
-                    rate / 1e6,
-                    self.a.row_time_limit
-                ));
-            }
-        }
-        None
-    }
-
-    async fn storage(&mut self, rows: Vec<StoreRow>) -> Vec<StoreResult> {
-        let mut results = Vec::new();
-        let mut rate: Option<f64> = None;
+    /// Runs a memory table's rows in order, each on a fresh server, or records it as skipped
+    /// with the reason (interrupted, too large, no fresh server to be had).
+    async fn memory_rows<T: MemoryTable>(&mut self, rows: Vec<T::Row>) -> Vec<T::Result> {
+        let mut results: Vec<T::Result> = Vec::new();
         for row in rows {
+            let spec = T::spec(&row);
             let skip = if self.stop.is_stopped() {
                 Some("interrupted".to_string())
             } else {
-                self.storage_skip(&row, rate)
+                T::plan(self, &row, &results)
             };
             let mut server = match skip {
                 Some(why) => Err(why),
-                None => self.server(&row.spec(), true).await,
+                None => self.server(&spec, true).await,
             };
             let r = match &mut server {
                 Err(why) => {
-                    eprintln!("tables: storage {}: skipped: {why}", row.spec());
-                    StoreResult::skipped(row, self.name.clone(), why.clone())
+                    eprintln!("tables: {} {spec}: skipped: {why}", T::NAME);
+                    T::new(row, Outcome::skipped(self.name.clone(), why.clone()))
                 }
                 Ok(s) => {
-                    eprintln!(
-                        "tables: storage {}: loading {} puts into pid {}...",
-                        row.spec(),
-                        row.puts(),
-                        s.pid
-                    );
-                    let settings = self.settings(
-                        &s.endpoints,
-                        LOAD_CONNS,
-                        LOAD_CLIENTS,
-                        self.base.request_timeout.max(Duration::from_secs(60)),
-                    );
+                    eprintln!("tables: {} {spec}: measuring on pid {}...", T::NAME, s.pid);
                     let (stop, forward) = row_stop(self.stop);
-                    let limit = deadline(&stop, self.a.row_time_limit);
-                    let mut r = storage_memory::measure(
-                        &settings,
-                        &stop,
-                        row,
-                        s.pid,
-                        self.name.clone(),
-                        self.a.settle,
-                    )
-                    .await;
+                    let limit = deadline(&stop, self.a.row_time_limit + self.a.settle);
+                    let mut r = T::measure(self, &*s, &stop, row).await;
                     limit.abort();
                     forward.abort();
+                    let outcome = T::outcome(&mut r);
                     if let Some(why) = s.died() {
-                        r.failed = Some(why);
+                        outcome.fail(why);
                     }
                     eprintln!(
-                        "tables: storage {}: {} RSS (idle {}), {:.1} s{}",
-                        row.spec(),
-                        memtable::mb(r.server_rss_kb as f64 * 1024.0),
-                        memtable::mb(r.server_rss_idle_kb as f64 * 1024.0),
-                        r.load_secs,
-                        r.failed.as_ref().map(|f| format!("; incomplete: {f}")).unwrap_or_default()
-                    );
-                    rate = r.bytes_per_sec().or(rate);
-                    r
-                }
-            };
-            drop(server);
-            results.push(r);
-        }
-        results
-    }
-
-    async fn watch(&mut self, mut rows: Vec<Row>) -> Vec<RowResult> {
-        // Smallest first: each row's estimate is fitted from the rows measured before it.
-        rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
-        let mut results: Vec<RowResult> = Vec::new();
-        for row in rows {
-            let verdict = if self.stop.is_stopped() {
-                Verdict::Skip("interrupted".to_string())
-            } else {
-                let models = memtable::models_from(&results);
-                memtable::plan(&row, &watch_memory::machine(None), &self.limits(), &models)
-            };
-            let mut server = match verdict {
-                Verdict::Skip(why) => Err(why),
-                Verdict::Run { .. } => self.server(&row.spec(), true).await,
-            };
-            let r = match &mut server {
-                Err(why) => {
-                    eprintln!("tables: watch {}: skipped: {why}", row.spec());
-                    RowResult::skipped(row, self.name.clone(), why.clone())
-                }
-                Ok(s) => {
-                    eprintln!("tables: watch {}: {} watches on pid {}...", row.spec(), row.watches(), s.pid);
-                    let settings = self.settings(&s.endpoints, 1, 1, self.base.request_timeout);
-                    let out = Out::new("watch-memory", &settings);
-                    let (stop, forward) = row_stop(self.stop);
-                    let opts = RowOptions {
-                        settle: self.a.settle,
-                        open_concurrency: OPEN_CONCURRENCY,
-                        time_limit: self.a.row_time_limit,
-                    };
-                    let mut r = watch_memory::measure_row(
-                        &settings,
-                        &stop,
-                        &out,
-                        row,
-                        s.pid,
-                        self.name.clone(),
-                        &opts,
-                    )
-                    .await;
-                    forward.abort();
-                    if let Some(why) = s.died() {
-                        r.failed = Some(why);
-                    }
-                    eprintln!(
-                        "tables: watch {}: {} RSS (idle {}), {:.1} s{}",
-                        row.spec(),
-                        memtable::mb(r.server_rss_kb as f64 * 1024.0),
-                        memtable::mb(r.server_rss_idle_kb as f64 * 1024.0),
-                        r.setup_secs,
-                        r.failed.as_ref().map(|f| format!("; incomplete: {f}")).unwrap_or_default()
+                        "tables: {} {spec}: {} RSS (idle {}){}",
+                        T::NAME,
+                        memtable::mb(outcome.rss_bytes()),
+                        memtable::mb(outcome.idle_bytes()),
+                        outcome.failed.as_ref().map(|f| format!("; incomplete: {f}")).unwrap_or_default()
                     );
                     r
                 }
@@ -532,122 +517,6 @@ async fn put_range_key(settings: &Settings) -> Result<(), String> {
     Ok(())
 }
 
-/// The tables of one run, in etcd's layout, with a header naming server, date and machine.
-fn text(doc: &TablesDoc) -> String {
-    let mut s = String::new();
-    let _ = writeln!(s, "{} ({}), {}; {}", doc.server, doc.server_version, doc.date, doc.machine);
-    let _ = writeln!(s, "{}", doc.mode);
-    let _ = writeln!(s, "command: {}", doc.command);
-    if !doc.storage.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nStorage memory (etcd's \"overall memory usage\" table: server RSS after the load):\n"
-        );
-        s += &storetable::table(&doc.server, &doc.storage);
-    }
-    if !doc.watch.is_empty() {
-        let _ =
-            writeln!(s, "\nWatch memory (etcd's watch-memory table: server RSS with every watch created):\n");
-        s += &memtable::table(&doc.server, &doc.watch);
-    }
-    if !doc.qps.is_empty() {
-        let _ =
-            writeln!(s, "\nPut/range QPS (etcd's performance doc; client and server share the machine):\n");
-        s += &qpstable::table(&doc.server, &doc.qps);
-    }
-    let _ = writeln!(s, "\ntotal time {:.0} s", doc.total_secs);
-    s
-}
-
-fn mb_of(kb: u64) -> f64 {
-    kb as f64 * 1024.0 / 1e6
-}
-
-/// The charts of one or more runs (one series per run): storage memory per row, memory against
-/// watches, QPS per run. Only tables some run has rows for are drawn.
-fn charts(docs: &[&TablesDoc]) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
-    let mut charts = Vec::new();
-    let mut storage_rows: Vec<StoreRow> = Vec::new();
-    let mut runs: Vec<QpsRun> = Vec::new();
-    for d in docs {
-        for r in &d.storage {
-            if !storage_rows.contains(&r.row) {
-                storage_rows.push(r.row);
-            }
-        }
-        for r in &d.qps {
-            if !runs.contains(&r.run) {
-                runs.push(r.run);
-            }
-        }
-    }
-    if !storage_rows.is_empty() {
-        let cats: Vec<String> = storage_rows.iter().map(|r| r.spec()).collect();
-        let series: Vec<Series<Option<f64>>> = docs
-            .iter()
-            .map(|d| Series {
-                name: d.server.clone(),
-                values: storage_rows
-                    .iter()
-                    .map(|row| {
-                        d.storage
-                            .iter()
-                            .find(|r| r.row == *row && r.complete())
-                            .map(|r| mb_of(r.server_rss_kb))
-                    })
-                    .collect(),
-            })
-            .collect();
-        let title = "STORAGE MEMORY: RSS AFTER N KEYS X VERSIONS X KEY X VALUE";
-        charts.push(("storage-memory", chart::bars(title, "RSS, MB", &cats, &series)?));
-    }
-    if docs.iter().any(|d| !d.watch.is_empty()) {
-        let series: Vec<Series<(f64, f64)>> = docs
-            .iter()
-            .map(|d| Series {
-                name: d.server.clone(),
-                values: d
-                    .watch
-                    .iter()
-                    .filter(|r| r.complete())
-                    .map(|r| (r.row.watches() as f64, mb_of(r.server_rss_kb)))
-                    .collect(),
-            })
-            .collect();
-        charts.push((
-            "watch-memory",
-            chart::lines("WATCH MEMORY: RSS AGAINST WATCHES", "watches (log scale)", "RSS, MB", &series)?,
-        ));
-    }
-    if !runs.is_empty() {
-        let cats: Vec<String> = runs.iter().map(|r| r.name()).collect();
-        let series: Vec<Series<Option<f64>>> = docs
-            .iter()
-            .map(|d| Series {
-                name: d.server.clone(),
-                values: runs
-                    .iter()
-                    .map(|run| d.qps.iter().find(|r| r.run == *run && r.failed.is_none()).map(|r| r.qps))
-                    .collect(),
-            })
-            .collect();
-        charts.push(("qps", chart::bars("PUT/RANGE QPS (CONNS X CLIENTS)", "requests/s", &cats, &series)?));
-    }
-    Ok(charts)
-}
-
-/// Writes `files` (name suffix, bytes) as `<dir>/<prefix>-<suffix>`; returns the paths.
-fn write_all(dir: &Path, prefix: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut paths = Vec::new();
-    for (suffix, bytes) in files {
-        let p = dir.join(format!("{prefix}-{suffix}"));
-        std::fs::write(&p, bytes).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        paths.push(p);
-    }
-    Ok(paths)
-}
-
 fn out_dir(a: &TablesArgs, now: &Utc) -> PathBuf {
     a.out.clone().unwrap_or_else(|| PathBuf::from("benches/results").join(&now.date))
 }
@@ -725,11 +594,13 @@ pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: TablesArgs) {
         match t {
             Table::Storage => {
                 let rows = storetable::parse_rows(storage_spec(&a)).unwrap_or_default();
-                doc.storage = runner.storage(rows).await;
+                doc.storage = runner.memory_rows::<StorageTable>(rows).await;
             }
             Table::Watch => {
-                let rows = memtable::parse_rows(watch_spec(&a)).unwrap_or_default();
-                doc.watch = runner.watch(rows).await;
+                let mut rows = memtable::parse_rows(watch_spec(&a)).unwrap_or_default();
+                // Smallest first: each row's estimate is fitted from the rows measured before it.
+                rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
+                doc.watch = runner.memory_rows::<WatchTable>(rows).await;
             }
             Table::Qps => {
                 let (small, large) = qps_totals(&a);
@@ -738,12 +609,9 @@ pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: TablesArgs) {
         }
     }
     doc.total_secs = started.elapsed().as_secs_f64();
-    let text = text(&doc);
+    let text = tablesdoc::text(&doc);
     out.print(&text);
-    let failed = doc.storage.iter().filter(|r| r.skipped.is_none() && !r.complete()).count()
-        + doc.watch.iter().filter(|r| r.skipped.is_none() && !r.complete()).count()
-        + doc.qps.iter().filter(|r| r.failed.is_some()).count();
-    match save(&out_dir(&a, &now), &format!("{}-{}", now.stamp, doc.server), &doc, &text) {
+    match tablesdoc::save(&out_dir(&a, &now), &format!("{}-{}", now.stamp, doc.server), &doc, &text) {
         Ok(paths) => {
             for p in paths {
                 eprintln!("tables: wrote {}", p.display());
@@ -755,107 +623,10 @@ pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: TablesArgs) {
         Ok(v) => out.extra("tables", v),
         Err(e) => out.note(format!("error: cannot encode the tables: {e}")),
     }
+    let failed = doc.incomplete();
     if failed > 0 {
         stop.stop(format!("{failed} rows did not complete (see the tables)"));
     }
-}
-
-fn save(dir: &Path, prefix: &str, doc: &TablesDoc, text: &str) -> Result<Vec<PathBuf>, String> {
-    let json = serde_json::to_string_pretty(doc).map_err(|e| format!("cannot encode the tables: {e}"))?;
-    let mut files = vec![
-        ("tables.json".to_string(), json.into_bytes()),
-        ("tables.md".to_string(), text.as_bytes().to_vec()),
-    ];
-    for (suffix, png) in charts(&[doc])? {
-        files.push((format!("{suffix}.png"), png));
-    }
-    write_all(dir, prefix, &files)
-}
-
-fn ratio(other: f64, base: f64) -> String {
-    if base > 0.0 && other > 0.0 {
-        format!("{:.2}", other / base)
-    } else {
-        "—".to_string()
-    }
-}
-
-/// Two runs side by side: per table the rows both measured, with OTHER / BASE.
-fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
-    let (b, o) = (&base.server, &other.server);
-    let mut s = String::new();
-    let _ = writeln!(s, "{b}: {} ({}), {}", base.server_version, base.date, base.machine);
-    let _ = writeln!(s, "{o}: {} ({}), {}", other.server_version, other.date, other.machine);
-    if !base.storage.is_empty() || !other.storage.is_empty() {
-        let _ = writeln!(s, "\nStorage memory (server RSS after the load):\n");
-        let _ = writeln!(s, "| N | versions | key size | value size | {b} RSS | {o} RSS | {o}/{b} |");
-        let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-        for rb in &base.storage {
-            let ro = other.storage.iter().find(|r| r.row == rb.row);
-            let show = |r: Option<&StoreResult>| match r {
-                Some(r) if r.complete() => memtable::mb(r.server_rss_kb as f64 * 1024.0),
-                Some(r) => match &r.skipped {
-                    Some(why) => format!("skipped: {why}"),
-                    None => format!("incomplete: {}", r.failed.clone().unwrap_or_default()),
-                },
-                None => "not run".to_string(),
-            };
-            let both = match ro {
-                Some(ro) if rb.complete() && ro.complete() => {
-                    ratio(ro.server_rss_kb as f64, rb.server_rss_kb as f64)
-                }
-                _ => "—".to_string(),
-            };
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {both} |",
-                memtable::count(rb.row.keys).to_uppercase(),
-                rb.row.versions,
-                rb.row.key_size,
-                rb.row.val_size,
-                show(Some(rb)),
-                show(ro)
-            );
-        }
-    }
-    if !base.watch.is_empty() && !other.watch.is_empty() {
-        let _ = writeln!(s, "\nWatch memory (server RSS with every watch created):\n");
-        let all: Vec<RowResult> = base.watch.iter().chain(&other.watch).cloned().collect();
-        s += &memtable::side_by_side(b, o, &all);
-        for r in base.watch.iter().chain(&other.watch).filter(|r| r.skipped.is_some()) {
-            let _ = writeln!(
-                s,
-                "\n{} {}: skipped: {}",
-                r.server,
-                r.row.spec(),
-                r.skipped.clone().unwrap_or_default()
-            );
-        }
-    }
-    if !base.qps.is_empty() && !other.qps.is_empty() {
-        let _ = writeln!(s, "\nPut/range QPS:\n");
-        let _ = writeln!(s, "| run (conns x clients) | requests | {b} QPS | {o} QPS | {o}/{b} | {b} avg | {o} avg | {b} p99 | {o} p99 | client cores ({b} / {o}) |");
-        let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-        for rb in &base.qps {
-            let Some(ro) = other.qps.iter().find(|r| r.run == rb.run) else { continue };
-            let _ = writeln!(
-                s,
-                "| {} | {} | {:.0} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} / {:.2} |",
-                rb.run.name(),
-                memtable::count(rb.run.total),
-                rb.qps,
-                ro.qps,
-                ratio(ro.qps, rb.qps),
-                rb.average_secs * 1e3,
-                ro.average_secs * 1e3,
-                rb.p99_secs * 1e3,
-                ro.p99_secs * 1e3,
-                rb.client_cores,
-                ro.client_cores
-            );
-        }
-    }
-    s
 }
 
 /// `--compare BASE OTHER`: prints the side-by-side tables and writes them with charts of both
@@ -874,10 +645,10 @@ pub fn compare(a: &TablesArgs) -> i32 {
         _ => return 2,
     };
     let now = utc(SystemTime::now());
-    let text = side_by_side(&docs[0], &docs[1]);
+    let text = tablesdoc::side_by_side(&docs[0], &docs[1]);
     println!("{text}");
     let mut files = vec![("compare.md".to_string(), text.into_bytes())];
-    match charts(&[&docs[0], &docs[1]]) {
+    match tablesdoc::charts(&[&docs[0], &docs[1]]) {
         Ok(c) => files.extend(c.into_iter().map(|(suffix, png)| (format!("{suffix}.png"), png))),
         Err(e) => {
             eprintln!("actcd-bench tables --compare: {e}");
@@ -885,7 +656,7 @@ pub fn compare(a: &TablesArgs) -> i32 {
         }
     }
     let prefix = format!("{}-{}-vs-{}", now.stamp, docs[0].server, docs[1].server);
-    match write_all(&out_dir(a, &now), &prefix, &files) {
+    match tablesdoc::write_all(&out_dir(a, &now), &prefix, &files) {
         Ok(paths) => {
             for p in paths {
                 eprintln!("tables: wrote {}", p.display());
@@ -930,61 +701,5 @@ mod tests {
         let q = args(&["--server", "actcd", "--quick"]);
         assert_eq!(storage_spec(&q), "quick");
         assert_eq!(qps_totals(&q), QUICK_QPS_TOTALS);
-    }
-
-    fn doc(server: &str, rss_scale: f64) -> TablesDoc {
-        let store = |row: StoreRow| StoreResult {
-            skipped: None,
-            server_rss_idle_kb: 20_000,
-            server_rss_kb: (100_000.0 * rss_scale) as u64,
-            server_hwm_kb: 0,
-            puts_done: row.puts(),
-            keys_counted: row.keys,
-            db_size_bytes: 1,
-            load_secs: 1.0,
-            ..StoreResult::skipped(row, server.to_string(), String::new())
-        };
-        let qps: Vec<QpsResult> = qpstable::runs(10, 100)
-            .into_iter()
-            .map(|run| QpsResult {
-                run,
-                server: server.to_string(),
-                failed: None,
-                requests: run.total,
-                errors: 0,
-                qps: 1000.0 * rss_scale,
-                average_secs: 0.001,
-                p99_secs: 0.002,
-                server_rss_kb: 1000,
-                client_cores: 0.3,
-            })
-            .collect();
-        TablesDoc {
-            server: server.to_string(),
-            server_version: "v".to_string(),
-            date: "d".to_string(),
-            machine: "m".to_string(),
-            command: "c".to_string(),
-            mode: "m".to_string(),
-            storage: vec![
-                store(storetable::QUICK_ROWS[0]),
-                StoreResult::skipped(storetable::QUICK_ROWS[1], server.to_string(), "too big".to_string()),
-            ],
-            watch: Vec::new(),
-            qps,
-            total_secs: 1.0,
-        }
-    }
-
-    #[test]
-    fn side_by_side_has_ratios_and_skips() {
-        let (e, a) = (doc("etcd", 2.0), doc("actcd", 1.0));
-        let t = side_by_side(&e, &a);
-        assert!(t.contains("| 2K | 1 | 64 | 256 | 205 MB | 102 MB | 0.50 |"), "{t}");
-        assert!(t.contains("skipped: too big"), "{t}");
-        assert!(t.contains("| put-100x1000 | 100 | 2000 | 1000 | 0.50 |"), "{t}");
-        let c = charts(&[&e, &a]).expect("draws");
-        assert_eq!(c.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec!["storage-memory", "qps"]);
-        assert!(text(&a).contains("Put/range QPS"));
     }
 }

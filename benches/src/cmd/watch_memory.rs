@@ -23,6 +23,7 @@ use super::watch::create_request;
 use crate::cli::WatchMemoryArgs;
 use crate::conn::{dial, is_fatal, status_text};
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
+use crate::outcome::Outcome;
 use crate::procfs::{self, Proc};
 use crate::report::Recorder;
 use crate::runner::{watchdog, Out, Progress, Settings, Stop};
@@ -100,7 +101,7 @@ fn models(a: &WatchMemoryArgs) -> (Models, Vec<String>) {
     let server = server_name(a);
     let same: Vec<RowResult> = results
         .into_iter()
-        .filter(|r| server.is_empty() || r.server.is_empty() || r.server == server)
+        .filter(|r| server.is_empty() || r.outcome.server.is_empty() || r.outcome.server == server)
         .collect();
     (memtable::models_from(&same), problems)
 }
@@ -161,8 +162,8 @@ pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
     }
     let mut servers: Vec<String> = Vec::new();
     for r in &results {
-        if !servers.contains(&r.server) {
-            servers.push(r.server.clone());
+        if !servers.contains(&r.outcome.server) {
+            servers.push(r.outcome.server.clone());
         }
     }
     for (i, s) in servers.iter().enumerate() {
@@ -330,22 +331,22 @@ fn finish(out: &Out, r: RowResult) {
             r.row.watches_per_stream,
             r.row.streams(),
             r.row.watches(),
-            if r.server.is_empty() { "the server" } else { &r.server }
+            if r.outcome.server.is_empty() { "the server" } else { &r.outcome.server }
         );
-        if let Some(why) = &r.skipped {
+        if let Some(why) = &r.outcome.skipped {
             s += &format!("  Skipped:\t{why}\n");
         } else {
-            let delta = r.server_delta_bytes();
+            let delta = r.outcome.delta_bytes();
             s += &format!(
                 "  Opened:\t{} conns, {} streams, {} watches created in {:.2} secs.\n",
                 r.conns_opened, r.streams_opened, r.watches_created, r.setup_secs
             );
             s += &format!(
                 "  Server RSS:\t{} (idle {}, +{}; peak {}).\n",
-                memtable::mb(r.server_rss_kb as f64 * 1024.0),
-                memtable::mb(r.server_rss_idle_kb as f64 * 1024.0),
+                memtable::mb(r.outcome.rss_bytes()),
+                memtable::mb(r.outcome.idle_bytes()),
                 memtable::mb(delta),
-                memtable::mb(r.server_hwm_kb as f64 * 1024.0)
+                memtable::mb(r.outcome.server_hwm_kb as f64 * 1024.0)
             );
             s += &format!(
                 "  Per client:\t{} (all-in over idle).\n",
@@ -356,7 +357,7 @@ fn finish(out: &Out, r: RowResult) {
                 memtable::mb(r.client_rss_kb as f64 * 1024.0),
                 memtable::mb(r.client_rss_idle_kb as f64 * 1024.0)
             );
-            if let Some(why) = &r.failed {
+            if let Some(why) = &r.outcome.failed {
                 s += &format!("  Incomplete:\t{why}\n");
             }
         }
@@ -377,17 +378,11 @@ async fn measure(
     pid: u32,
     server: String,
 ) -> RowResult {
-    let mut r = RowResult::skipped(row, server, String::new());
-    r.skipped = None;
-    let idle = match procfs::memory(Proc::Pid(pid)) {
-        Ok(m) => m,
-        Err(e) => {
-            stop.stop(format!("the server's memory is not readable: {e}"));
-            r.failed = Some(e);
-            return r;
-        }
-    };
-    r.server_rss_idle_kb = idle.rss_kb;
+    let mut r = RowResult::new(row, Outcome::start(server, pid));
+    if let Some(why) = &r.outcome.failed {
+        stop.stop(why.clone());
+        return r;
+    }
     r.client_rss_idle_kb = procfs::memory(Proc::Me).map(|m| m.rss_kb).unwrap_or(0);
     let start = Instant::now();
 
@@ -459,9 +454,9 @@ async fn measure(
     r.watches_created = rec.succeeded();
     out.report("Watch creation summary:\n", rec.stats(start.elapsed()), "");
     if let Some(why) = stop.reason() {
-        r.failed = Some(why);
+        r.outcome.fail(why);
     } else if r.watches_created < row.watches() {
-        r.failed = Some(format!(
+        r.outcome.fail(format!(
             "{} watches not created (see the error distribution)",
             row.watches() - r.watches_created
         ));
@@ -471,15 +466,9 @@ async fn measure(
     if !stop.reason().is_some_and(|why| why.contains("Ctrl-C")) {
         tokio::time::sleep(a.settle).await;
     }
-    match procfs::memory(Proc::Pid(pid)) {
-        Ok(m) => {
-            r.server_rss_kb = m.rss_kb;
-            r.server_hwm_kb = m.hwm_kb;
-        }
-        Err(e) => {
-            stop.stop(format!("the server's memory is not readable after the row (did it die?): {e}"));
-            r.failed.get_or_insert(e);
-        }
+    r.outcome.finish(pid);
+    if r.outcome.server_rss_kb == 0 {
+        stop.stop(r.outcome.failed.clone().unwrap_or_default());
     }
     r.client_rss_kb = procfs::memory(Proc::Me).map(|m| m.rss_kb).unwrap_or(0);
     // Close everything: streams first, then the connections.

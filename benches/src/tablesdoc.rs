@@ -1,0 +1,324 @@
+//! The result of one `tables` run (the JSON file) and what is made of it: the tables in etcd's
+//! layout, the PNG charts, and two runs side by side with their ratios (`--compare`).
+
+use crate::chart::{self, Series};
+use crate::memtable::{self, RowResult};
+use crate::qpstable::{self, QpsResult, QpsRun};
+use crate::storetable::{self, StoreResult, StoreRow};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One run of `tables`: what the JSON file holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TablesDoc {
+    /// The server measured (actcd, etcd, or the process name of --pid).
+    pub server: String,
+    /// Its version line.
+    pub server_version: String,
+    /// When the run started (UTC).
+    pub date: String,
+    /// The machine.
+    pub machine: String,
+    /// The command line.
+    pub command: String,
+    /// How servers were provided (started per row, or one given).
+    pub mode: String,
+    /// The storage-memory rows.
+    pub storage: Vec<StoreResult>,
+    /// The watch-memory rows.
+    pub watch: Vec<RowResult>,
+    /// The QPS runs.
+    pub qps: Vec<QpsResult>,
+    /// Wall time of the whole run, seconds.
+    pub total_secs: f64,
+}
+
+impl TablesDoc {
+    /// Rows and runs that started but did not complete (skipped ones are not counted).
+    pub fn incomplete(&self) -> usize {
+        self.storage.iter().filter(|r| r.outcome.skipped.is_none() && !r.complete()).count()
+            + self.watch.iter().filter(|r| r.outcome.skipped.is_none() && !r.complete()).count()
+            + self.qps.iter().filter(|r| r.failed.is_some()).count()
+    }
+}
+
+/// The tables of one run, in etcd's layout, with a header naming server, date and machine.
+pub fn text(doc: &TablesDoc) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{} ({}), {}; {}", doc.server, doc.server_version, doc.date, doc.machine);
+    let _ = writeln!(s, "{}", doc.mode);
+    let _ = writeln!(s, "command: {}", doc.command);
+    if !doc.storage.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nStorage memory (etcd's \"overall memory usage\" table: server RSS after the load):\n"
+        );
+        s += &storetable::table(&doc.server, &doc.storage);
+    }
+    if !doc.watch.is_empty() {
+        let _ =
+            writeln!(s, "\nWatch memory (etcd's watch-memory table: server RSS with every watch created):\n");
+        s += &memtable::table(&doc.server, &doc.watch);
+    }
+    if !doc.qps.is_empty() {
+        let _ =
+            writeln!(s, "\nPut/range QPS (etcd's performance doc; client and server share the machine):\n");
+        s += &qpstable::table(&doc.server, &doc.qps);
+    }
+    let _ = writeln!(s, "\ntotal time {:.0} s", doc.total_secs);
+    s
+}
+
+/// The charts of one or more runs (one series per run): storage memory per row, memory against
+/// watches, QPS per run. Only tables some run has rows for are drawn.
+pub fn charts(docs: &[&TablesDoc]) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
+    let mut charts = Vec::new();
+    let mut storage_rows: Vec<StoreRow> = Vec::new();
+    let mut runs: Vec<QpsRun> = Vec::new();
+    for d in docs {
+        for r in &d.storage {
+            if !storage_rows.contains(&r.row) {
+                storage_rows.push(r.row);
+            }
+        }
+        for r in &d.qps {
+            if !runs.contains(&r.run) {
+                runs.push(r.run);
+            }
+        }
+    }
+    if !storage_rows.is_empty() {
+        let cats: Vec<String> = storage_rows.iter().map(|r| r.spec()).collect();
+        let series: Vec<Series<Option<f64>>> = docs
+            .iter()
+            .map(|d| Series {
+                name: d.server.clone(),
+                values: storage_rows
+                    .iter()
+                    .map(|row| {
+                        d.storage
+                            .iter()
+                            .find(|r| r.row == *row && r.complete())
+                            .map(|r| r.outcome.rss_bytes() / 1e6)
+                    })
+                    .collect(),
+            })
+            .collect();
+        let title = "STORAGE MEMORY: RSS AFTER N KEYS X VERSIONS X KEY X VALUE";
+        charts.push(("storage-memory", chart::bars(title, "RSS, MB", &cats, &series)?));
+    }
+    if docs.iter().any(|d| !d.watch.is_empty()) {
+        let series: Vec<Series<(f64, f64)>> = docs
+            .iter()
+            .map(|d| Series {
+                name: d.server.clone(),
+                values: d
+                    .watch
+                    .iter()
+                    .filter(|r| r.complete())
+                    .map(|r| (r.row.watches() as f64, r.outcome.rss_bytes() / 1e6))
+                    .collect(),
+            })
+            .collect();
+        charts.push((
+            "watch-memory",
+            chart::lines("WATCH MEMORY: RSS AGAINST WATCHES", "watches (log scale)", "RSS, MB", &series)?,
+        ));
+    }
+    if !runs.is_empty() {
+        let cats: Vec<String> = runs.iter().map(|r| r.name()).collect();
+        let series: Vec<Series<Option<f64>>> = docs
+            .iter()
+            .map(|d| Series {
+                name: d.server.clone(),
+                values: runs
+                    .iter()
+                    .map(|run| d.qps.iter().find(|r| r.run == *run && r.failed.is_none()).map(|r| r.qps))
+                    .collect(),
+            })
+            .collect();
+        charts.push(("qps", chart::bars("PUT/RANGE QPS (CONNS X CLIENTS)", "requests/s", &cats, &series)?));
+    }
+    Ok(charts)
+}
+
+/// Writes `files` (name suffix, bytes) as `<dir>/<prefix>-<suffix>`; returns the paths.
+pub fn write_all(dir: &Path, prefix: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut paths = Vec::new();
+    for (suffix, bytes) in files {
+        let p = dir.join(format!("{prefix}-{suffix}"));
+        std::fs::write(&p, bytes).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        paths.push(p);
+    }
+    Ok(paths)
+}
+
+fn ratio(other: f64, base: f64) -> String {
+    if base > 0.0 && other > 0.0 {
+        format!("{:.2}", other / base)
+    } else {
+        "—".to_string()
+    }
+}
+
+/// Two runs side by side: per table the rows both measured, with OTHER / BASE.
+pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
+    let (b, o) = (&base.server, &other.server);
+    let mut s = String::new();
+    let _ = writeln!(s, "{b}: {} ({}), {}", base.server_version, base.date, base.machine);
+    let _ = writeln!(s, "{o}: {} ({}), {}", other.server_version, other.date, other.machine);
+    if !base.storage.is_empty() || !other.storage.is_empty() {
+        let _ = writeln!(s, "\nStorage memory (server RSS after the load):\n");
+        let _ = writeln!(s, "| N | versions | key size | value size | {b} RSS | {o} RSS | {o}/{b} |");
+        let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for rb in &base.storage {
+            let ro = other.storage.iter().find(|r| r.row == rb.row);
+            let show = |r: Option<&StoreResult>| match r {
+                Some(r) if r.complete() => memtable::mb(r.outcome.rss_bytes()),
+                Some(r) => match &r.outcome.skipped {
+                    Some(why) => format!("skipped: {why}"),
+                    None => format!("incomplete: {}", r.outcome.failed.clone().unwrap_or_default()),
+                },
+                None => "not run".to_string(),
+            };
+            let both = match ro {
+                Some(ro) if rb.complete() && ro.complete() => {
+                    ratio(ro.outcome.rss_bytes(), rb.outcome.rss_bytes())
+                }
+                _ => "—".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {both} |",
+                memtable::count(rb.row.keys).to_uppercase(),
+                rb.row.versions,
+                rb.row.key_size,
+                rb.row.val_size,
+                show(Some(rb)),
+                show(ro)
+            );
+        }
+    }
+    if !base.watch.is_empty() && !other.watch.is_empty() {
+        let _ = writeln!(s, "\nWatch memory (server RSS with every watch created):\n");
+        let all: Vec<RowResult> = base.watch.iter().chain(&other.watch).cloned().collect();
+        s += &memtable::side_by_side(b, o, &all);
+        for r in base.watch.iter().chain(&other.watch).filter(|r| r.outcome.skipped.is_some()) {
+            let _ = writeln!(
+                s,
+                "\n{} {}: skipped: {}",
+                r.outcome.server,
+                r.row.spec(),
+                r.outcome.skipped.clone().unwrap_or_default()
+            );
+        }
+    }
+    if !base.qps.is_empty() && !other.qps.is_empty() {
+        let _ = writeln!(s, "\nPut/range QPS:\n");
+        let _ = writeln!(s, "| run (conns x clients) | requests | {b} QPS | {o} QPS | {o}/{b} | {b} avg | {o} avg | {b} p99 | {o} p99 | client cores ({b} / {o}) |");
+        let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        for rb in &base.qps {
+            let Some(ro) = other.qps.iter().find(|r| r.run == rb.run) else { continue };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.0} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} / {:.2} |",
+                rb.run.name(),
+                memtable::count(rb.run.total),
+                rb.qps,
+                ro.qps,
+                ratio(ro.qps, rb.qps),
+                rb.average_secs * 1e3,
+                ro.average_secs * 1e3,
+                rb.p99_secs * 1e3,
+                ro.p99_secs * 1e3,
+                rb.client_cores,
+                ro.client_cores
+            );
+        }
+    }
+    s
+}
+
+/// Writes a run's JSON, its tables (`text`) and its charts as `<dir>/<prefix>-<what>`.
+pub fn save(dir: &Path, prefix: &str, doc: &TablesDoc, text: &str) -> Result<Vec<PathBuf>, String> {
+    let json = serde_json::to_string_pretty(doc).map_err(|e| format!("cannot encode the tables: {e}"))?;
+    let mut files = vec![
+        ("tables.json".to_string(), json.into_bytes()),
+        ("tables.md".to_string(), text.as_bytes().to_vec()),
+    ];
+    for (suffix, png) in charts(&[doc])? {
+        files.push((format!("{suffix}.png"), png));
+    }
+    write_all(dir, prefix, &files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::Outcome;
+
+    fn doc(server: &str, rss_scale: f64) -> TablesDoc {
+        let store = |row: StoreRow| StoreResult {
+            puts_done: row.puts(),
+            keys_counted: row.keys,
+            db_size_bytes: 1,
+            load_secs: 1.0,
+            ..StoreResult::new(
+                row,
+                Outcome {
+                    server: server.to_string(),
+                    server_rss_idle_kb: 20_000,
+                    server_rss_kb: (100_000.0 * rss_scale) as u64,
+                    ..Outcome::default()
+                },
+            )
+        };
+        let qps: Vec<QpsResult> = qpstable::runs(10, 100)
+            .into_iter()
+            .map(|run| QpsResult {
+                run,
+                server: server.to_string(),
+                failed: None,
+                requests: run.total,
+                errors: 0,
+                qps: 1000.0 * rss_scale,
+                average_secs: 0.001,
+                p99_secs: 0.002,
+                server_rss_kb: 1000,
+                client_cores: 0.3,
+            })
+            .collect();
+        TablesDoc {
+            server: server.to_string(),
+            server_version: "v".to_string(),
+            date: "d".to_string(),
+            machine: "m".to_string(),
+            command: "c".to_string(),
+            mode: "m".to_string(),
+            storage: vec![
+                store(storetable::QUICK_ROWS[0]),
+                StoreResult::new(
+                    storetable::QUICK_ROWS[1],
+                    Outcome::skipped(server.to_string(), "too big".to_string()),
+                ),
+            ],
+            watch: Vec::new(),
+            qps,
+            total_secs: 1.0,
+        }
+    }
+
+    #[test]
+    fn side_by_side_has_ratios_and_skips() {
+        let (e, a) = (doc("etcd", 2.0), doc("actcd", 1.0));
+        let t = side_by_side(&e, &a);
+        assert!(t.contains("| 2K | 1 | 64 | 256 | 205 MB | 102 MB | 0.50 |"), "{t}");
+        assert!(t.contains("skipped: too big"), "{t}");
+        assert!(t.contains("| put-100x1000 | 100 | 2000 | 1000 | 0.50 |"), "{t}");
+        let c = charts(&[&e, &a]).expect("draws");
+        assert_eq!(c.iter().map(|(n, _)| *n).collect::<Vec<_>>(), vec!["storage-memory", "qps"]);
+        assert!(text(&a).contains("Put/range QPS"));
+    }
+}
