@@ -35,10 +35,12 @@
 //!   `--compare`) and `lease` (lease-keepalive).
 //! - `benches/index_memory.rs`: the revision index's bytes per key and per version, row for row
 //!   with etcd's storage-memory table, with the fitted c1 and c2.
-//! - `compare`: runs the same commands against actcd and Debian's etcd 3.4 and prints the ratios.
-//! - `watch-memory`: etcd's watch-memory table, one fresh server per row, with the fit.
+//! - `compare`: the QPS table (`tables --only qps`) against Debian's etcd 3.4 and actcd, and
+//!   the ratios (`tables --compare`).
+//! - `watch-memory`: etcd's watch-memory table (`tables --only watch`), one fresh server per row.
 //! - `watch-fanout`: watch fan-out (1000 watchers of one key) against actcd and etcd, the ratio.
-//! - `server.sh`: starting and stopping actcd or etcd on loopback, shared by the scripts.
+//! - `server.sh`: starting and stopping actcd or etcd on loopback (watch-fanout), and freezing
+//!   the binaries a script runs.
 #![deny(missing_docs)]
 
 #[path = "src/chart.rs"]

@@ -82,7 +82,8 @@ pub enum Command {
     /// put-to-event latency.
     WatchFanout(WatchFanoutArgs),
     /// Watch memory: one row of etcd's watch-memory table (clients x streams x watches) and the
-    /// server's RSS; --plan, --list and --table for the driver (benches/watch-memory).
+    /// server's RSS, against a server already running (--server-pid); --table prints results in
+    /// etcd's layout. `tables` runs the whole table, a fresh server per row.
     WatchMemory(WatchMemoryArgs),
     /// Benchmark lease keepalive (one short keep-alive stream per request).
     LeaseKeepalive(LeaseKeepaliveArgs),
@@ -309,13 +310,6 @@ pub struct WatchMemoryArgs {
     /// 1kx10x1,2kx50x100 (clients x streams per client x watches per stream). A run takes one.
     #[arg(long, default_value = "quick")]
     pub rows: String,
-    /// Print the rows of --rows, one per line, smallest first, and run nothing.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
-    pub list: bool,
-    /// Print per row whether it fits the machine (run, with estimates, or skip, with the
-    /// reason), estimated from RESULTS, and run nothing.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
-    pub plan: bool,
     /// Print RESULTS as etcd's table, one per server, with the fitted c1, c2, c3.
     #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
     pub table: bool,
@@ -338,7 +332,7 @@ pub struct WatchMemoryArgs {
     #[arg(long, default_value_t = 1.25)]
     pub margin: f64,
     /// Results of rows measured earlier (JSON documents of watch-memory --json): the table's
-    /// rows (--table), or what the estimates are fitted from (--plan and a run).
+    /// rows (--table), or what a run's estimate is fitted from.
     pub results: Vec<PathBuf>,
 }
 

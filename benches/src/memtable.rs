@@ -45,33 +45,23 @@ pub const ETCD_ROWS: [Row; 15] = [
     row(5000, 50, 100),
 ];
 
-/// The rows `quick` (the default) runs: etcd's rows up to 2k clients and 1M watches, the
-/// 5k-client rows of one watch per stream, and the 5M-watch row; on a lean server a few minutes
-/// on a 2-core machine. The rest (`big`): 5k clients × 50 streams, and 10M and 25M watches.
-pub const QUICK_ROWS: [Row; 11] = [
-    row(1000, 1, 1),
-    row(2000, 1, 1),
-    row(5000, 1, 1),
-    row(1000, 10, 1),
-    row(2000, 10, 1),
-    row(5000, 10, 1),
-    row(1000, 50, 1),
-    row(2000, 50, 1),
-    row(1000, 50, 10),
-    row(2000, 50, 10),
-    row(1000, 50, 100),
-];
+/// The rows `quick` (the default) runs: etcd's rows of at most 100k streams and 5M watches
+/// (all but the 5k-client rows of 50 streams and the 10M and 25M watch rows); on a lean server
+/// a few minutes on a 2-core machine. The rest is `big`.
+pub fn quick_rows() -> Vec<Row> {
+    ETCD_ROWS.iter().copied().filter(|r| r.streams() <= 100_000 && r.watches() <= 5_000_000).collect()
+}
 
-/// The rows `small` runs: six small rows that still vary conns, streams and watches on their
-/// own (enough for the fit), for a server with kilobytes per watch (etcd: about a minute).
-pub const SMALL_ROWS: [Row; 6] = [
-    row(1000, 1, 1),
-    row(2000, 1, 1),
-    row(1000, 10, 1),
-    row(2000, 10, 1),
-    row(1000, 50, 1),
-    row(1000, 50, 10),
-];
+/// The rows `small` runs: etcd's rows of at most 2k clients, 50k streams and 500k watches, six
+/// rows that still vary conns, streams and watches on their own (enough for the fit), for a
+/// server with kilobytes per watch (etcd: about a minute).
+pub fn small_rows() -> Vec<Row> {
+    ETCD_ROWS
+        .iter()
+        .copied()
+        .filter(|r| r.clients <= 2000 && r.streams() <= 50_000 && r.watches() <= 500_000)
+        .collect()
+}
 
 impl Row {
     /// Streams in all.
@@ -142,9 +132,12 @@ pub fn parse_rows(spec: &str) -> Result<Vec<Row>, String> {
     for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let add: Vec<Row> = match part {
             "all" => ETCD_ROWS.to_vec(),
-            "quick" => QUICK_ROWS.to_vec(),
-            "small" => SMALL_ROWS.to_vec(),
-            "big" => ETCD_ROWS.iter().filter(|r| !QUICK_ROWS.contains(r)).copied().collect(),
+            "quick" => quick_rows(),
+            "small" => small_rows(),
+            "big" => {
+                let quick = quick_rows();
+                ETCD_ROWS.iter().filter(|r| !quick.contains(r)).copied().collect()
+            }
             _ => {
                 let fields: Vec<&str> = part.split(['x', 'X', '*']).collect();
                 let [c, s, w] = fields.as_slice() else {
@@ -670,8 +663,13 @@ mod tests {
     #[test]
     fn rows_parse_sets_and_specs() {
         assert_eq!(parse_rows("all").map(|r| r.len()), Ok(15));
-        assert_eq!(parse_rows("quick").map(|r| r.len()), Ok(QUICK_ROWS.len()));
+        assert_eq!(parse_rows("quick").map(|r| r.len()), Ok(11));
         assert_eq!(parse_rows("quick,big").map(|r| r.len()), Ok(15));
+        assert_eq!(parse_rows("small").map(|r| r.len()), Ok(6));
+        assert_eq!(
+            parse_rows("big"),
+            Ok(vec![row(5000, 50, 1), row(5000, 50, 10), row(2000, 50, 100), row(5000, 50, 100)])
+        );
         assert_eq!(parse_rows("2kx50x100"), Ok(vec![row(2000, 50, 100)]));
         assert_eq!(parse_rows(" 1000X10x1 , 1kx10x1"), Ok(vec![row(1000, 10, 1)]));
         assert_eq!(parse_rows("2.5kx1x1"), Ok(vec![row(2500, 1, 1)]));
@@ -702,7 +700,7 @@ mod tests {
             assert!((g - w).abs() / w < 1e-6, "{got:?}");
         }
         // The small rows alone determine all three.
-        let pts: Vec<_> = SMALL_ROWS.iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
+        let pts: Vec<_> = small_rows().iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
         let got = fit(&pts, 1e6).expect("determined");
         assert!((got[2] - 80.0).abs() < 1e-3, "{got:?}");
     }
@@ -720,7 +718,8 @@ mod tests {
     fn fit_weighs_rows_by_relative_error() {
         // Noise of +10 % on a small row moves c1 by about that much, not by a big row's scale.
         let c = [20e3, 3e3, 100.0];
-        let mut pts: Vec<_> = QUICK_ROWS.iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
+        let mut pts: Vec<_> =
+            quick_rows().iter().map(|r| (r.terms(), predict(0.0, &c, &r.terms()))).collect();
         pts[0].1 *= 1.1;
         let got = fit(&pts, 1e6).expect("determined");
         assert!((got[0] - c[0]).abs() / c[0] < 0.2, "{got:?}");
@@ -744,7 +743,7 @@ mod tests {
         assert!(why.contains("1.0 GiB budget"), "{why}");
         // A lean server measured on the quick rows: 25M watches fit.
         let c = [21e3, 3e3, 90.0];
-        let results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, c)).collect();
+        let results: Vec<_> = quick_rows().iter().map(|r| done(*r, 20.0, c)).collect();
         let m = models_from(&results);
         assert!((m.server.per[2] - 90.0).abs() < 1.0, "{:?}", m.server);
         assert!(m.server.source.contains("11 measured rows"));
@@ -771,7 +770,7 @@ mod tests {
     #[test]
     fn table_lists_every_row_with_the_fit() {
         let c = [21e3, 3e3, 90.0];
-        let mut results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, c)).collect();
+        let mut results: Vec<_> = quick_rows().iter().map(|r| done(*r, 20.0, c)).collect();
         results.push(RowResult::skipped(
             row(5000, 50, 100),
             "actcd".to_string(),
@@ -789,14 +788,14 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("over 11 rows"), "{t}");
-        assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 2 + QUICK_ROWS.len() + 2);
+        assert_eq!(t.lines().filter(|l| l.starts_with("| ")).count(), 2 + quick_rows().len() + 2);
         assert!(table("etcd", &results).contains("no fit"));
     }
 
     #[test]
     fn side_by_side_has_ratios() {
-        let mut results: Vec<_> = QUICK_ROWS.iter().map(|r| done(*r, 20.0, [21e3, 3e3, 90.0])).collect();
-        for r in QUICK_ROWS {
+        let mut results: Vec<_> = quick_rows().iter().map(|r| done(*r, 20.0, [21e3, 3e3, 90.0])).collect();
+        for r in quick_rows() {
             let mut e = done(r, 20.0, [105e3, 45e3, 1500.0]);
             e.outcome.server = "etcd".to_string();
             results.push(e);
@@ -806,7 +805,7 @@ mod tests {
         assert!(t.contains("| c3, per watch | 1500 B | 90 B | 0.06 |"), "{t}");
         assert_eq!(
             t.lines().filter(|l| ["| 1k", "| 2k", "| 5k"].iter().any(|p| l.starts_with(p))).count(),
-            QUICK_ROWS.len()
+            quick_rows().len()
         );
     }
 

@@ -101,49 +101,48 @@ fn qps(r: &QpsResult) -> String {
 pub fn table(server: &str, results: &[QpsResult]) -> String {
     let mine: Vec<&QpsResult> = results.iter().filter(|r| r.server == server).collect();
     let mut s = String::new();
-    let _ = writeln!(s, "Writes ({KEY_SIZE}-byte sequential keys, {VAL_SIZE}-byte values):");
-    let _ = writeln!(s);
-    let _ = writeln!(s, "| keys | conns | clients | QPS | avg latency | p99 | RSS | errors | client cores |");
-    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for r in mine.iter().filter(|r| r.run.op == Op::Put) {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
-            count(r.run.total),
-            r.run.conns,
-            r.run.clients,
-            qps(r),
-            latency(r.average_secs),
-            latency(r.p99_secs),
-            mb(r.server_rss_kb as f64 * 1024.0),
-            r.errors,
-            r.client_cores
-        );
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(s, "Reads (one key with a {VAL_SIZE}-byte value):");
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "| requests | conns | clients | consistency | QPS | avg latency | p99 | errors | client cores |"
-    );
-    let _ = writeln!(s, "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
-    for r in mine.iter().filter(|r| r.run.op != Op::Put) {
-        let consistency = if r.run.op == Op::RangeSerializable { "Serializable" } else { "Linearizable" };
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {consistency} | {} | {} | {} | {} | {:.2} |",
-            count(r.run.total),
-            r.run.conns,
-            r.run.clients,
-            qps(r),
-            latency(r.average_secs),
-            latency(r.p99_secs),
-            r.errors,
-            r.client_cores
-        );
+    let sections = [
+        (
+            format!("Writes ({KEY_SIZE}-byte sequential keys, {VAL_SIZE}-byte values):"),
+            "| keys | conns | clients | QPS | avg latency | p99 | RSS | errors | client cores |",
+            true,
+        ),
+        (
+            format!("Reads (one key with a {VAL_SIZE}-byte value):"),
+            "| requests | conns | clients | consistency | QPS | avg latency | p99 | errors | client cores |",
+            false,
+        ),
+    ];
+    for (title, header, writes) in sections {
+        let _ = writeln!(s, "{title}\n\n{header}");
+        let align: Vec<&str> = header
+            .trim_matches('|')
+            .split('|')
+            .map(|h| if h.trim() == "consistency" { " --- " } else { " ---: " })
+            .collect();
+        let _ = writeln!(s, "|{}|", align.join("|"));
+        for r in mine.iter().filter(|r| (r.run.op == Op::Put) == writes) {
+            let _ = writeln!(s, "{}", line(r));
+        }
+        let _ = writeln!(s);
     }
     s
+}
+
+/// One run as a row of its table: the reads carry their consistency, the writes the RSS.
+fn line(r: &QpsResult) -> String {
+    let mut cells = vec![count(r.run.total), r.run.conns.to_string(), r.run.clients.to_string()];
+    match r.run.op {
+        Op::RangeLinearizable => cells.push("Linearizable".to_string()),
+        Op::RangeSerializable => cells.push("Serializable".to_string()),
+        Op::Put => {}
+    }
+    cells.extend([qps(r), latency(r.average_secs), latency(r.p99_secs)]);
+    if r.run.op == Op::Put {
+        cells.push(mb(r.server_rss_kb as f64 * 1024.0));
+    }
+    cells.extend([r.errors.to_string(), format!("{:.2}", r.client_cores)]);
+    format!("| {} |", cells.join(" | "))
 }
 
 #[cfg(test)]

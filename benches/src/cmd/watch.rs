@@ -94,14 +94,14 @@ pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> usize {
 }
 
 /// An open Watch stream whose watches are created.
-struct OpenStream {
+pub(crate) struct OpenStream {
     index: usize,
     /// Kept so the client side of the stream stays open.
     requests: UnboundedSender<WatchRequest>,
     responses: Streaming<WatchResponse>,
 }
 
-pub(crate) fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
+fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
     WatchRequest {
         request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
             key,
@@ -112,15 +112,18 @@ pub(crate) fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
 }
 
 /// What opening streams needs.
-struct StreamPlan {
-    prev_kv: bool,
-    timeout: Duration,
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StreamPlan {
+    /// Ask for the previous key-value with each event.
+    pub prev_kv: bool,
+    /// Bound on opening the stream and on each create.
+    pub timeout: Duration,
 }
 
 /// Opens stream `index` on `channel` and creates a watch on each of `keys`, one at a time,
 /// recording each creation in `rec`. Returns the open stream, or `None` when it failed (the
 /// watches not created are counted as errors).
-async fn open_stream(
+pub(crate) async fn open_stream(
     index: usize,
     channel: Channel,
     keys: Vec<Bytes>,

@@ -1,5 +1,6 @@
 //! `watch-memory`: one row of etcd's watch-memory benchmark, measured from this separate
-//! process, plus the offline modes a driver needs around it.
+//! process (`tables` runs them all, a fresh server per row), and `--table`, which prints rows
+//! measured earlier in etcd's layout.
 //!
 //! A row dials `clients` connections (one HTTP/2 connection each), opens `streams per client`
 //! Watch streams on each and creates `watches per stream` watches on each stream, on distinct
@@ -8,36 +9,30 @@
 //! at once instead measures HTTP/2's buffers as much as the watches: the frames queue in the
 //! server's h2 connection, whose buffer slabs keep their peak size (~50 B more per watch here). Then it waits `--settle`, reads the server's VmRSS from
 //! `/proc/PID/status`, and closes everything. The server's RSS only means something on a fresh
-//! server, so a run takes exactly one row; `benches/watch-memory` restarts the server per row.
+//! server, so a run takes exactly one row; `tables` starts a fresh server per row.
 //!
 //! Before it connects, a row is checked against the machine: file descriptors (one per
 //! connection on each side), memory (server and client, estimated from the rows measured so far,
 //! given as RESULTS, or from high default coefficients) and setup time. A row that does not fit
 //! is recorded as skipped, with the reason, and not run (`--force` runs it anyway).
 //!
-//! Offline modes: `--list` prints the rows of `--rows`; `--plan` prints, per row, `run` with the
-//! estimates or `skip` with the reason; `--table` prints the RESULTS in etcd's layout with the
-//! least-squares fit of c1, c2 and c3.
+//! `--table` prints the RESULTS in etcd's layout with the least-squares fit of c1, c2 and c3.
 
-use super::watch::create_request;
+use super::watch::{open_stream, OpenStream, StreamPlan};
 use crate::cli::WatchMemoryArgs;
-use crate::conn::{dial, is_fatal, status_text};
+use crate::conn::dial;
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
 use crate::procfs::{self, Proc};
 use crate::report::Recorder;
 use crate::runner::{watchdog, Out, Progress, Settings, Stop};
-use actcd_proto::etcdserverpb::watch_client::WatchClient;
-use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use bytes::Bytes;
-use futures::channel::mpsc::{unbounded, UnboundedSender};
 use futures::StreamExt;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
-use tonic::Streaming;
 
 /// Connections dialed at once (a burst of thousands overflows the server's accept backlog).
 const DIAL_BATCH: usize = 100;
@@ -45,13 +40,9 @@ const DIAL_BATCH: usize = 100;
 /// Checks `watch-memory`'s flags.
 pub fn validate(a: &WatchMemoryArgs) -> Result<(), String> {
     let rows = memtable::parse_rows(&a.rows)?;
-    let modes = [a.list, a.plan, a.table].iter().filter(|m| **m).count();
-    if modes > 1 {
-        return Err("--list, --plan and --table go one at a time".to_string());
-    }
-    if modes == 0 && rows.len() != 1 {
+    if !a.table && rows.len() != 1 {
         return Err(format!(
-            "--rows {} has {} rows; a run measures one row on a fresh server (benches/watch-memory runs them all, --list lists them)",
+            "--rows {} has {} rows; a run measures one row on a fresh server (tables --only watch runs them all)",
             a.rows,
             rows.len()
         ));
@@ -67,7 +58,7 @@ pub fn validate(a: &WatchMemoryArgs) -> Result<(), String> {
 
 /// Whether the flags ask for an offline mode (no connection, no report).
 pub fn offline(a: &WatchMemoryArgs) -> bool {
-    a.list || a.plan || a.table
+    a.table
 }
 
 /// What the machine offers a row: memory available, this process's and the server's open-file
@@ -117,38 +108,6 @@ pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
             }
         };
     }
-    let Ok(rows) = memtable::parse_rows(&a.rows) else {
-        return 2;
-    };
-    if a.list {
-        // Smallest first (watches, then streams, then conns): a driver that runs them in this
-        // order estimates each row from the rows measured before it.
-        let mut rows = rows;
-        rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
-        for r in &rows {
-            say!("{}", r.spec());
-        }
-        return 0;
-    }
-    if a.plan {
-        let (models, problems) = models(a);
-        for p in problems {
-            eprintln!("warning: {p}");
-        }
-        let machine = machine(a.server_pid);
-        for r in &rows {
-            match memtable::plan(r, &machine, &limits(a), &models) {
-                Verdict::Run { server, client, secs } => say!(
-                    "{}\trun\tserver ~{}, client ~{}, setup ~{secs:.0} s",
-                    r.spec(),
-                    memtable::mb(server),
-                    memtable::mb(client)
-                ),
-                Verdict::Skip(why) => say!("{}\tskip\t{why}", r.spec()),
-            }
-        }
-        return 0;
-    }
     let (results, problems) = memtable::load_results(&a.results);
     for p in &problems {
         eprintln!("warning: {p}");
@@ -178,87 +137,6 @@ pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
         say!("\n{}", memtable::side_by_side(base, other, &results));
     }
     0
-}
-
-/// A stream kept open while the server's memory is read.
-struct Held {
-    _requests: UnboundedSender<WatchRequest>,
-    _responses: Streaming<WatchResponse>,
-}
-
-/// Opens stream `stream` of connection `conn` and creates `watches` watches on it (one create
-/// in flight at a time), recording each created response in `rec`. `None` when the stream failed (the
-/// watches without an answer are counted as errors).
-async fn open_stream(
-    channel: Channel,
-    conn: usize,
-    stream: usize,
-    watches: u64,
-    rec: &Recorder,
-    stop: &Stop,
-    timeout: Duration,
-) -> Option<Held> {
-    let shard = conn;
-    let (tx, rx) = unbounded();
-    let create = |i: u64| create_request(Bytes::from(format!("w/{conn}/{stream}/{i}")), false);
-    if watches > 0 && tx.unbounded_send(create(0)).is_err() {
-        return None;
-    }
-    let sent = Instant::now();
-    let fail_rest = |answered: u64, error: &str| {
-        for _ in answered..watches {
-            rec.err(shard, error);
-        }
-    };
-    let mut client = WatchClient::new(channel);
-    let mut responses = match tokio::time::timeout(timeout, client.watch(rx)).await {
-        Ok(Ok(r)) => r.into_inner(),
-        Ok(Err(status)) => {
-            fail_rest(0, &status_text(&status));
-            if is_fatal(&status) {
-                stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
-            }
-            return None;
-        }
-        Err(_) => {
-            fail_rest(0, &format!("opening the watch stream timed out after {timeout:?}"));
-            return None;
-        }
-    };
-    let mut answered = 0;
-    while answered < watches {
-        match tokio::time::timeout(timeout, responses.message()).await {
-            Ok(Ok(Some(r))) if r.created => {
-                answered += 1;
-                if answered < watches && tx.unbounded_send(create(answered)).is_err() {
-                    fail_rest(answered, "watch stream closed by the server");
-                    return None;
-                }
-                if r.canceled {
-                    rec.err(shard, &format!("watch canceled: {}", r.cancel_reason));
-                } else {
-                    rec.ok(shard, sent, Instant::now());
-                }
-            }
-            Ok(Ok(Some(_))) => {}
-            Ok(Ok(None)) => {
-                fail_rest(answered, "watch stream closed by the server");
-                return None;
-            }
-            Ok(Err(status)) => {
-                fail_rest(answered, &status_text(&status));
-                if is_fatal(&status) {
-                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
-                }
-                return None;
-            }
-            Err(_) => {
-                fail_rest(answered, &format!("watch creation timed out after {timeout:?}"));
-                return None;
-            }
-        }
-    }
-    Some(Held { _requests: tx, _responses: responses })
 }
 
 /// Runs one row (or records it as skipped).
@@ -407,7 +285,7 @@ async fn measure(
 
     // Streams and watches.
     let rec = Arc::new(Recorder::new("watch-create", 16, settings.sample));
-    let mut held: Vec<Held> = Vec::new();
+    let mut held: Vec<OpenStream> = Vec::new();
     if !stop.is_stopped() {
         let progress = {
             let rec = rec.clone();
@@ -421,16 +299,17 @@ async fn measure(
             })
         };
         let per_conn = row.streams_per_client as usize;
-        let timeout = settings.request_timeout;
+        let plan = StreamPlan { prev_kv: false, timeout: settings.request_timeout };
         // Stream i is stream i / conns of connection i mod conns: the load spreads over
         // connections from the start.
         let mut streams = futures::stream::iter(0..conns * per_conn)
             .map(|i| {
                 let (conn, stream) = (i % conns, i / conns);
                 let (channel, rec, stop) = (channels[conn].clone(), rec.clone(), stop.clone());
-                async move {
-                    open_stream(channel, conn, stream, row.watches_per_stream, &rec, &stop, timeout).await
-                }
+                let keys: Vec<Bytes> = (0..row.watches_per_stream)
+                    .map(|w| Bytes::from(format!("w/{conn}/{stream}/{w}")))
+                    .collect();
+                async move { open_stream(i, channel, keys, &plan, &rec, &stop).await }
             })
             .buffer_unordered(a.open_concurrency);
         let mut stop_rx = stop.subscribe();
@@ -497,9 +376,7 @@ mod tests {
         assert!(validate(&args(&["--rows=1kx1x1", "--server-pid=1"])).is_ok());
         let e = validate(&args(&["--rows=quick", "--server-pid=1"])).expect_err("many rows");
         assert!(e.contains("one row"), "{e}");
-        assert!(validate(&args(&["--rows=quick", "--list"])).is_ok());
-        assert!(validate(&args(&["--rows=all", "--plan", "a.json"])).is_ok());
-        assert!(validate(&args(&["--list", "--table"])).is_err());
+        assert!(validate(&args(&["--rows=all", "--table", "a.json"])).is_ok());
         assert!(validate(&args(&["--rows=1x1"])).is_err());
         assert!(validate(&args(&["--rows=1x1x1", "--margin=0.5"])).is_err());
         assert!(validate(&args(&["--rows=1x1x1", "--open-concurrency=0"])).is_err());
