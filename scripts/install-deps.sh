@@ -4,13 +4,14 @@
 #   tests:  protobuf-compiler (the etcd-client crate's build), etcd-server + etcd-client
 #           (etcd 3.4 and etcdctl for the differential and CLI tests), prometheus (a real
 #           Prometheus and promtool for the metrics and dashboard tests), fiu-utils + libfiu0
-#           (fiu-run/fiu-ctrl inject fsync errors for the fault tests)
+#           (fiu-run/fiu-ctrl inject fsync errors for the fault tests), strace (the fsync-before-
+#           answer trace)
 # Usage: scripts/install-deps.sh server|test
 set -euo pipefail
 
 packages=(clang libclang-dev)
 if [[ "${1:-server}" == test ]]; then
-    packages+=(protobuf-compiler etcd-server etcd-client prometheus fiu-utils libfiu0)
+    packages+=(protobuf-compiler etcd-server etcd-client prometheus fiu-utils libfiu0 strace)
 fi
 
 missing=()

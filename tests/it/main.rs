@@ -13,6 +13,7 @@ mod durable_before_ack;
 mod etcdctl;
 mod exhaustion;
 mod faults;
+mod fsync_trace;
 mod harness;
 mod history;
 mod history_bugs;
