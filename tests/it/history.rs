@@ -105,13 +105,17 @@ impl Op {
     pub fn describe(&self) -> String {
         let ret = if self.ret == NEVER { "never".to_string() } else { format!("{:.3} ms", ms(self.ret)) };
         let what = match &self.request {
-            Request::Range(r) => format!(
-                "range {}..{} at {}",
-                show(&r.key),
-                show(&r.range_end),
-                if r.revision == 0 { "latest".to_string() } else { r.revision.to_string() }
-            ),
+            Request::Range(r) => {
+                let what = if r.range_end.is_empty() {
+                    format!("get {}", show(&r.key))
+                } else {
+                    format!("range {}..{}", show(&r.key), show(&r.range_end))
+                };
+                let at = if r.revision == 0 { "latest".to_string() } else { r.revision.to_string() };
+                format!("{what} at {at}")
+            }
             Request::Put(p) => format!("put {}={}", show(&p.key), show(&p.value)),
+            Request::Delete(d) if d.range_end.is_empty() => format!("delete {}", show(&d.key)),
             Request::Delete(d) => format!("delete {}..{}", show(&d.key), show(&d.range_end)),
             Request::Txn(t) => {
                 format!("txn ({} compares, {}/{} ops)", t.compare.len(), t.success.len(), t.failure.len())

@@ -185,22 +185,21 @@ fn phantom_compacted(history: &[Op], _: &Model) -> Option<Vec<Op>> {
     Some(out)
 }
 
-/// Injects every history bug into `history` (which must pass) and returns the names of those
-/// the checker missed; panics if the history has no place for one.
-pub fn missed_history_bugs(history: &[Op], model: &Model) -> Vec<&'static str> {
-    let mut missed = Vec::new();
-    for (name, word, inject) in HISTORY_BUGS {
-        let buggy = inject(history, model).unwrap_or_else(|| panic!("no place in the history for: {name}"));
-        let verdict = check(&buggy);
-        let caught = verdict.violations.iter().any(|v| v.contains(word));
-        match verdict.violations.first() {
-            Some(report) if caught => {
-                eprintln!("  injected {name}: {}", report.lines().next().unwrap_or_default())
-            }
-            _ => missed.push(name),
-        }
-    }
-    missed
+/// Injects every history bug, one at a time, into `history` (which must pass): each bug's name
+/// and the first line of the checker's report, `None` if it missed the bug. Panics if the
+/// history has no place for one.
+pub fn injected_history_bugs(history: &[Op], model: &Model) -> Vec<(&'static str, Option<String>)> {
+    HISTORY_BUGS
+        .iter()
+        .map(|(name, word, inject)| {
+            let buggy =
+                inject(history, model).unwrap_or_else(|| panic!("no place in the history for: {name}"));
+            let verdict = check(&buggy);
+            let caught = verdict.violations.iter().any(|v| v.contains(word));
+            let report = verdict.violations.first().filter(|_| caught);
+            (*name, report.map(|r| r.lines().next().unwrap_or_default().to_string()))
+        })
+        .collect()
 }
 
 /// A watch bug: its name, how to inject it into the responses of a watch, and which check
@@ -297,7 +296,10 @@ fn simulated_histories_pass_and_every_injected_bug_is_caught() {
         );
         calls += verdict.checked;
         unknown += verdict.unknown;
-        let missed = missed_history_bugs(&history, &verdict.model);
+        let missed: Vec<_> = injected_history_bugs(&history, &verdict.model)
+            .into_iter()
+            .filter_map(|(name, report)| report.is_none().then_some(name))
+            .collect();
         assert!(missed.is_empty(), "seed {seed}: the checker missed {missed:?}");
 
         let expected = verdict.model.events_from(1);

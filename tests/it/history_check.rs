@@ -219,14 +219,6 @@ impl Search<'_> {
     /// Who could make revision r: acknowledged writes answered at r that change the store;
     /// only if there is none, the unused writes of unknown outcome called in time.
     fn candidates(&self, model: &mut Model, r: i64, used: &HashSet<usize>) -> Vec<Maker> {
-        let acked: Vec<Maker> = self
-            .at
-            .get(&r)
-            .into_iter()
-            .flatten()
-            .filter(|&&i| self.history[i].may_write())
-            .map(|&i| Maker::Acked(i))
-            .collect();
         // None if write i changes nothing at r, else whether it makes the hinted events.
         let hinted = |model: &mut Model, i: usize| {
             let (_, changed) = model.apply(&self.history[i].request);
@@ -237,6 +229,14 @@ impl Search<'_> {
             model.undo();
             Some(as_hinted)
         };
+        let acked: Vec<Maker> = self
+            .at
+            .get(&r)
+            .into_iter()
+            .flatten()
+            .filter(|&&i| self.history[i].may_write() && hinted(model, i).is_some())
+            .map(|&i| Maker::Acked(i))
+            .collect();
         if acked.iter().any(|m| matches!(m, Maker::Acked(i) if self.answers_as_maker(model, *i).is_ok())) {
             return acked;
         }

@@ -17,7 +17,7 @@ use actcd_proto::etcdserverpb::{
 
 use crate::harness::Server;
 use crate::history::{Clock, Op, Outcome, Request, Response, NEVER};
-use crate::history_bugs::{missed_history_bugs, missed_watch_bugs, HISTORY_BUGS, WATCH_BUGS};
+use crate::history_bugs::{injected_history_bugs, missed_watch_bugs, HISTORY_BUGS, WATCH_BUGS};
 use crate::history_check::{check_with_hints, Verdict};
 use crate::history_workload::{Workload, PREFIX, PREFIX_END};
 use crate::watch_stream::RawStream;
@@ -310,8 +310,10 @@ async fn concurrent_clients_are_linearizable_and_watchers_see_the_model() {
     let all = &received[&10];
     let verdict = checked(&history, &[all], &format!("linearizability: {CLIENTS} clients, {seconds:.1} s"));
     assert!(verdict.checked > 2000, "only {} calls checked", verdict.checked);
-    let missed = missed_history_bugs(&history, &verdict.model);
-    assert!(missed.is_empty(), "the checker missed injected bugs: {missed:?}");
+    for (name, report) in injected_history_bugs(&history, &verdict.model) {
+        let report = report.unwrap_or_else(|| panic!("the checker missed an injected bug: {name}"));
+        eprintln!("  injected {name}: {report}");
+    }
 
     let all_events = verdict.model.events_from(1);
     assert!(!all.compacted, "the watch of every key fell behind the compactions and was canceled");
