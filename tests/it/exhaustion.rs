@@ -329,3 +329,43 @@ async fn clients_that_never_read_responses_leave_memory_bounded() {
         other_latency.as_millis()
     );
 }
+
+/// The server's descriptor limit lowered under it (`prlimit --pid`, to fewer than it holds) while
+/// a client connects: accept fails with EMFILE, and the server backs off instead of retrying at
+/// once (tonic's own loop does, which here burned ~0.9 s of CPU in 3 s); once the limit is back,
+/// the waiting client is served.
+#[tokio::test]
+async fn accept_errors_back_off_and_the_waiting_client_is_served_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let pid = server.pid() as i32;
+    let (mut soft, mut hard) = (0, 0);
+    rlimit::prlimit(pid, rlimit::Resource::NOFILE, None, Some((&mut soft, &mut hard))).unwrap();
+    // The lowest descriptor numbers are taken (stdio), so every new one fails.
+    rlimit::prlimit(pid, rlimit::Resource::NOFILE, Some((3, hard)), None).unwrap();
+
+    let cpu_before = server.cpu_time();
+    let address = server.address.clone();
+    let waiting = tokio::spawn(async move {
+        let mut conn = connect(&address).await?;
+        tokio::time::timeout(Duration::from_secs(10), conn.unary::<RangeResponse>(RANGE, &range("k")))
+            .await
+            .map_err(|_| "no answer within 10 s".to_owned())?
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cpu = server.cpu_time().saturating_sub(cpu_before);
+    assert!(!waiting.is_finished(), "the client was served while the server had no descriptor to give it");
+
+    rlimit::prlimit(pid, rlimit::Resource::NOFILE, Some((soft, hard)), None).unwrap();
+    let restored = Instant::now();
+    waiting.await.unwrap().expect("the waiting client is served once descriptors are back");
+    let served_after = restored.elapsed();
+    assert!(cpu < Duration::from_millis(300), "the server used {cpu:?} of CPU in 2 s of failing accepts");
+    assert!(served_after < Duration::from_secs(3), "served {served_after:?} after the limit was restored");
+    eprintln!(
+        "accept errors: 2 s of EMFILE with a client waiting cost the server {} ms of CPU; the client was served \
+         {} ms after the limit was restored",
+        cpu.as_millis(),
+        served_after.as_millis()
+    );
+}
