@@ -9,6 +9,8 @@ use std::time::Instant;
 
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tonic::body::Body;
+
+use crate::grpc_go_errors;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -157,11 +159,17 @@ where
         if call.kind == "unary" || call.kind == "server_stream" {
             metrics::counter!("grpc_server_msg_received_total", &call.labels()).increment(1);
         }
+        if let Some(refusal) = grpc_go_errors::refuse_content_type(&request) {
+            call.finish("InvalidArgument");
+            return Box::pin(async move { Ok(refusal) });
+        }
+        // Cheap (shared bytes): kept to name an unknown method in its error.
+        let uri = request.uri().clone();
         let request = request.map(|body| Body::new(ReceivedBytes { inner: body }));
         let future = self.inner.call(request);
         Box::pin(async move {
             let mut response = future.await?;
-            grpc_go_size_error(&mut response);
+            grpc_go_errors::rewrite_answer(uri.path(), &mut response);
             // A trailers-only answer (an error, or an empty stream) carries its status here.
             if let Some(code) = code_name(response.headers().get("grpc-status")) {
                 call.finish(code);
@@ -181,31 +189,6 @@ impl Drop for Pending {
         if let Some(call) = self.0.take() {
             call.finish("Canceled");
         }
-    }
-}
-
-/// A request over the size limit is refused by tonic's decoder with OUT_OF_RANGE and its own
-/// text; etcd (grpc-go) answers RESOURCE_EXHAUSTED "grpc: received message larger than max
-/// (N vs. M)". Rewrites the former into the latter, numbers kept.
-fn grpc_go_size_error(response: &mut http::Response<Body>) {
-    let headers = response.headers_mut();
-    if headers.get("grpc-status").and_then(|v| v.to_str().ok()) != Some("11") {
-        return;
-    }
-    let Some(message) = headers.get("grpc-message").and_then(|v| v.to_str().ok()) else { return };
-    // tonic's text, percent-encoded: "Error, decoded message length too large: found N bytes,
-    // the limit is: M bytes".
-    let decoded = message.replace("%20", " ").replace("%2C", ",").replace("%3A", ":");
-    if !decoded.starts_with("Error, decoded message length too large") {
-        return;
-    }
-    let numbers: Vec<&str> = decoded.split(|c: char| !c.is_ascii_digit()).filter(|n| !n.is_empty()).collect();
-    let [found, limit] = numbers[..] else { return };
-    let text = format!("grpc: received message larger than max ({found} vs. {limit})");
-    let encoded = text.replace(' ', "%20").replace('(', "%28").replace(')', "%29").replace(':', "%3A");
-    if let Ok(value) = http::HeaderValue::from_str(&encoded) {
-        headers.insert("grpc-status", http::HeaderValue::from_static("8"));
-        headers.insert("grpc-message", value);
     }
 }
 

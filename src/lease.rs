@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use actix::{Actor, Addr, AsyncContext};
 use futures::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -23,6 +23,7 @@ use actcd_proto::etcdserverpb::{
 };
 
 use crate::arbiters::ArbiterPool;
+use crate::grpc_go_errors::stream_receive_error;
 use crate::kv::StoreHandle;
 use crate::status::to_status;
 
@@ -101,10 +102,22 @@ impl Lease for LeaseService {
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<LeaseKeepAliveResponse>>, Status> {
+        // As for Watch: a bad message ends the stream, with grpc-go's error.
+        let (error_tx, error_rx) = oneshot::channel::<Status>();
+        let mut error_tx = Some(error_tx);
         let input = request
             .into_inner()
-            .take_while(|r| futures::future::ready(r.is_ok()))
-            .filter_map(|r| async { r.ok() });
+            .map(move |r| match r {
+                Ok(req) => Some(req),
+                Err(status) => {
+                    if let Some(tx) = error_tx.take() {
+                        let _ = tx.send(status);
+                    }
+                    None
+                }
+            })
+            .take_while(|r| futures::future::ready(r.is_some()))
+            .filter_map(futures::future::ready);
         let arbiter = self.arbiters.next()?;
         let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
         let (leases, view, identity) = (self.leases.clone(), self.store.view.clone(), self.store.identity);
@@ -112,7 +125,9 @@ impl Lease for LeaseService {
             ctx.add_stream(input);
             KeepAliveStream::new(leases, output, view, identity)
         });
-        let out = ReceiverStream::new(responses).map(|r: Box<LeaseKeepAliveResponse>| Ok(*r));
+        let failed = futures::stream::once(error_rx)
+            .filter_map(|r| futures::future::ready(r.ok().and_then(stream_receive_error).map(Err)));
+        let out = ReceiverStream::new(responses).map(|r: Box<LeaseKeepAliveResponse>| Ok(*r)).chain(failed);
         Ok(Response::new(Box::pin(out)))
     }
 

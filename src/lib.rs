@@ -24,6 +24,7 @@ pub mod auth;
 pub mod config;
 pub mod connection_budget;
 pub mod connections;
+pub mod grpc_go_errors;
 pub mod grpc_metrics;
 pub mod health;
 pub mod http;

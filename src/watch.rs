@@ -9,6 +9,7 @@ use std::task::{ready, Context, Poll};
 use actix::{Actor, Addr, AsyncContext};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
+use tokio::sync::oneshot;
 use tonic::{Request, Response, Status, Streaming};
 
 use actcd_actors::conn::{AttachStream, ConnActor};
@@ -21,15 +22,17 @@ use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 
 use crate::arbiters::ArbiterPool;
 use crate::connections::{ConnInfo, Connections};
+use crate::grpc_go_errors::stream_receive_error;
 
 /// Responses queued towards one client beyond which its stream actor waits (see
 /// actcd_actors::stream for what happens next); the channel holds one more per sender.
 const RESPONSE_BUFFER: usize = 16;
 
 /// The client's requests up to the first transport error, after which the stream ends (and
-/// the actor with it). Hand-written: `take_while` + `filter_map` keep a pending
+/// the actor with it); the error goes to the response stream, which ends with it (grpc-go's
+/// text for a bad message). Hand-written: `take_while` + `filter_map` keep a pending
 /// `Result<WatchRequest, Status>` inline, ~500 bytes a stream for nothing.
-struct RequestsUntilError(Option<Streaming<WatchRequest>>);
+struct RequestsUntilError(Option<Streaming<WatchRequest>>, Option<oneshot::Sender<Status>>);
 
 impl Stream for RequestsUntilError {
     type Item = WatchRequest;
@@ -38,9 +41,12 @@ impl Stream for RequestsUntilError {
         let Some(requests) = self.0.as_mut() else { return Poll::Ready(None) };
         match ready!(requests.poll_next_unpin(cx)) {
             Some(Ok(request)) => Poll::Ready(Some(request)),
-            _ => {
+            ended => {
                 // Dropped at once: its buffers go with it.
                 self.0 = None;
+                if let (Some(Err(status)), Some(error)) = (ended, self.1.take()) {
+                    let _ = error.send(status);
+                }
                 Poll::Ready(None)
             }
         }
@@ -72,7 +78,8 @@ impl Watch for WatchService {
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
         let conn = request.extensions().get::<ConnInfo>().map(|c| c.id);
-        let input = RequestsUntilError(Some(request.into_inner()));
+        let (error_tx, error_rx) = oneshot::channel::<Status>();
+        let input = RequestsUntilError(Some(request.into_inner()), Some(error_tx));
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();
@@ -98,7 +105,9 @@ impl Watch for WatchService {
         if let Some(conn_actor) = conn_actor {
             conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
-        let out = responses.map(|r: Box<WatchResponse>| Ok(*r));
+        let failed = futures::stream::once(error_rx)
+            .filter_map(|r| futures::future::ready(r.ok().and_then(stream_receive_error).map(Err)));
+        let out = responses.map(|r: Box<WatchResponse>| Ok(*r)).chain(failed);
         Ok(Response::new(Box::pin(out)))
     }
 }

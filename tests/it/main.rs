@@ -21,6 +21,7 @@ mod history_check;
 mod history_model;
 mod history_simulated;
 mod history_workload;
+mod hostile_frames;
 mod lease;
 mod linearizability;
 mod maintenance;
