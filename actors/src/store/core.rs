@@ -573,6 +573,7 @@ mod tests {
     //! Regression tests for what the fuzz targets (fuzz/) found, on the in-memory engine.
     use super::*;
     use crate::store::memory::MemoryEngine;
+    use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
 
     fn store() -> StoreCore<MemoryEngine> {
         StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("an empty store opens")
@@ -622,5 +623,31 @@ mod tests {
         .expect("in-range records open");
         assert_eq!(fine.read_view().applied_index(), 5);
         assert_eq!(fine.lease_list(), vec![(7, MAX_LEASE_TTL)]);
+    }
+
+    /// A delete of more keys than one revision has sub-revisions for used to run out half way
+    /// and stop the writer; it is refused before it changes anything.
+    #[test]
+    fn a_delete_of_more_keys_than_a_revision_holds_is_refused_whole() {
+        let mut core = store();
+        let keys = Revision::MAX_SUB as usize + 2;
+        let mut batch = Batch::default();
+        for i in 0..keys {
+            let put = PutRequest { key: format!("k{i:07}").into(), ..Default::default() };
+            core.apply(&Command::Put(put), &mut batch).expect("put");
+            if i % 8192 == 0 {
+                core.commit(std::mem::take(&mut batch)).expect("commit");
+            }
+        }
+        core.commit(batch).expect("commit");
+        let revision = core.current_revision();
+        let all = DeleteRangeRequest { key: "k".into(), range_end: "l".into(), ..Default::default() };
+        let mut batch = Batch::default();
+        assert_eq!(core.apply(&Command::DeleteRange(all), &mut batch), Err(StoreError::TooManyChanges));
+        assert_eq!(core.current_revision(), revision);
+        let some = DeleteRangeRequest { key: "k".into(), range_end: "k0001".into(), ..Default::default() };
+        let deleted = core.apply(&Command::DeleteRange(some), &mut batch).expect("the writer goes on");
+        assert!(matches!(deleted, CommandResponse::DeleteRange(d) if d.deleted == 1000));
+        core.commit(batch).expect("commit");
     }
 }

@@ -285,6 +285,11 @@ impl<E: Engine> TxnCtx<'_, E> {
             keys.push(key.to_vec());
             revisions.push(found.mod_revision);
         });
+        // One revision holds at most MAX_SUB + 1 changes. Running out half way would be a
+        // failure after a change, which stops the writer: refuse the delete before it starts.
+        if self.changes.saturating_add(keys.len() as i64) > Revision::MAX_SUB + 1 {
+            return Err(StoreError::TooManyChanges);
+        }
         let prev_kvs = if req.prev_kv {
             self.source()
                 .load(&revisions)?
