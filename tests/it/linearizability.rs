@@ -29,9 +29,12 @@ const CLIENTS: usize = 8;
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Compactions go to the revision the compactor read this many rounds (of 300 ms) before:
-/// behind any watcher that keeps up and any watch resumed a few revisions back, but ahead of
-/// the reads of old revisions, which then get ErrCompacted.
-const COMPACTION_LAG_ROUNDS: usize = 5;
+/// behind any watcher that keeps up (with room for a loaded machine) and any watch resumed a
+/// few revisions back, but ahead of the reads of old revisions, which then get ErrCompacted.
+const COMPACTION_LAG_ROUNDS: usize = 10;
+
+/// Across the kill each run is 3 s: a shorter lag, so that both runs compact.
+const COMPACTION_LAG_ROUNDS_AROUND_KILL: usize = 4;
 
 async fn send(kv: &mut KvClient<Channel>, request: &Request) -> Result<Response, tonic::Status> {
     Ok(match request {
@@ -77,7 +80,13 @@ fn client(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinHand
 }
 
 /// Reads the newest revision and compacts behind it, every 300 ms.
-fn compactor(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinHandle<Vec<Op>> {
+fn compactor(
+    endpoint: String,
+    id: usize,
+    clock: Clock,
+    until: Instant,
+    lag_rounds: usize,
+) -> JoinHandle<Vec<Op>> {
     tokio::spawn(async move {
         let Ok(mut kv) = KvClient::connect(endpoint).await else { return Vec::new() };
         let mut workload = Workload::new(id, 0xc0);
@@ -95,7 +104,7 @@ fn compactor(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinH
             workload.observe(&op.outcome);
             ops.push(op);
             read_before.push_back(workload.seen_revision);
-            if read_before.len() <= COMPACTION_LAG_ROUNDS {
+            if read_before.len() <= lag_rounds {
                 continue;
             }
             let to = read_before.pop_front().unwrap_or(1);
@@ -111,10 +120,10 @@ fn compactor(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinH
 }
 
 /// Runs `CLIENTS` clients and a compactor (ids from `first_id`) until `until`.
-async fn load(endpoint: String, first_id: usize, clock: Clock, until: Instant) -> Vec<Op> {
+async fn load(endpoint: String, first_id: usize, clock: Clock, until: Instant, lag_rounds: usize) -> Vec<Op> {
     let mut tasks: Vec<_> =
         (0..CLIENTS).map(|c| client(endpoint.clone(), first_id + c, clock, until)).collect();
-    tasks.push(compactor(endpoint, first_id + CLIENTS, clock, until));
+    tasks.push(compactor(endpoint, first_id + CLIENTS, clock, until, lag_rounds));
     let mut ops = Vec::new();
     for task in tasks {
         ops.extend(task.await.unwrap());
@@ -287,7 +296,7 @@ async fn concurrent_clients_are_linearizable_and_watchers_see_the_model() {
 
     let started = Instant::now();
     let until = started + run;
-    let running = load(server.endpoint.clone(), 0, clock, until);
+    let running = load(server.endpoint.clone(), 0, clock, until, COMPACTION_LAG_ROUNDS);
     tokio::pin!(running);
     // Halfway, a watch resumes from 20 revisions back.
     let resumed_from = tokio::select! {
@@ -358,7 +367,7 @@ async fn linearizable_across_kill_9_and_restart() {
     let mut server = Server::actcd(dir.path(), &[]).await;
     let before = Watching::start(&server, vec![watch_all(10, 1)]).await;
     let until = Instant::now() + Duration::from_secs(6);
-    let before_kill = load(server.endpoint.clone(), 0, clock, until);
+    let before_kill = load(server.endpoint.clone(), 0, clock, until, COMPACTION_LAG_ROUNDS_AROUND_KILL);
     tokio::pin!(before_kill);
     tokio::select! {
         _ = tokio::time::sleep(Duration::from_secs(3)) => server.kill(),
@@ -379,7 +388,8 @@ async fn linearizable_across_kill_9_and_restart() {
         .max()
         .unwrap_or(1);
     let after = Watching::start(&server, vec![watch_all(10, compacted + 1)]).await;
-    history.extend(load(server.endpoint.clone(), 20, clock, Instant::now() + Duration::from_secs(3)).await);
+    let until = Instant::now() + Duration::from_secs(3);
+    history.extend(load(server.endpoint.clone(), 20, clock, until, COMPACTION_LAG_ROUNDS_AROUND_KILL).await);
     let last = final_read(&server, clock, 101).await;
     let final_revision = revision_of(&last);
     history.push(last);
