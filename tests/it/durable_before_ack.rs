@@ -8,6 +8,8 @@
 //!   write is not on disk after the restart and the store is as before it.
 //! - Held in `store::after_fsync` (written and fsynced, not published): still no answer and
 //!   nothing to read, but killed there, the write is on disk after the restart.
+//! - Held in `store::before_notify` (answered, not yet sent to the watch tree): killed there,
+//!   the answered write reaches a watcher from storage after the restart.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -224,5 +226,47 @@ async fn a_write_is_durable_before_it_is_visible_or_answered() {
         "durable before visible: killed after its fsync, before it was visible or answered, the write was \
          on disk after the restart at revision {}",
         r0 + 1
+    );
+}
+
+#[tokio::test]
+async fn an_answered_write_that_no_watcher_got_before_a_crash_is_watched_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = actcd_holding(dir.path(), "store::before_notify").await;
+    let mut kv = server.kv().await;
+    let r0 = state(&read_all(&mut kv).await).0;
+    let (_progress, watched) = watch(&server, r0 + 1).await;
+    let sent = Instant::now();
+    let revision = kv.txn(txn("1", "")).await.unwrap().into_inner().header.unwrap().revision;
+    let answered = sent.elapsed();
+    assert!(answered < HOLD, "the answer waited for the watchers' hold ({answered:?})");
+    assert_eq!(state(&read_all(&mut kv).await), (r0 + 1, vec![pair("d/a", "1"), pair("d/new", "1")]));
+    assert_eq!(revision, r0 + 1);
+    tokio::time::sleep(HOLD / 2).await;
+    assert!(
+        watched.lock().unwrap().iter().all(|(_, r)| r.events.is_empty()),
+        "the watcher got the held events"
+    );
+    server.kill();
+
+    let server = Server::actcd(dir.path(), &[]).await;
+    let (_progress, watched) = watch(&server, r0 + 1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while watched.lock().unwrap().iter().all(|(_, r)| r.events.is_empty()) {
+        assert!(Instant::now() < deadline, "the acknowledged write was never watched after the restart");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let events: Vec<(i64, Vec<u8>)> = watched
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|(_, r)| {
+            r.events.iter().map(|e| e.kv.as_ref().unwrap()).map(|kv| (kv.mod_revision, kv.key.to_vec()))
+        })
+        .collect();
+    assert_eq!(events, [(r0 + 1, b"d/a".to_vec()), (r0 + 1, b"d/new".to_vec())]);
+    eprintln!(
+        "notify after answer: answered in {answered:?} while the watchers' delivery was held; killed before \
+         any watcher got it, the write was watched from storage after the restart"
     );
 }
