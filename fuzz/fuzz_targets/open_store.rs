@@ -52,7 +52,7 @@ fn history_value(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
         value: actcd_fuzz::value(u)?,
         lease: if u.ratio(1, 4)? { actcd_fuzz::lease(u)? } else { 0 },
     };
-    let mut out = vec![*u.choose(&[b'p', b'p', b'd', b'x'])?];
+    let mut out = vec![*u.choose(b"ppdx")?];
     kv.encode(&mut out).expect("a Vec grows");
     Ok(out)
 }
