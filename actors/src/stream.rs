@@ -205,12 +205,6 @@ fn fragments(resp: WatchResponse, max_bytes: usize, out: &mut Vec<WatchResponse>
     out.push(current);
 }
 
-/// A shard's message has been written to the client (or dropped): no longer pending.
-fn delivered(events: usize) {
-    metrics::gauge!("etcd_debugging_mvcc_pending_events_total").decrement(events as f64);
-    metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").decrement(1.0);
-}
-
 /// Stop a stream (its connection went away).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -355,14 +349,15 @@ impl<E: Engine> Handler<StreamOutput> for StreamActor<E> {
     type Result = ();
 
     fn handle(&mut self, msg: StreamOutput, ctx: &mut Self::Context) {
-        let events: usize = msg.0.iter().map(|r| r.events.len()).sum();
-        let responses = self.state.outgoing(msg.0, self.setup.max_bytes);
+        let StreamOutput { responses, pending } = msg;
+        let responses = self.state.outgoing(responses, self.setup.max_bytes);
         if responses.is_empty() {
             self.quota.release();
-            delivered(events);
         } else {
             self.send(responses, 1, ctx);
-            ctx.wait(actix::fut::ready(()).map(move |_, _: &mut Self, _| delivered(events)));
+            // Pending until the send above is done; if the stream stops first, this future is
+            // dropped with it and so is `pending`.
+            ctx.wait(actix::fut::ready(()).map(move |_, _: &mut Self, _| drop(pending)));
         }
     }
 }

@@ -307,7 +307,20 @@ async fn grafana_dashboards_fill_from_a_real_prometheus() {
     run_checker("check-dashboards", &["--no-install", "--live", &actcd_prometheus_url]);
     let on_actcd =
         run_checker("check-etcd-queries", &["--prometheus", &actcd_prometheus_url, "--job", "actcd"]);
-    let on_etcd = run_checker("check-etcd-queries", &["--prometheus", &etcd_prometheus_url, "--job", "etcd"]);
+    // Not the "none" entries on etcd: etcd 3.4 ends a LeaseKeepAlive stream its client closes
+    // with code Unavailable, so its own etcdHighNumberOfFailedGRPCRequests fires after the load
+    // (etcd-io/etcd#13632); actcd ends it Canceled, which that alert does not count.
+    let on_etcd = run_checker(
+        "check-etcd-queries",
+        &[
+            "--prometheus",
+            &etcd_prometheus_url,
+            "--job",
+            "etcd",
+            "--only",
+            "series,series-after-2m,one-member-empty,evaluates",
+        ],
+    );
     eprintln!(
         "{}\n{}",
         on_actcd.lines().last().unwrap_or_default(),
@@ -386,7 +399,8 @@ async fn open_watch_streams(
 /// Bad input from issue 5: the label set stays bounded with 100k streams open (no label value
 /// per stream, watch or connection: the series at 100k streams are exactly those at 1k), and a
 /// scrape during heavy load (the 100k watchers receiving events from 8 putters) answers within
-/// grafana/prometheus.yml's 1 s scrape timeout.
+/// grafana/prometheus.yml's 1 s scrape timeout. Closing the streams under that load brings the
+/// stream, pending-events and mailbox gauges back to 0.
 #[tokio::test]
 async fn label_set_stays_bounded_with_100k_streams() {
     const CONNS: usize = 100;
@@ -442,12 +456,19 @@ async fn label_set_stays_bounded_with_100k_streams() {
         latencies.push(t.elapsed());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let load = load_started.elapsed();
+    // Every stream goes while events are still on their way to it: what was queued for a
+    // stream leaves the pending-events and mailbox gauges with it.
+    drop(senders);
+    for drain in drains {
+        drain.abort();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut puts = 0;
     for putter in putters {
         puts += putter.await.unwrap();
     }
-    let load = load_started.elapsed();
     let many = series_set(&body_many);
     let samples = scrape(&body_many);
     assert_eq!(value(&samples, "etcd_debugging_mvcc_watch_stream_total", &[]), MANY as f64);
@@ -470,8 +491,90 @@ async fn label_set_stays_bounded_with_100k_streams() {
     assert!(added.is_empty() && removed.is_empty(), "series came or went: +{added:?} -{removed:?}");
     assert!(max < Duration::from_secs(1), "a scrape took {max:?} under load (Prometheus gives up at 1 s)");
 
-    drop(senders);
-    for drain in drains {
-        drain.abort();
+    let closed = std::time::Instant::now();
+    let gauges = loop {
+        let s = scrape(&get(&server.metrics, "/metrics").await.1);
+        let gauges = [
+            (
+                "etcd_debugging_mvcc_watch_stream_total",
+                value(&s, "etcd_debugging_mvcc_watch_stream_total", &[]),
+            ),
+            (
+                "etcd_debugging_mvcc_pending_events_total",
+                value(&s, "etcd_debugging_mvcc_pending_events_total", &[]),
+            ),
+            ("stream mailbox depth", value(&s, "actcd_actor_mailbox_depth", &[("actor", "stream")])),
+            ("live stream actors", value(&s, "actcd_actors", &[("actor", "stream")])),
+        ];
+        if gauges.iter().all(|(_, v)| *v == 0.0) || closed.elapsed() > Duration::from_secs(20) {
+            break gauges;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(gauges.iter().all(|(_, v)| *v == 0.0), "20 s after every stream closed: {gauges:?}");
+}
+
+/// Streams whose clients stop reading hold events queued for them (etcd's pending events, the
+/// streams' mailbox depth); when those streams close, what was queued for them leaves the
+/// gauges too, instead of staying there for good.
+#[tokio::test]
+async fn stalled_streams_leave_the_pending_gauges_when_they_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let gauges = || async {
+        let s = scrape(&get(&server.metrics, "/metrics").await.1);
+        [
+            ("watch streams", value(&s, "etcd_debugging_mvcc_watch_stream_total", &[])),
+            ("pending events", value(&s, "etcd_debugging_mvcc_pending_events_total", &[])),
+            ("stream mailbox depth", value(&s, "actcd_actor_mailbox_depth", &[("actor", "stream")])),
+            ("live stream actors", value(&s, "actcd_actors", &[("actor", "stream")])),
+        ]
+    };
+    // 20 streams on one key, on one connection, whose clients never read past the creation.
+    let client = server.watch_client().await;
+    let mut stalled = Vec::new();
+    for _ in 0..20 {
+        let mut client = client.clone();
+        let (tx, rx) = mpsc::channel(1);
+        let create = WatchCreateRequest { key: Bytes::from_static(b"hot"), ..Default::default() };
+        tx.send(WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) })
+            .await
+            .unwrap();
+        let mut responses = client.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
+        assert!(responses.message().await.unwrap().unwrap().created);
+        stalled.push((tx, responses));
     }
+    // 2000 puts of 8 KiB, 16 MiB for each stream: far more than the HTTP/2 windows take.
+    let mut putters = Vec::new();
+    for _ in 0..4 {
+        let mut kv = server.kv().await;
+        putters.push(tokio::spawn(async move {
+            for _ in 0..500 {
+                let put = actcd_proto::etcdserverpb::PutRequest {
+                    key: Bytes::from_static(b"hot"),
+                    value: Bytes::from(vec![b'x'; 8192]),
+                    ..Default::default()
+                };
+                kv.put(put).await.unwrap();
+            }
+        }));
+    }
+    for putter in putters {
+        putter.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let queued = gauges().await;
+    eprintln!("while stalled: {queued:?}");
+    assert!(queued[1].1 > 0.0 && queued[2].1 > 0.0, "nothing queued for the stalled streams: {queued:?}");
+
+    drop(stalled);
+    let closed = std::time::Instant::now();
+    let after = loop {
+        let now = gauges().await;
+        if now.iter().all(|(_, v)| *v == 0.0) || closed.elapsed() > Duration::from_secs(10) {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(after.iter().all(|(_, v)| *v == 0.0), "10 s after the stalled streams closed: {after:?}");
 }

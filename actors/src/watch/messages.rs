@@ -17,7 +17,44 @@ pub type StreamId = u64;
 /// the revision; the stream fills in the member identity.
 #[derive(Message, Debug)]
 #[rtype(result = "()")]
-pub struct StreamOutput(pub Vec<WatchResponse>);
+pub struct StreamOutput {
+    /// The responses.
+    pub responses: Vec<WatchResponse>,
+    /// Keeps the message counted as pending until the stream is done with it.
+    pub pending: PendingOutput,
+}
+
+impl StreamOutput {
+    /// Responses for a stream, counted as pending from now on.
+    pub fn new(responses: Vec<WatchResponse>) -> Self {
+        let events = responses.iter().map(|r| r.events.len()).sum();
+        StreamOutput { responses, pending: PendingOutput::new(events) }
+    }
+}
+
+/// One [`StreamOutput`] in etcd's pending-events gauge and in the streams' mailbox depth, for as
+/// long as it lives: from the shard's send until the stream has written it to its client, or
+/// until it is dropped unwritten (a failed send, a stream that stopped with it queued or while
+/// it waited for its client), so a message that is gone is never left in the gauges.
+#[derive(Debug)]
+pub struct PendingOutput {
+    events: usize,
+}
+
+impl PendingOutput {
+    fn new(events: usize) -> Self {
+        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(events as f64);
+        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").increment(1.0);
+        PendingOutput { events }
+    }
+}
+
+impl Drop for PendingOutput {
+    fn drop(&mut self) {
+        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").decrement(self.events as f64);
+        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").decrement(1.0);
+    }
+}
 
 /// Messages a shard may have queued for one stream before it counts the stream as full.
 pub const STREAM_OUTPUT_LIMIT: usize = 4;

@@ -41,14 +41,10 @@ impl Outbox for Outboxes {
         if !quota.try_take() {
             return Delivery::Full;
         }
-        // Events handed to the stream and not yet written to its client (etcd's pending events).
-        let events: usize = responses.iter().map(|r| r.events.len()).sum();
-        match outbox.try_send(StreamOutput(responses)) {
-            Ok(()) => {
-                metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(events as f64);
-                metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").increment(1.0);
-                Delivery::Sent
-            }
+        // Counted as pending (etcd's pending events) until the stream is done with it; a send
+        // that fails hands the message back and dropping it counts it out again.
+        match outbox.try_send(StreamOutput::new(responses)) {
+            Ok(()) => Delivery::Sent,
             Err(SendError::Full(_)) => {
                 quota.release();
                 Delivery::Full
