@@ -110,6 +110,11 @@ impl Spec {
             let peer = format!("http://127.0.0.1:{}", free_port()?);
             cmd.args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer]);
             cmd.arg("--initial-cluster").arg(format!("bench={peer}"));
+        } else {
+            // actcd's default metrics URL, 127.0.0.1:2381, would clash with another actcd and
+            // with the Prometheus test (grafana/prometheus.yml scrapes that address).
+            let metrics = format!("http://127.0.0.1:{}", free_port()?);
+            cmd.args(["--listen-metrics-urls", &metrics]);
         }
         let log = std::fs::File::create(&log_path)
             .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;

@@ -5,8 +5,15 @@ use std::process::Command;
 use actcd::config::{listen_addrs, Config};
 use clap::Parser;
 
+/// Runs actcd with `args`, its metrics on a port of the system's choosing: the default,
+/// 127.0.0.1:2381, may be held by the Prometheus test running alongside (grafana/prometheus.yml
+/// scrapes it), and a busy port would fail the start before the error under test.
 fn actcd(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_actcd")).args(args).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .args(args)
+        .args(["--listen-metrics-urls", "http://127.0.0.1:0"])
+        .output()
+        .unwrap();
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
