@@ -414,3 +414,77 @@ async fn stalled_watchers_stay_bounded_and_recover() {
         grown >> 20
     );
 }
+
+/// Bad input from issue 3: clients that vanish mid-stream (etcdctl watch processes killed with
+/// SIGKILL, so no HTTP/2 goodbye reaches the server) leave nothing behind: the stream and
+/// connection actors stop, and every watch and stream gauge goes back to where it started.
+#[tokio::test]
+async fn vanished_clients_leave_no_actors_or_watches_behind() {
+    use crate::harness::{etcdctl_binary, metric};
+    const CLIENTS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let gauges = [
+        "actcd_actors{actor=\"stream\"}",
+        "actcd_actors{actor=\"conn\"}",
+        "actcd_actor_heap_bytes{actor=\"stream\"}",
+        "etcd_debugging_mvcc_watcher_total",
+        "etcd_debugging_mvcc_watch_stream_total",
+    ];
+    let read_all = || async {
+        let mut values = Vec::new();
+        for g in gauges {
+            values.push(metric(&server, g).await.unwrap_or(0.0));
+        }
+        values
+    };
+    let before = read_all().await;
+    let mut children: Vec<std::process::Child> = (0..CLIENTS)
+        .map(|i| {
+            std::process::Command::new(etcdctl_binary())
+                .env("ETCDCTL_API", "3")
+                .args(["--endpoints", &server.address, "watch", "--prefix", &format!("vanish/{i}")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("etcdctl runs")
+        })
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while metric(&server, "etcd_debugging_mvcc_watcher_total").await.unwrap_or(0.0) < CLIENTS as f64 {
+        assert!(tokio::time::Instant::now() < deadline, "the etcdctl watches were not all created");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let open = read_all().await;
+    assert_eq!(open[0] - before[0], CLIENTS as f64, "one StreamActor per stream");
+    assert_eq!(open[1] - before[1], CLIENTS as f64, "one ConnActor per connection");
+    assert!(open[2] > before[2], "streams hold memory while open");
+    for child in &mut children {
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = read_all().await;
+        if now == before {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "left behind after the clients died: {now:?} (before {before:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Still serving: a new client watches and gets its event.
+    let mut client = server.client().await;
+    let mut stream = client.watch("vanish/after", None).await.unwrap();
+    client.put("vanish/after", "v", None).await.unwrap();
+    let got = loop {
+        let r =
+            tokio::time::timeout(Duration::from_secs(5), stream.message()).await.unwrap().unwrap().unwrap();
+        if !r.events().is_empty() {
+            break r;
+        }
+    };
+    assert_eq!(got.events()[0].kv().map(|kv| kv.value()), Some(&b"v"[..]));
+}
