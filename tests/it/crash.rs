@@ -6,6 +6,7 @@
 //! repeat or go back, acknowledged compactions and leases stay, HashKV at a revision taken
 //! before the kill is unchanged, and every event a watcher received before the kill is durable,
 //! agrees with the acknowledged write of its revision and leaves no acknowledged revision out.
+//! At the end, at rest, the last revision and HashKV at it survive one more kill and restart.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -495,6 +496,19 @@ async fn kill_9_loop_under_mixed_load_loses_no_acknowledged_write() {
                 history.verify(&server, cycle).await;
             }
             if n == CYCLES {
+                // At rest: HashKV at the last revision, across one more kill and restart.
+                let mut maintenance = MaintenanceClient::connect(server.endpoint.clone()).await.unwrap();
+                let hash = hash_kv(&mut maintenance, start_revision).await;
+                server.kill();
+                let server = Server::actcd(dir.path(), &[]).await;
+                let mut kv = server.kv().await;
+                assert_eq!(current_revision(&mut kv).await, start_revision, "the last revision moved");
+                let mut maintenance = MaintenanceClient::connect(server.endpoint.clone()).await.unwrap();
+                assert_eq!(
+                    hash_kv(&mut maintenance, start_revision).await,
+                    hash,
+                    "HashKV at the last revision {start_revision} changed across a restart"
+                );
                 break;
             }
 
