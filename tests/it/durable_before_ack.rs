@@ -151,7 +151,7 @@ async fn nothing_is_answered_read_or_watched_before_its_commit() {
     let (answered, revision) = write.await.unwrap();
     assert_eq!(revision.unwrap(), r1 + 1);
     assert!(answered >= sent + HOLD, "answered {:?} after it was sent, inside the hold", answered - sent);
-    assert!(reads_held >= 20, "only {reads_held} reads during the hold");
+    assert!(reads_held >= 5, "only {reads_held} reads during the hold");
     assert_eq!(state(&read_all(&mut kv).await), (r1 + 1, new.clone()));
 
     // The watcher: progress at the previous revision until the event, the event not before
@@ -175,7 +175,7 @@ async fn nothing_is_answered_read_or_watched_before_its_commit() {
     );
     let progress_held: Vec<i64> =
         watched[..first_event].iter().map(|(_, r)| r.header.as_ref().unwrap().revision).collect();
-    assert!(progress_held.len() >= 10, "only {} progress reports during the hold", progress_held.len());
+    assert!(progress_held.len() >= 3, "only {} progress reports during the hold", progress_held.len());
     assert!(progress_held.iter().all(|r| *r == r1), "progress reported the held revision: {progress_held:?}");
 
     // Killed inside the hold: the write never reached the disk, the store is as before it.

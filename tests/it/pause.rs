@@ -157,11 +157,12 @@ async fn sigstop_sigcont_under_load_loses_nothing_and_watchers_resume_without_ga
     );
     let timed_out = outcomes.iter().filter(|o| o.acked.is_none()).count();
     assert!(timed_out >= WRITERS, "only {timed_out} puts timed out during a {PAUSE:?} pause");
-    // Answers already on the wire when the signal landed may arrive just after it.
+    // Answers already on the wire when the signal landed may reach the writers just after it
+    // (later still when other tests load the cores): 300 ms of the 2 s pause are left out.
     let answered_while_stopped = outcomes
         .iter()
         .filter_map(|o| o.acked)
-        .filter(|(_, at)| *at > stopped + Duration::from_millis(100) && *at < resumed)
+        .filter(|(_, at)| *at > stopped + Duration::from_millis(300) && *at < resumed)
         .count();
     assert_eq!(answered_while_stopped, 0, "puts were answered while the server was stopped");
 
