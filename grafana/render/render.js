@@ -281,6 +281,7 @@ function drawTimeseries(el, panel, series, w, h, ctx) {
   const span = t1 - t0, tickS = [10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600].find((s) => span / s <= 8) || 3600;
   for (let t = Math.ceil(t0 / tickS) * tickS; t <= t1; t += tickS) {
     const x = Math.round(X(t)) + 0.5;
+    if (x > left + cw - 22) break; // its label would be cut at the panel's edge
     g.beginPath(); g.moveTo(x, top); g.lineTo(x, top + ch); g.stroke();
     const dt = new Date(t * 1000);
     g.fillText(`${String(dt.getUTCHours()).padStart(2, "0")}:${String(dt.getUTCMinutes()).padStart(2, "0")}:${String(dt.getUTCSeconds()).padStart(2, "0")}`, x, top + ch + 3);
