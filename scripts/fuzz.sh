@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every fuzz target in fuzz/ for a bounded time and fails on the first crash, panic,
 # timeout or memory blow-up. libFuzzer through cargo-fuzz, without a sanitizer (-s none: the
-# machine's one stable toolchain takes the coverage flags; AddressSanitizer would need
-# nightly's -Zsanitizer), but with overflow checks and debug assertions on (-a).
+# machine's one stable toolchain takes the coverage flags; AddressSanitizer builds with
+# RUSTC_BOOTSTRAP=1 and `-s address` too, but that is a second full build of the workspace and
+# the code under test has no unsafe of its own), with overflow checks and debug assertions (-a).
 #   Limits per input: 10 s, 512 MB of RSS; inputs up to 4 KiB.
 #   The corpus in fuzz/corpus/<target> is read, never written: new inputs go to a scratch dir.
 #   The build goes to <target dir>/fuzz, beside the main build, so CI keeps and reuses it.
