@@ -3,13 +3,12 @@
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
 use actix::{Actor, Addr, AsyncContext};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
-use tokio::sync::oneshot;
 use tonic::{Request, Response, Status, Streaming};
 
 use actcd_actors::conn::{AttachStream, ConnActor};
@@ -32,7 +31,12 @@ const RESPONSE_BUFFER: usize = 16;
 /// the actor with it); the error goes to the response stream, which ends with it (grpc-go's
 /// text for a bad message). Hand-written: `take_while` + `filter_map` keep a pending
 /// `Result<WatchRequest, Status>` inline, ~500 bytes a stream for nothing.
-struct RequestsUntilError(Option<Streaming<WatchRequest>>, Option<oneshot::Sender<Status>>);
+struct RequestsUntilError(Option<Streaming<WatchRequest>>, FailureSlot);
+
+/// Where a request stream's error waits for the response stream to end with it. Boxed behind
+/// a small mutex: a stream that never fails pays ~32 bytes, where a oneshot of a `Status` and a
+/// chained future holding one cost ~450.
+type FailureSlot = Arc<Mutex<Option<Box<Status>>>>;
 
 impl Stream for RequestsUntilError {
     type Item = WatchRequest;
@@ -44,8 +48,10 @@ impl Stream for RequestsUntilError {
             ended => {
                 // Dropped at once: its buffers go with it.
                 self.0 = None;
-                if let (Some(Err(status)), Some(error)) = (ended, self.1.take()) {
-                    let _ = error.send(status);
+                if let Some(Err(status)) = ended {
+                    if let (Some(failure), Ok(mut slot)) = (stream_receive_error(status), self.1.lock()) {
+                        *slot = Some(Box::new(failure));
+                    }
                 }
                 Poll::Ready(None)
             }
@@ -78,8 +84,8 @@ impl Watch for WatchService {
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
         let conn = request.extensions().get::<ConnInfo>().map(|c| c.id);
-        let (error_tx, error_rx) = oneshot::channel::<Status>();
-        let input = RequestsUntilError(Some(request.into_inner()), Some(error_tx));
+        let failure = FailureSlot::default();
+        let input = RequestsUntilError(Some(request.into_inner()), Arc::clone(&failure));
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();
@@ -105,8 +111,10 @@ impl Watch for WatchService {
         if let Some(conn_actor) = conn_actor {
             conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
-        let failed = futures::stream::once(error_rx)
-            .filter_map(|r| futures::future::ready(r.ok().and_then(stream_receive_error).map(Err)));
+        // Read once the actor is gone (it dropped its sender), so after its last response.
+        let failed = futures::stream::poll_fn(move |_| {
+            Poll::Ready(failure.lock().ok().and_then(|mut slot| slot.take()).map(|status| Err(*status)))
+        });
         let out = responses.map(|r: Box<WatchResponse>| Ok(*r)).chain(failed);
         Ok(Response::new(Box::pin(out)))
     }
