@@ -270,3 +270,40 @@ async fn an_answered_write_that_no_watcher_got_before_a_crash_is_watched_after_i
          any watcher got it, the write was watched from storage after the restart"
     );
 }
+
+/// A compaction is a write like any other: held before its commit it is not answered and
+/// readers still read the revisions it will remove (no ErrCompacted for history that is still
+/// on disk); killed there, those revisions are still readable after the restart.
+#[tokio::test]
+async fn a_compaction_is_not_visible_before_it_is_durable() {
+    use actcd_proto::etcdserverpb::CompactionRequest;
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = actcd_holding(dir.path(), "store::before_commit").await;
+    let mut kv = server.kv().await;
+    let put =
+        |value: &str| PutRequest { key: "d/a".into(), value: value.to_owned().into(), ..Default::default() };
+    let first = kv.put(put("old")).await.unwrap().into_inner().header.unwrap().revision;
+    let second = kv.put(put("new")).await.unwrap().into_inner().header.unwrap().revision;
+    let at_first = RangeRequest { key: "d/a".into(), revision: first, ..Default::default() };
+    let mut compactor = server.kv().await;
+    let compaction = tokio::spawn(async move {
+        compactor.compact(CompactionRequest { revision: second, physical: false }).await.map(|_| ())
+    });
+    tokio::time::sleep(HOLD / 2).await;
+    assert!(!compaction.is_finished(), "the held compaction was answered");
+    let old = kv.range(at_first.clone()).await.expect("a read below a compaction not yet durable");
+    assert_eq!(state(&old.into_inner()).1, vec![pair("d/a", "old")]);
+    server.kill();
+    assert!(compaction.await.unwrap().is_err(), "a compaction killed before its commit was acknowledged");
+    let server = Server::actcd(dir.path(), &[]).await;
+    let mut kv = server.kv().await;
+    let old = kv.range(at_first).await.expect("the revision an unfinished compaction would remove");
+    assert_eq!(state(&old.into_inner()).1, vec![pair("d/a", "old")]);
+    let compacted = kv.compact(CompactionRequest { revision: second, physical: true }).await;
+    assert!(compacted.is_ok(), "compacting again after the restart: {compacted:?}");
+    let gone = kv.range(RangeRequest { key: "d/a".into(), revision: first, ..Default::default() }).await;
+    assert_eq!(
+        gone.map(|_| ()).unwrap_err().message(),
+        "etcdserver: mvcc: required revision has been compacted"
+    );
+}

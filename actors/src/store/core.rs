@@ -331,9 +331,12 @@ impl<E: Engine> StoreCore<E> {
             None => return Err(StoreError::Corrupt("data has no format record".into())),
         }
         // Replay inserts keys in revision order, which leaves the index's tree nodes half full;
-        // a compaction pass (that removes nothing: the history already reflects the last
-        // compaction) rebuilds it densely packed.
-        index.compact(compacted);
+        // a compaction pass rebuilds it densely packed. It removes history only when a crash
+        // came between a compaction's durable record and the deletes that follow it (see
+        // `commit`): those deletes are redone here.
+        for rev in index.compact(compacted) {
+            stale.delete(Family::History, rev.to_key_bytes().to_vec());
+        }
         if !stale.is_empty() {
             engine.commit(&stale)?;
         }
@@ -486,10 +489,41 @@ impl<E: Engine> StoreCore<E> {
         // Durable, but neither visible nor answered yet.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("store::after_fsync");
+        if let Some(revision) = batch.compaction {
+            self.finish_compaction(revision)?;
+        }
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.applied_index.store(self.applied_index, Ordering::Release);
         self.shared.visible.store(self.current, Ordering::Release);
         Ok(CommittedEvents { prev_revision, revision: self.current, events: batch.events })
+    }
+
+    /// Makes a durable compaction visible: raises the compaction revision (before the index
+    /// changes, so overtaken reads notice), drops the compacted revisions from the index and
+    /// deletes their history. A crash before those deletes are on disk leaves records that
+    /// the next open deletes.
+    fn finish_compaction(&mut self, revision: i64) -> Result<(), StoreError> {
+        self.shared.compacted.store(revision, Ordering::Release);
+        let removed = self.shared.write_index()?.compact(revision);
+        let mut deletes = WriteSet::default();
+        for rev in removed {
+            deletes.delete(Family::History, rev.to_key_bytes().to_vec());
+        }
+        if deletes.is_empty() {
+            return Ok(());
+        }
+        if let Err(err) = self.shared.engine.commit(&deletes) {
+            let reason = format!("commit failed: {err}");
+            self.failed = Some(reason.clone());
+            return Err(StoreError::Stopped(reason));
+        }
+        Ok(())
+    }
+
+    /// The compaction revision commands of `batch` see: a compaction earlier in the batch
+    /// counts, though readers outside the writer do not see it before the commit.
+    fn compacted_for(&self, batch: &Batch) -> i64 {
+        self.shared.compacted.load(Ordering::Acquire).max(batch.compaction.unwrap_or(0))
     }
 
     fn check_quota(&self, cost: u64) -> Result<(), StoreError> {
@@ -504,6 +538,7 @@ impl<E: Engine> StoreCore<E> {
         batch: &mut Batch,
         body: impl FnOnce(&mut TxnCtx<'_, E>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        let compacted = self.compacted_for(batch);
         let shared = Arc::clone(&self.shared);
         let mut index = shared.write_index()?;
         let mut ctx = TxnCtx {
@@ -512,7 +547,7 @@ impl<E: Engine> StoreCore<E> {
             engine: &shared.engine,
             batch,
             begin: self.current,
-            compacted: shared.compacted.load(Ordering::Acquire),
+            compacted,
             changes: 0,
         };
         let result = body(&mut ctx);
@@ -533,19 +568,14 @@ impl<E: Engine> StoreCore<E> {
         req: &CompactionRequest,
         batch: &mut Batch,
     ) -> Result<CompactionResponse, StoreError> {
-        let compacted = self.shared.compacted.load(Ordering::Acquire);
-        if req.revision <= compacted {
+        if req.revision <= self.compacted_for(batch) {
             return Err(StoreError::Compacted);
         }
         if req.revision > self.current {
             return Err(StoreError::FutureRevision);
         }
-        self.shared.compacted.store(req.revision, Ordering::Release);
-        let removed = self.shared.write_index()?.compact(req.revision);
-        for rev in removed {
-            batch.overlay.remove(&rev);
-            batch.writes.delete(Family::History, rev.to_key_bytes().to_vec());
-        }
+        // Applied at the commit, once this record is durable (see `finish_compaction`).
+        batch.compaction = Some(req.revision);
         batch.writes.put(Family::Meta, COMPACTED_KEY.to_vec(), codec::encode_i64(req.revision));
         Ok(CompactionResponse {
             header: Some(ResponseHeader { revision: self.current, ..Default::default() }),

@@ -176,10 +176,9 @@ proptest! {
                         prop_assert_eq!(got, Err(StoreError::Compacted));
                     } else {
                         prop_assert!(got.is_ok());
+                        // Readers learn of a compaction at its commit, like of any write:
+                        // until then they still read the revisions it will remove.
                         model.compacted = rev;
-                        // Readers learn of a compaction when it is applied: they get
-                        // "compacted" for older revisions even before the batch commits.
-                        committed.compacted = rev;
                     }
                 }
                 Step::Read(k, e, r) => check_read(&store.read_view(), &committed, k, e, r),

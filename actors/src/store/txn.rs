@@ -116,6 +116,10 @@ pub struct Batch {
     pub commands: u64,
     /// The events of the batch's changes in revision order, published after the commit.
     pub events: Vec<Event>,
+    /// A compaction applied into this batch: readers see it (and the index drops what it
+    /// removes) only once its record is durable, so a crash before the fsync can never have
+    /// answered ErrCompacted for history that is still there after the restart.
+    pub compaction: Option<i64>,
 }
 
 /// One write transaction at revision `begin + 1`.
