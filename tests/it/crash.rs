@@ -13,23 +13,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 
 use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
-use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::{
-    request_op, watch_request, CompactionRequest, Compare, DeleteRangeRequest, HashKvRequest,
-    LeaseGrantRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
-    WatchCreateRequest, WatchRequest,
+    request_op, CompactionRequest, Compare, DeleteRangeRequest, HashKvRequest, LeaseGrantRequest,
+    LeaseTimeToLiveRequest, PutRequest, RangeRequest, RequestOp, TxnRequest, WatchCreateRequest,
 };
 use actcd_proto::mvccpb::event::EventType;
 
 use crate::harness::Server;
+use crate::watch_stream::RawStream;
 
 const CYCLES: usize = 30;
 const WRITERS: usize = 6;
@@ -208,7 +205,6 @@ async fn write_until_killed(channel: Channel, cycle: usize, writer: usize) -> Wr
 /// Opens a watch on `[key, range_end)` from `start` and records its events until the stream
 /// breaks; returns once the watch is created.
 async fn watch(server: &Server, key: String, range_end: String, start: i64, prev_kv: bool) -> Watched {
-    let (requests, rx) = mpsc::channel(1);
     let create = WatchCreateRequest {
         key: key.clone().into(),
         range_end: range_end.clone().into(),
@@ -216,14 +212,9 @@ async fn watch(server: &Server, key: String, range_end: String, start: i64, prev
         prev_kv,
         ..Default::default()
     };
-    requests
-        .send(WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) })
-        .await
-        .unwrap();
-    let mut client = WatchClient::connect(server.endpoint.clone()).await.unwrap();
-    let mut responses = client.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let created = tokio::time::timeout(Duration::from_secs(10), responses.message()).await;
-    assert!(matches!(created, Ok(Ok(Some(ref r))) if r.created), "watch not created: {created:?}");
+    let mut stream = RawStream::open(server, create).await;
+    stream.first_created(&mut Vec::new()).await;
+    let RawStream { requests, mut responses } = stream;
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = Arc::clone(&events);
     tokio::spawn(async move {

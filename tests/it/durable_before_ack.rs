@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Channel;
 use tonic::Code;
 
@@ -27,6 +26,7 @@ use actcd_proto::etcdserverpb::{
 };
 
 use crate::harness::Server;
+use crate::watch_stream::RawStream;
 
 /// How long a failpoint holds each commit.
 const HOLD: Duration = Duration::from_millis(1500);
@@ -73,21 +73,15 @@ async fn watch(
     server: &Server,
     start: i64,
 ) -> (mpsc::Sender<WatchRequest>, Arc<Mutex<Vec<(Instant, WatchResponse)>>>) {
-    let (requests, rx) = mpsc::channel(4);
     let create = WatchCreateRequest {
         key: "d/".into(),
         range_end: "d0".into(),
         start_revision: start,
         ..Default::default()
     };
-    requests
-        .send(WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) })
-        .await
-        .unwrap();
-    let mut responses =
-        server.watch_client().await.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let created = tokio::time::timeout(Duration::from_secs(10), responses.message()).await;
-    assert!(matches!(created, Ok(Ok(Some(ref r))) if r.created), "watch not created: {created:?}");
+    let mut stream = RawStream::open(server, create).await;
+    stream.first_created(&mut Vec::new()).await;
+    let RawStream { requests, mut responses } = stream;
     let seen: Arc<Mutex<Vec<(Instant, WatchResponse)>>> = Arc::default();
     let sink = Arc::clone(&seen);
     tokio::spawn(async move {

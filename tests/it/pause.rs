@@ -8,16 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
 use actcd_proto::etcdserverpb::kv_client::KvClient;
-use actcd_proto::etcdserverpb::watch_client::WatchClient;
-use actcd_proto::etcdserverpb::{watch_request, PutRequest, RangeRequest, WatchCreateRequest, WatchRequest};
+use actcd_proto::etcdserverpb::{PutRequest, RangeRequest, WatchCreateRequest};
 
 use crate::harness::{etcdctl_binary, Server};
+use crate::watch_stream::RawStream;
 
 const WRITERS: usize = 4;
 const WATCHERS: usize = 3;
@@ -68,21 +66,15 @@ async fn put_until_stopped(channel: Channel, writer: usize, stop: Arc<AtomicBool
 
 /// A watch on every key from `start`, recording (revision, key, value) until the stream ends.
 async fn watch_all(server: &Server, start: i64) -> Arc<Mutex<Vec<(i64, String, String)>>> {
-    let (requests, rx) = mpsc::channel(1);
     let create = WatchCreateRequest {
         key: "\0".into(),
         range_end: "\0".into(),
         start_revision: start,
         ..Default::default()
     };
-    requests
-        .send(WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) })
-        .await
-        .unwrap();
-    let mut client = WatchClient::connect(server.endpoint.clone()).await.unwrap();
-    let mut responses = client.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
-    let created = tokio::time::timeout(Duration::from_secs(10), responses.message()).await;
-    assert!(matches!(created, Ok(Ok(Some(ref r))) if r.created), "watch not created: {created:?}");
+    let mut stream = RawStream::open(server, create).await;
+    stream.first_created(&mut Vec::new()).await;
+    let RawStream { requests, mut responses } = stream;
     let events: Arc<Mutex<Vec<(i64, String, String)>>> = Arc::default();
     let sink = Arc::clone(&events);
     tokio::spawn(async move {
