@@ -196,7 +196,8 @@ impl Watching {
     /// Everything up to a progress response at `revision` or later (asked for until it comes:
     /// a server answers progress requests only once every watch of the stream caught up).
     async fn finish(self, revision: i64) -> Vec<WatchResponse> {
-        self.until.send(revision).unwrap();
+        // Fails only when the reader already ended; its result below says why.
+        let _ = self.until.send(revision);
         let deadline = Instant::now() + Duration::from_secs(30);
         while !self.reader.is_finished() {
             assert!(Instant::now() < deadline, "watchers did not catch up with revision {revision} in 30 s");
