@@ -11,4 +11,7 @@ cargo fmt --all -- --check
 scripts/check-dashboards --no-install
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 scripts/fuzz.sh 25
-cargo test --release --locked --workspace
+# One test at a time: in parallel, the resource-exhaustion tests (10k connections, descriptor
+# limits) starve the others, and twice the live linearizability test saw its watch stream end
+# early (under investigation; see the closing note of 2026-11-30).
+cargo test --release --locked --workspace -- --test-threads=1
