@@ -20,6 +20,26 @@ pub struct Server {
     pub metrics: String,
 }
 
+/// Whether process `pid` holds the socket listening on 127.0.0.1:`port` (its inode in
+/// /proc/net/tcp among the process's open files).
+fn listens_on(pid: u32, port: u16) -> bool {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!("0100007F:{port:04X}");
+    let Some(inode) = tcp.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))
+            .then(|| fields.get(9).copied())?
+    }) else {
+        return false;
+    };
+    let socket = format!("socket:[{inode}]");
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.to_string_lossy() == socket))
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
@@ -154,7 +174,9 @@ impl Server {
             }
             if let Ok(mut kv) = KvClient::connect(endpoint.clone()).await {
                 let probe = RangeRequest { key: "ready".into(), ..Default::default() };
-                if kv.range(probe).await.is_ok() {
+                // Answered, but by our child? Another test's server may have taken the port
+                // between free_port() and our child's bind.
+                if kv.range(probe).await.is_ok() && listens_on(child.id(), port) {
                     break;
                 }
             }
