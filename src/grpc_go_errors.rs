@@ -7,16 +7,7 @@
 use tonic::body::Body;
 use tonic::{Code, Status};
 
-/// The services this server has; a call to another one is an unknown service.
-const SERVICES: [&str; 7] = [
-    "etcdserverpb.KV",
-    "etcdserverpb.Watch",
-    "etcdserverpb.Lease",
-    "etcdserverpb.Cluster",
-    "etcdserverpb.Maintenance",
-    "etcdserverpb.Auth",
-    "grpc.health.v1.Health",
-];
+use crate::health::{ETCD_SERVICES, HEALTH_SERVICE};
 
 /// grpc-go serves only application/grpc and its `+codec` / `;parameter` forms; anything else
 /// is refused before routing with HTTP 415 and INVALID_ARGUMENT (etcd 3.4's older grpc-go
@@ -104,7 +95,7 @@ fn unknown_call(path: &str) -> Status {
     let Some((service, method)) = name.rsplit_once('/') else {
         return Status::resource_exhausted(format!("malformed method name: {path:?}"));
     };
-    if SERVICES.contains(&service) {
+    if service == HEALTH_SERVICE || ETCD_SERVICES.contains(&service) {
         Status::unimplemented(format!("unknown method {method} for service {service}"))
     } else {
         Status::unimplemented(format!("unknown service {service}"))
