@@ -25,7 +25,9 @@ use actcd_proto::etcdserverpb::{
 use crate::identity::Identity;
 use crate::store::engine::Engine;
 use crate::store::ReadView;
-use crate::watch::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput, STREAM_OUTPUT_LIMIT};
+use crate::watch::messages::{
+    OutputQuota, PendingOutput, ShardRequest, StreamId, StreamOutput, STREAM_OUTPUT_LIMIT,
+};
 use crate::watch::watcher::WatchSpec;
 
 /// The stream's mailbox: the shard's messages are bounded by [`OutputQuota`] (the shard then
@@ -239,6 +241,11 @@ pub struct StreamActor<E: Engine> {
     /// The client's channel, lent to the send in progress (`None` meanwhile). Lent, not
     /// cloned: a clone of a `futures` sender allocates.
     output: Option<mpsc::Sender<Box<WatchResponse>>>,
+    /// Responses to send once the send in flight is done. `ctx.wait` does not keep every
+    /// handler out while it waits: actix may run one client request between a mailbox
+    /// handler's `ctx.wait` and that wait's first poll. Holds at most that request's answer;
+    /// empty (no allocation) otherwise.
+    backlog: Vec<(Vec<WatchResponse>, Option<PendingOutput>)>,
     quota: OutputQuota,
 }
 
@@ -246,18 +253,32 @@ impl<E: Engine> StreamActor<E> {
     /// A stream actor writing to `output` (bounded); feed it the request stream with
     /// `ctx.add_stream`.
     pub fn new(setup: StreamSetup<E>, output: mpsc::Sender<Box<WatchResponse>>) -> Self {
-        Self { state: StreamState::new(setup.id), setup, output: Some(output), quota: OutputQuota::default() }
+        Self {
+            state: StreamState::new(setup.id),
+            setup,
+            output: Some(output),
+            backlog: Vec::new(),
+            quota: OutputQuota::default(),
+        }
     }
 
-    /// Sends responses to the client in order, pausing the actor until they are queued; then
-    /// gives back `releases` slots of the shard's quota.
-    fn send(&mut self, mut responses: Vec<WatchResponse>, releases: usize, ctx: &mut Context<Self>) {
+    /// Sends responses to the client in order, pausing the actor until they are queued. For
+    /// the shard's output, `shard_output` is its pending token: dropped, and its slot of the
+    /// shard's quota given back, once the client's channel took the responses (here, not in a
+    /// second `ctx.wait`: actix polls wait futures last-in first-out).
+    fn send(
+        &mut self,
+        mut responses: Vec<WatchResponse>,
+        shard_output: Option<PendingOutput>,
+        ctx: &mut Context<Self>,
+    ) {
         for r in &mut responses {
             self.setup.identity.fill(&mut r.header);
         }
-        // Sends are serialised by ctx.wait, so the channel is always back before the next one.
+        // The channel is lent to the send in flight (or gone with the client, and the actor
+        // stopping): queue behind it.
         let Some(mut output) = self.output.take() else {
-            ctx.stop();
+            self.backlog.push((responses, shard_output));
             return;
         };
         ctx.wait(
@@ -271,10 +292,21 @@ impl<E: Engine> StreamActor<E> {
             }
             .into_actor(self)
             .map(move |output, actor, ctx| {
-                (0..releases).for_each(|_| actor.quota.release());
+                if let Some(pending) = shard_output {
+                    actor.quota.release();
+                    drop(pending);
+                }
                 actor.output = output;
                 if actor.output.is_none() {
+                    tracing::debug!(
+                        stream = actor.setup.id,
+                        "watch stream ends: the client's response stream is gone"
+                    );
                     ctx.stop();
+                    return;
+                }
+                for (responses, shard_output) in std::mem::take(&mut actor.backlog) {
+                    actor.send(responses, shard_output, ctx);
                 }
             }),
         );
@@ -285,6 +317,7 @@ impl<E: Engine> StreamActor<E> {
         let shard = self.setup.shard.clone();
         ctx.wait(async move { shard.send(request).await.is_ok() }.into_actor(self).map(|ok, _, ctx| {
             if !ok {
+                tracing::debug!("watch stream ends: its shard is gone");
                 ctx.stop();
             }
         }));
@@ -323,7 +356,7 @@ impl<E: Engine> StreamHandler<WatchRequest> for StreamActor<E> {
         match request.request_union {
             Some(watch_request::RequestUnion::CreateRequest(create)) => {
                 let created = self.state.create(create, self.setup.view.revision());
-                self.send(vec![created.response], 0, ctx);
+                self.send(vec![created.response], None, ctx);
                 if let Some(watch) = created.watch {
                     self.ask_shard(ShardRequest::Add(watch), ctx);
                 }
@@ -334,7 +367,7 @@ impl<E: Engine> StreamHandler<WatchRequest> for StreamActor<E> {
                         ShardRequest::Cancel { stream: self.setup.id, watch_id: cancel.watch_id },
                         ctx,
                     );
-                    self.send(vec![response], 0, ctx);
+                    self.send(vec![response], None, ctx);
                 }
             }
             Some(watch_request::RequestUnion::ProgressRequest(_)) => {
@@ -342,6 +375,12 @@ impl<E: Engine> StreamHandler<WatchRequest> for StreamActor<E> {
             }
             None => {}
         }
+    }
+
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        // The gRPC edge ends the request stream only on a transport error or a reset.
+        tracing::debug!(stream = self.setup.id, "watch stream ends: the client's requests failed");
+        ctx.stop();
     }
 }
 
@@ -354,10 +393,8 @@ impl<E: Engine> Handler<StreamOutput> for StreamActor<E> {
         if responses.is_empty() {
             self.quota.release();
         } else {
-            self.send(responses, 1, ctx);
-            // Pending until the send above is done; if the stream stops first, this future is
-            // dropped with it and so is `pending`.
-            ctx.wait(actix::fut::ready(()).map(move |_, _: &mut Self, _| drop(pending)));
+            // If the stream stops before the send is done, `pending` is dropped with it.
+            self.send(responses, Some(pending), ctx);
         }
     }
 }
@@ -366,6 +403,7 @@ impl<E: Engine> Handler<StopStream> for StreamActor<E> {
     type Result = ();
 
     fn handle(&mut self, _: StopStream, ctx: &mut Self::Context) {
+        tracing::debug!(stream = self.setup.id, "watch stream ends: its connection closed");
         ctx.stop();
     }
 }
@@ -374,6 +412,7 @@ impl<E: Engine> Handler<StopStream> for StreamActor<E> {
 mod tests {
     use super::*;
     use actcd_proto::mvccpb::{Event, KeyValue};
+    use futures::StreamExt;
 
     fn create(key: &'static str, end: &'static str, id: i64) -> WatchCreateRequest {
         WatchCreateRequest {
@@ -404,6 +443,63 @@ mod tests {
         assert_eq!(all.watch.map(|w| w.key), Some(Bytes::from_static(b"\0")));
         assert!(s.cancel(1, 9).is_some_and(|r| r.canceled && r.watch_id == 1));
         assert!(s.cancel(1, 9).is_none(), "unknown ids get no answer");
+    }
+
+    /// A shard that takes every request and answers nothing.
+    struct SilentShard;
+
+    impl Actor for SilentShard {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<ShardRequest> for SilentShard {
+        type Result = ();
+
+        fn handle(&mut self, _: ShardRequest, _: &mut Self::Context) {}
+    }
+
+    fn request(create: WatchCreateRequest) -> WatchRequest {
+        WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) }
+    }
+
+    /// actix runs one stream item between a mailbox handler's `ctx.wait` and that wait's first
+    /// poll: a create that arrives with shard output, in the same poll, finds the client's
+    /// channel lent out. It once stopped the stream (the client saw it end cleanly).
+    #[test]
+    fn a_create_that_arrives_during_a_send_is_answered_after_it() {
+        use crate::store::memory::MemoryEngine;
+        use crate::store::{StoreConfig, StoreCore};
+
+        let system = actix::System::new();
+        let answers = system.block_on(async {
+            let core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("store");
+            let setup = StreamSetup {
+                id: 1,
+                shard: SilentShard.start().recipient(),
+                view: core.read_view(),
+                identity: Identity::new("test", &[]),
+                max_bytes: 1 << 20,
+                conn: None,
+            };
+            let (output, mut responses) = mpsc::channel(16);
+            let (requests, incoming) = mpsc::unbounded();
+            requests.unbounded_send(request(create("a", "", 0))).expect("queued");
+            let stream = StreamActor::create(move |ctx| {
+                ctx.add_stream(incoming);
+                StreamActor::new(setup, output)
+            });
+            // Both ready before the actor's first poll: the mailbox handler starts a send, then
+            // the stream item is handled before that send's first poll.
+            let progress = WatchResponse { watch_id: -1, ..Default::default() };
+            stream.try_send(StreamOutput::new(vec![progress])).expect("mailbox has room");
+            let mut answers = Vec::new();
+            for _ in 0..2 {
+                let next = tokio::time::timeout(std::time::Duration::from_secs(5), responses.next()).await;
+                answers.push(next.ok().flatten().map(|r| (r.watch_id, r.created)));
+            }
+            answers
+        });
+        assert_eq!(answers, vec![Some((-1, false)), Some((0, true))]);
     }
 
     #[test]
