@@ -29,9 +29,21 @@ const RESPONSE_BUFFER: usize = 16;
 
 /// The client's requests up to the first transport error, after which the stream ends (and
 /// the actor with it); the error goes to the response stream, which ends with it (grpc-go's
-/// text for a bad message). Hand-written: `take_while` + `filter_map` keep a pending
-/// `Result<WatchRequest, Status>` inline, ~500 bytes a stream for nothing.
-struct RequestsUntilError(Option<Streaming<WatchRequest>>, FailureSlot);
+/// text for a bad message). A client that closes its side cleanly keeps getting events, as on
+/// etcd (its receive loop returns on EOF without ending the call): the stream then ends when
+/// the connection closes or a send finds the client gone. Hand-written: `take_while` +
+/// `filter_map` keep a pending `Result<WatchRequest, Status>` inline, ~500 bytes a stream for
+/// nothing.
+struct RequestsUntilError(Requests, FailureSlot);
+
+// Open for the whole life of most streams: boxing it would cost an allocation per stream.
+#[allow(clippy::large_enum_variant)]
+enum Requests {
+    Open(Streaming<WatchRequest>),
+    /// The client sent END_STREAM: no more requests, and no end either.
+    HalfClosed,
+    Failed,
+}
 
 /// Where a request stream's error waits for the response stream to end with it. Boxed behind
 /// a small mutex: a stream that never fails pays ~32 bytes, where a oneshot of a `Status` and a
@@ -42,16 +54,23 @@ impl Stream for RequestsUntilError {
     type Item = WatchRequest;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchRequest>> {
-        let Some(requests) = self.0.as_mut() else { return Poll::Ready(None) };
+        let requests = match &mut self.0 {
+            Requests::Open(requests) => requests,
+            Requests::HalfClosed => return Poll::Pending,
+            Requests::Failed => return Poll::Ready(None),
+        };
+        // Either way the request stream is dropped at once: its buffers go with it.
         match ready!(requests.poll_next_unpin(cx)) {
             Some(Ok(request)) => Poll::Ready(Some(request)),
-            ended => {
-                // Dropped at once: its buffers go with it.
-                self.0 = None;
-                if let Some(Err(status)) = ended {
-                    if let (Some(failure), Ok(mut slot)) = (stream_receive_error(status), self.1.lock()) {
-                        *slot = Some(Box::new(failure));
-                    }
+            None => {
+                self.0 = Requests::HalfClosed;
+                Poll::Pending
+            }
+            Some(Err(status)) => {
+                self.0 = Requests::Failed;
+                tracing::debug!(?status, "watch request stream failed");
+                if let (Some(failure), Ok(mut slot)) = (stream_receive_error(status), self.1.lock()) {
+                    *slot = Some(Box::new(failure));
                 }
                 Poll::Ready(None)
             }
@@ -85,7 +104,7 @@ impl Watch for WatchService {
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
         let conn = request.extensions().get::<ConnInfo>().map(|c| c.id);
         let failure = FailureSlot::default();
-        let input = RequestsUntilError(Some(request.into_inner()), Arc::clone(&failure));
+        let input = RequestsUntilError(Requests::Open(request.into_inner()), Arc::clone(&failure));
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();

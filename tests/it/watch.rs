@@ -95,6 +95,14 @@ async fn watch_script_matches_etcd() {
         seen.extend(stream.drain(Duration::from_millis(300)).await);
         kv.put(put("a", "4")).await.unwrap();
         seen.extend(stream.drain(Duration::from_millis(300)).await);
+        // A client that closed its side still gets events: etcd's receive loop ends quietly at
+        // EOF and the call lives on.
+        stream.requests = tokio::sync::mpsc::channel(1).0;
+        kv.put(put("a", "5")).await.unwrap();
+        let after_close = stream.drain(Duration::from_millis(300)).await;
+        let values = after_close.iter().flat_map(|r| &r.events).filter_map(|e| e.kv.as_ref());
+        assert!(values.map(|kv| &kv.value[..]).any(|v| v == b"5"), "no event after the half-close");
+        seen.extend(after_close);
 
         let mut by_watch: BTreeMap<i64, Vec<String>> = BTreeMap::new();
         for (i, r) in created.into_iter().enumerate() {
