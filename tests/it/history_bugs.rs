@@ -232,7 +232,13 @@ fn drop_event(responses: &mut Vec<WatchResponse>) {
 }
 
 fn split_revision(responses: &mut Vec<WatchResponse>) {
-    let i = responses.iter().position(|r| r.events.len() > 1).expect("a revision with two events");
+    // The last two events of the response must share a revision: a response may carry several
+    // revisions (catch-up), and moving out a revision of its own splits nothing.
+    let revision = |e: &Event| e.kv.as_ref().map(|kv| kv.mod_revision);
+    let i = responses
+        .iter()
+        .position(|r| matches!(r.events[..], [.., ref a, ref b] if revision(a) == revision(b)))
+        .expect("a revision with two events");
     let last = responses[i].events.pop();
     let split = WatchResponse { events: last.into_iter().collect(), ..responses[i].clone() };
     responses.insert(i + 1, split);
