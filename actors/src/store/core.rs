@@ -398,6 +398,7 @@ impl<E: Engine> StoreCore<E> {
                 self.in_txn(batch, |ctx| {
                     let decision = txn::decide(ctx, req)?;
                     ctx.check_path(req, &decision)?;
+                    ctx.check_fits_one_revision(req, &decision)?;
                     let mut resp = ctx.txn(req, &decision)?;
                     resp.header = Some(ResponseHeader { revision: ctx.read_rev(), ..Default::default() });
                     Ok(resp)
@@ -603,7 +604,8 @@ mod tests {
     //! Regression tests for what the fuzz targets (fuzz/) found, on the in-memory engine.
     use super::*;
     use crate::store::memory::MemoryEngine;
-    use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
+    use actcd_proto::etcdserverpb::{request_op, DeleteRangeRequest, PutRequest, RequestOp};
+    use bytes::Bytes;
 
     fn store() -> StoreCore<MemoryEngine> {
         StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("an empty store opens")
@@ -655,29 +657,59 @@ mod tests {
         assert_eq!(fine.lease_list(), vec![(7, MAX_LEASE_TTL)]);
     }
 
-    /// A delete of more keys than one revision has sub-revisions for used to run out half way
-    /// and stop the writer; it is refused before it changes anything.
+    /// Changes that do not fit one revision (`Revision::MAX_SUB` + 1) used to run out half way
+    /// and stop the writer: a delete of more keys, a txn whose put came before such a delete, a
+    /// revoke of a lease with more keys. Each is refused before it changes anything (a lease
+    /// takes no more keys than its revoke can delete), and the writer goes on.
     #[test]
-    fn a_delete_of_more_keys_than_a_revision_holds_is_refused_whole() {
+    fn changes_that_do_not_fit_one_revision_are_refused_whole() {
         let mut core = store();
-        let keys = Revision::MAX_SUB as usize + 2;
+        let limit = Revision::MAX_SUB as usize + 1;
         let mut batch = Batch::default();
-        for i in 0..keys {
-            let put = PutRequest { key: format!("k{i:07}").into(), ..Default::default() };
+        let grant = LeaseGrantRequest { id: 7, ttl: 1000 };
+        core.apply(&Command::LeaseGrant(grant), &mut batch).expect("grant");
+        let key = |i: usize| -> Bytes { format!("k{i:07}").into() };
+        for i in 0..limit {
+            let put = PutRequest { key: key(i), lease: 7, ..Default::default() };
             core.apply(&Command::Put(put), &mut batch).expect("put");
             if i % 8192 == 0 {
                 core.commit(std::mem::take(&mut batch)).expect("commit");
             }
         }
+        let one_more = PutRequest { key: key(limit), lease: 7, ..Default::default() };
+        assert_eq!(core.apply(&Command::Put(one_more.clone()), &mut batch), Err(StoreError::TooManyChanges));
+        let again = PutRequest { key: key(0), value: "v".into(), lease: 7, ..Default::default() };
+        core.apply(&Command::Put(again), &mut batch).expect("a key the lease holds may be put again");
+        let unleased = PutRequest { lease: 0, ..one_more };
+        core.apply(&Command::Put(unleased), &mut batch).expect("the same key without the lease");
         core.commit(batch).expect("commit");
+
         let revision = core.current_revision();
         let all = DeleteRangeRequest { key: "k".into(), range_end: "l".into(), ..Default::default() };
         let mut batch = Batch::default();
-        assert_eq!(core.apply(&Command::DeleteRange(all), &mut batch), Err(StoreError::TooManyChanges));
+        assert_eq!(
+            core.apply(&Command::DeleteRange(all.clone()), &mut batch),
+            Err(StoreError::TooManyChanges)
+        );
+        let op = |request| RequestOp { request: Some(request) };
+        let put_then_delete = TxnRequest {
+            success: vec![
+                op(request_op::Request::RequestPut(PutRequest { key: "a".into(), ..Default::default() })),
+                op(request_op::Request::RequestDeleteRange(all)),
+            ],
+            ..Default::default()
+        };
+        let refused = core.apply(&Command::Txn(put_then_delete), &mut batch);
+        assert_eq!(refused, Err(StoreError::TooManyChanges));
         assert_eq!(core.current_revision(), revision);
-        let some = DeleteRangeRequest { key: "k".into(), range_end: "k0001".into(), ..Default::default() };
+
+        let revoke = LeaseRevokeRequest { id: 7 };
+        core.apply(&Command::LeaseRevoke(revoke), &mut batch)
+            .expect("a full lease is revoked in one revision");
+        assert_eq!(core.current_revision(), revision + 1);
+        let some = DeleteRangeRequest { key: "k".into(), range_end: "l".into(), ..Default::default() };
         let deleted = core.apply(&Command::DeleteRange(some), &mut batch).expect("the writer goes on");
-        assert!(matches!(deleted, CommandResponse::DeleteRange(d) if d.deleted == 1000));
+        assert!(matches!(deleted, CommandResponse::DeleteRange(d) if d.deleted == 1));
         core.commit(batch).expect("commit");
     }
 }

@@ -59,6 +59,17 @@ impl LeaseIndex {
         }
     }
 
+    /// Whether attaching `key` to `lease` would give the lease more keys than its revoke can
+    /// delete: a revoke deletes them all in one revision, of at most `limit` changes.
+    pub fn is_full_for(&self, key: &[u8], lease: i64, limit: usize) -> bool {
+        self.leases.get(&lease).is_some_and(|e| e.keys.len() >= limit && !e.keys.contains(key))
+    }
+
+    /// Keys attached to `lease` (0 if it does not exist).
+    pub fn key_count(&self, lease: i64) -> usize {
+        self.leases.get(&lease).map_or(0, |e| e.keys.len())
+    }
+
     /// `key` was deleted: it belongs to no lease now.
     pub fn detach(&mut self, key: &[u8]) {
         if let Some(old) = self.key_lease.remove(key) {

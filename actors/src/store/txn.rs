@@ -57,6 +57,28 @@ pub fn decide(view: &impl View, txn: &TxnRequest) -> Result<Decision, StoreError
     Ok(Decision { succeeded, nested })
 }
 
+/// The puts and deletes on the taken path of `txn`, nested txns included.
+fn writes_on_path<'t>(
+    txn: &'t TxnRequest,
+    decision: &Decision,
+    puts: &mut Vec<&'t PutRequest>,
+    deletes: &mut Vec<&'t DeleteRangeRequest>,
+) {
+    let mut nested = decision.nested.iter();
+    for op in branch(txn, decision.succeeded) {
+        match &op.request {
+            Some(request_op::Request::RequestPut(p)) => puts.push(p),
+            Some(request_op::Request::RequestDeleteRange(d)) => deletes.push(d),
+            Some(request_op::Request::RequestTxn(inner)) => {
+                if let Some(d) = nested.next() {
+                    writes_on_path(inner, d, puts, deletes);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn branch(txn: &TxnRequest, succeeded: bool) -> &[RequestOp] {
     if succeeded {
         &txn.success
@@ -245,10 +267,45 @@ impl<E: Engine> TxnCtx<'_, E> {
         Ok(())
     }
 
+    /// Refuses, before anything changes, a taken path whose changes might not fit one revision
+    /// (`Revision::MAX_SUB` + 1 changes), or that might give a lease more keys than its revoke
+    /// can delete in one revision: running out half way would stop the writer. Upper bounds: a
+    /// put makes one change and may add one key to a delete's range or to a lease; a delete
+    /// changes at most the keys in its range now plus every put of the path. A lone delete
+    /// checks itself, before its first change.
+    pub fn check_fits_one_revision(&self, txn: &TxnRequest, decision: &Decision) -> Result<(), StoreError> {
+        let mut puts = Vec::new();
+        let mut deletes = Vec::new();
+        writes_on_path(txn, decision, &mut puts, &mut deletes);
+        let limit = Revision::MAX_SUB + 1;
+        let put_count = puts.len() as i64;
+        if !deletes.is_empty() && put_count + deletes.len() as i64 > 1 {
+            let mut bound = put_count;
+            for delete in deletes {
+                let mut live = 0i64;
+                self.index.range(&delete.key, &delete.range_end, self.read_rev(), 0, |_, _| live += 1);
+                bound = bound.saturating_add(live + put_count);
+                if bound > limit {
+                    return Err(StoreError::TooManyChanges);
+                }
+            }
+        }
+        for put in puts.iter().filter(|p| p.lease != 0) {
+            if self.leases.key_count(put.lease) as i64 + put_count > limit {
+                return Err(StoreError::TooManyChanges);
+            }
+        }
+        Ok(())
+    }
+
     /// Applies a put.
     pub fn put(&mut self, req: &PutRequest) -> Result<PutResponse, StoreError> {
         metrics::counter!("etcd_mvcc_put_total").increment(1);
         self.check_lease(req.lease)?;
+        // A revoke deletes all of a lease's keys in one revision: it must stay possible.
+        if self.leases.is_full_for(&req.key, req.lease, Revision::MAX_SUB as usize + 1) {
+            return Err(StoreError::TooManyChanges);
+        }
         let prev =
             if req.ignore_value || req.ignore_lease || req.prev_kv { self.live(&req.key)? } else { None };
         if (req.ignore_value || req.ignore_lease) && prev.is_none() {
