@@ -18,6 +18,21 @@ const GRPC_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 
 const BATCH_BUCKETS: [f64; 13] =
     [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0];
 
+/// How often recorded histogram samples are folded into their buckets. The recorder keeps each
+/// sample (value and time) until then or until a scrape: a server nobody scrapes would grow by
+/// ~19 bytes per request without it (measured by the metrics test `unscraped_histogram_...`).
+const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Folds histogram samples into their buckets every [`UPKEEP_INTERVAL`], for the life of the
+/// server.
+pub async fn upkeep(handle: PrometheusHandle) {
+    let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
+    loop {
+        tick.tick().await;
+        handle.run_upkeep();
+    }
+}
+
 /// Installs the process-wide recorder and sets the series that never change.
 pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new()

@@ -174,6 +174,7 @@ async fn serve(
         tracing::info!(addr = ?listener.local_addr().ok(), "serving client traffic");
         listeners.push(listener);
     }
+    tokio::spawn(crate::metrics::upkeep(services.prometheus.clone()));
     for listener in metrics_listeners {
         let listener = TcpListener::from_std(listener).context("cannot serve on the metrics listener")?;
         tracing::info!(addr = ?listener.local_addr().ok(), "serving /metrics, /health and /version");
