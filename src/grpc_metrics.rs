@@ -57,17 +57,17 @@ pub const METHODS: &[(&str, &str, &str)] = &[
     ("grpc.health.v1.Health", "Check", "unary"),
 ];
 
+/// The labels of paths outside [`METHODS`].
+const UNKNOWN_METHOD: &(&str, &str, &str) = &("unknown", "unknown", "unary");
+
 /// The (service, method, type) labels of a request path. Paths outside [`METHODS`] share one
 /// label set, so a client sending made-up paths cannot grow the series without bound; all
-/// labels are static strings, so counting a call allocates nothing.
-fn labels_of(path: &str) -> (&'static str, &'static str, &'static str) {
+/// labels are static strings, so counting a call allocates nothing. One reference, not three
+/// strings: every streaming call keeps it for its whole life.
+fn labels_of(path: &str) -> &'static (&'static str, &'static str, &'static str) {
     let mut parts = path.trim_start_matches('/').splitn(2, '/');
     let (service, method) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-    METHODS
-        .iter()
-        .find(|(s, m, _)| *s == service && *m == method)
-        .copied()
-        .unwrap_or(("unknown", "unknown", "unary"))
+    METHODS.iter().find(|(s, m, _)| *s == service && *m == method).unwrap_or(UNKNOWN_METHOD)
 }
 
 fn code_name(value: Option<&http::HeaderValue>) -> Option<&'static str> {
@@ -116,15 +116,19 @@ pub struct GrpcMetrics<S> {
 /// What a call is, for its labels.
 #[derive(Debug, Clone, Copy)]
 struct Call {
-    kind: &'static str,
-    service: &'static str,
-    method: &'static str,
+    /// (service, method, type), as in [`METHODS`].
+    method: &'static (&'static str, &'static str, &'static str),
     started: Instant,
 }
 
 impl Call {
+    fn kind(&self) -> &'static str {
+        self.method.2
+    }
+
     fn labels(&self) -> [(&'static str, &'static str); 3] {
-        [("grpc_type", self.kind), ("grpc_service", self.service), ("grpc_method", self.method)]
+        let (service, method, kind) = *self.method;
+        [("grpc_type", kind), ("grpc_service", service), ("grpc_method", method)]
     }
 
     fn finish(&self, code: &'static str) {
@@ -133,7 +137,7 @@ impl Call {
         metrics::counter!("grpc_server_handled_total", &labels).increment(1);
         metrics::histogram!("grpc_server_handling_seconds", &self.labels())
             .record(self.started.elapsed().as_secs_f64());
-        if code == "OK" && (self.kind == "unary" || self.kind == "client_stream") {
+        if code == "OK" && (self.kind() == "unary" || self.kind() == "client_stream") {
             metrics::counter!("grpc_server_msg_sent_total", &self.labels()).increment(1);
         }
     }
@@ -153,10 +157,9 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let (service, method, kind) = labels_of(request.uri().path());
-        let call = Call { kind, service, method, started: Instant::now() };
+        let call = Call { method: labels_of(request.uri().path()), started: Instant::now() };
         metrics::counter!("grpc_server_started_total", &call.labels()).increment(1);
-        if call.kind == "unary" || call.kind == "server_stream" {
+        if call.kind() == "unary" || call.kind() == "server_stream" {
             metrics::counter!("grpc_server_msg_received_total", &call.labels()).increment(1);
         }
         if let Some(refusal) = grpc_go_errors::refuse_content_type(&request) {
@@ -221,7 +224,7 @@ impl HttpBody for Counted {
                 metrics::counter!("etcd_network_client_grpc_sent_bytes_total").increment(data.len() as u64);
             }
             if let (Some(call), true) = (this.call.0.as_ref(), frame.is_data()) {
-                if call.kind == "bidi_stream" || call.kind == "server_stream" {
+                if call.kind() == "bidi_stream" || call.kind() == "server_stream" {
                     metrics::counter!("grpc_server_msg_sent_total", &call.labels()).increment(1);
                 }
             }
