@@ -107,7 +107,7 @@ impl Watch for WatchService {
         let input = RequestsUntilError(Requests::Open(request.into_inner()), Arc::clone(&failure));
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let shard = self.shards[(id % self.shards.len() as u64) as usize].clone().recipient();
+        let shard = self.shards[(id % self.shards.len() as u64) as usize].downgrade().recipient();
         let conn_actor: Option<Addr<ConnActor>> = conn.and_then(|c| {
             self.connections.actor(c, || {
                 let arbiter = self.arbiters.next().cloned().unwrap_or_else(|_| arbiter.clone());

@@ -221,8 +221,10 @@ pub struct StreamEnded(pub StreamId);
 pub struct StreamSetup<E: Engine> {
     /// The stream id.
     pub id: StreamId,
-    /// The shard holding this stream's watches.
-    pub shard: Recipient<ShardRequest>,
+    /// The shard holding this stream's watches. Weak, as the shard's address of the stream is:
+    /// a strong address allocates a sender of its own (~110 bytes a stream), a weak one
+    /// becomes a sender only for the rare request. The server holds its shards for its life.
+    pub shard: WeakRecipient<ShardRequest>,
     /// For the current revision at create and cancel.
     pub view: ReadView<E>,
     /// Header identity.
@@ -314,7 +316,11 @@ impl<E: Engine> StreamActor<E> {
 
     /// Sends a request to the shard, pausing the actor until the shard's mailbox takes it.
     fn ask_shard(&mut self, request: ShardRequest, ctx: &mut Context<Self>) {
-        let shard = self.setup.shard.clone();
+        let Some(shard) = self.setup.shard.upgrade() else {
+            tracing::debug!("watch stream ends: its shard is gone");
+            ctx.stop();
+            return;
+        };
         ctx.wait(async move { shard.send(request).await.is_ok() }.into_actor(self).map(|ok, _, ctx| {
             if !ok {
                 tracing::debug!("watch stream ends: its shard is gone");
@@ -332,7 +338,7 @@ impl<E: Engine> Actor for StreamActor<E> {
         metrics::gauge!("actcd_actors", "actor" => "stream").increment(1.0);
         metrics::gauge!("actcd_actor_heap_bytes", "actor" => "stream")
             .increment(std::mem::size_of::<Self>() as f64);
-        let outbox = ctx.address().recipient();
+        let outbox = ctx.address().downgrade().recipient();
         let quota = self.quota.clone();
         self.ask_shard(ShardRequest::Register { stream: self.setup.id, outbox, quota }, ctx);
     }
@@ -343,7 +349,9 @@ impl<E: Engine> Actor for StreamActor<E> {
             .decrement(std::mem::size_of::<Self>() as f64);
         // Cleanup must not be lost, and it is one message per stream, not a fan-out: do_send
         // queues it even when the shard's mailbox is full.
-        self.setup.shard.do_send(ShardRequest::RemoveStream(self.setup.id));
+        if let Some(shard) = self.setup.shard.upgrade() {
+            shard.do_send(ShardRequest::RemoveStream(self.setup.id));
+        }
         if let Some(conn) = self.setup.conn.as_ref().and_then(WeakRecipient::upgrade) {
             conn.do_send(StreamEnded(self.setup.id));
         }
@@ -473,9 +481,10 @@ mod tests {
         let system = actix::System::new();
         let answers = system.block_on(async {
             let core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("store");
+            let shard = SilentShard.start();
             let setup = StreamSetup {
                 id: 1,
-                shard: SilentShard.start().recipient(),
+                shard: shard.downgrade().recipient(),
                 view: core.read_view(),
                 identity: Identity::new("test", &[]),
                 max_bytes: 1 << 20,

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use actix::{Message, Recipient};
+use actix::{Message, WeakRecipient};
 
 use actcd_proto::etcdserverpb::WatchResponse;
 
@@ -89,8 +89,9 @@ pub enum ShardRequest {
     Register {
         /// The stream.
         stream: StreamId,
-        /// Where the shard sends the stream's responses.
-        outbox: Recipient<StreamOutput>,
+        /// Where the shard sends the stream's responses. Weak: a strong address allocates a
+        /// sender of its own (~110 bytes a stream); the shard makes one per delivery.
+        outbox: WeakRecipient<StreamOutput>,
         /// The bound on what the shard may have queued for the stream.
         quota: OutputQuota,
     },

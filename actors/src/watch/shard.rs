@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use actix::dev::SendError;
 use actix::prelude::*;
+use actix::WeakRecipient;
 
 use actcd_proto::etcdserverpb::WatchResponse;
 
@@ -32,12 +33,18 @@ pub struct ShardConfig {
 
 /// The streams' outboxes, sent to with `try_send`: a full stream never blocks the shard. The
 /// quota is the bound that matters (see `OutputQuota`); the stream's mailbox has room above it.
+/// Weak addresses, made strong for each delivery: a few allocations per delivery, against
+/// ~110 bytes a stream for as long as it lives.
 #[derive(Default)]
-struct Outboxes(HashMap<StreamId, (Recipient<StreamOutput>, OutputQuota)>);
+struct Outboxes(HashMap<StreamId, (WeakRecipient<StreamOutput>, OutputQuota)>);
 
 impl Outbox for Outboxes {
     fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
         let Some((outbox, quota)) = self.0.get(&stream) else { return Delivery::Closed };
+        let Some(outbox) = outbox.upgrade() else {
+            self.0.remove(&stream);
+            return Delivery::Closed;
+        };
         if !quota.try_take() {
             return Delivery::Full;
         }
