@@ -1,12 +1,14 @@
 //! The Watch service: each call starts a StreamActor (on one of the stream arbiters) that owns
-//! the stream from then on; the response is the receiving end of its bounded channel.
+//! the stream from then on; the response is the receiving end of its bounded channel, which
+//! stops the actor when hyper drops it.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
-use actix::{Actor, Addr, AsyncContext};
+use actix::dev::SendError;
+use actix::{Actor, Addr, AsyncContext, WeakAddr};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -14,7 +16,7 @@ use tonic::{Request, Response, Status, Streaming};
 use actcd_actors::conn::{AttachStream, ConnActor};
 use actcd_actors::identity::Identity;
 use actcd_actors::store::{ReadView, RocksEngine};
-use actcd_actors::stream::{StreamActor, StreamSetup};
+use actcd_actors::stream::{StopStream, StreamActor, StreamSetup};
 use actcd_actors::watch::shard::WatchShard;
 use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
@@ -123,18 +125,49 @@ impl Watch for WatchService {
             max_bytes: self.max_request_bytes,
             conn: conn_actor.as_ref().map(|c| c.downgrade().recipient()),
         };
-        let stream = StreamActor::start_in_arbiter(&arbiter, move |ctx| {
+        let stream: Addr<StreamActor<RocksEngine>> = StreamActor::start_in_arbiter(&arbiter, move |ctx| {
             ctx.add_stream(input);
             StreamActor::new(setup, output)
         });
         if let Some(conn_actor) = conn_actor {
             conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
-        // Read once the actor is gone (it dropped its sender), so after its last response.
-        let failed = futures::stream::poll_fn(move |_| {
-            Poll::Ready(failure.lock().ok().and_then(|mut slot| slot.take()).map(|status| Err(*status)))
-        });
-        let out = responses.map(|r: Box<WatchResponse>| Ok(*r)).chain(failed);
+        let out = WatchResponses { responses, failure, actor: stream.downgrade() };
         Ok(Response::new(Box::pin(out)))
+    }
+}
+
+/// The response stream of one Watch call: the actor's responses, then the request stream's
+/// error if it failed. Hyper drops it when the client resets the stream; it stops the actor
+/// then, which may be idle and would otherwise live on until its connection closes (a client
+/// that half-closed its side sends no more requests, whose end would tell the actor).
+struct WatchResponses {
+    responses: mpsc::Receiver<Box<WatchResponse>>,
+    failure: FailureSlot,
+    /// Weak: a strong address allocates a sender of its own (~110 bytes a stream).
+    actor: WeakAddr<StreamActor<RocksEngine>>,
+}
+
+impl Stream for WatchResponses {
+    type Item = Result<WatchResponse, Status>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Poll::Ready(match ready!(self.responses.poll_next_unpin(cx)) {
+            Some(response) => Some(Ok(*response)),
+            // The actor is gone (it dropped its sender), so this is after its last response.
+            None => self.failure.lock().ok().and_then(|mut slot| slot.take()).map(|status| Err(*status)),
+        })
+    }
+}
+
+impl Drop for WatchResponses {
+    fn drop(&mut self) {
+        let Some(actor) = self.actor.upgrade() else { return };
+        // One message per stream, at its end. A full mailbox (at most the shard's quota is
+        // queued, so only in theory) means the actor is busy: its next send to the client finds
+        // this channel closed, and it stops then.
+        if let Err(SendError::Full(_)) = actor.try_send(StopStream) {
+            tracing::debug!("watch stream busy as its response stream is dropped; it stops on its next send");
+        }
     }
 }

@@ -10,6 +10,12 @@
 //! That channel is a `futures` mpsc rather than tokio's: tokio's allocates a block of 32 slots
 //! and cache-padded counters up front (~830 bytes a stream, measured with jemalloc's profiler);
 //! the `futures` one allocates per queued message, so an idle stream's channel costs ~200.
+//!
+//! Ends: the actor stops when its requests fail, when a send finds the client's channel gone,
+//! or on [`StopStream`]: from its connection's ConnActor when the connection goes, and from the
+//! gRPC edge when hyper drops the response stream (the client reset the stream). The last one
+//! is what ends a stream whose client half-closed its side and then reset it on a live
+//! connection: no request will come to fail, and an idle stream sends nothing.
 
 use actix::prelude::*;
 use actix::WeakRecipient;
@@ -207,7 +213,7 @@ fn fragments(resp: WatchResponse, max_bytes: usize, out: &mut Vec<WatchResponse>
     out.push(current);
 }
 
-/// Stop a stream (its connection went away).
+/// Stop a stream (its connection went away, or its response stream was dropped).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopStream;
@@ -411,7 +417,10 @@ impl<E: Engine> Handler<StopStream> for StreamActor<E> {
     type Result = ();
 
     fn handle(&mut self, _: StopStream, ctx: &mut Self::Context) {
-        tracing::debug!(stream = self.setup.id, "watch stream ends: its connection closed");
+        tracing::debug!(
+            stream = self.setup.id,
+            "watch stream ends: its connection closed or its response stream was dropped"
+        );
         ctx.stop();
     }
 }

@@ -10,7 +10,7 @@ use etcd_client::{EventType, GetOptions, WatchOptions};
 use actcd_proto::etcdserverpb::{
     request_op, watch_create_request::FilterType, watch_request, CompactionRequest, DeleteRangeRequest,
     PutRequest, RangeRequest, RequestOp, TxnRequest, WatchCancelRequest, WatchCreateRequest,
-    WatchProgressRequest, WatchResponse,
+    WatchProgressRequest, WatchRequest, WatchResponse,
 };
 
 use crate::harness::Server;
@@ -495,4 +495,70 @@ async fn vanished_clients_leave_no_actors_or_watches_behind() {
         }
     };
     assert_eq!(got.events()[0].kv().map(|kv| kv.value()), Some(&b"v"[..]));
+}
+
+/// A client that half-closes a stream (no more requests; events still flow, as on etcd) and
+/// then resets it, on a connection that stays open: nothing on the request side tells the
+/// server (the requests ended cleanly), yet the stream actor stops and its watch goes, since
+/// hyper drops the response stream. The connection keeps serving new streams.
+#[tokio::test]
+async fn a_half_closed_stream_reset_by_its_client_leaves_nothing_behind() {
+    use crate::harness::metric;
+    use tokio_stream::wrappers::ReceiverStream;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let gauges = [
+        "actcd_actors{actor=\"stream\"}",
+        "etcd_debugging_mvcc_watcher_total",
+        "etcd_debugging_mvcc_watch_stream_total",
+    ];
+    let read_all = || async {
+        let mut values = Vec::new();
+        for g in gauges {
+            values.push(metric(&server, g).await.unwrap_or(0.0));
+        }
+        values
+    };
+    let before = read_all().await;
+    // One connection for the whole test.
+    let mut client = server.watch_client().await;
+    let mut kv = server.kv().await;
+    let create_request = |key: &str| WatchRequest {
+        request_union: Some(watch_request::RequestUnion::CreateRequest(create(key, "", 0))),
+    };
+    let (requests, rx) = tokio::sync::mpsc::channel(1);
+    requests.send(create_request("halfclosed")).await.unwrap();
+    let mut responses = client.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(next_response(&mut responses).await.created);
+    drop(requests);
+    kv.put(put("halfclosed", "v")).await.unwrap();
+    let event = next_response(&mut responses).await;
+    assert_eq!(event.events.len(), 1, "the half-closed stream still gets events");
+    // The shards publish their gauges every half second.
+    let settles_at = |target: Vec<f64>, what: &'static str| {
+        let read_all = &read_all;
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let now = read_all().await;
+                if now == target {
+                    return;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "{what}: {now:?}, expected {target:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    settles_at(before.iter().map(|b| b + 1.0).collect(), "one stream and one watch while open").await;
+    drop(responses);
+    settles_at(before.clone(), "left behind after the client reset its stream").await;
+    let (requests, rx) = tokio::sync::mpsc::channel(1);
+    requests.send(create_request("again")).await.unwrap();
+    let mut responses = client.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
+    assert!(next_response(&mut responses).await.created, "the same connection serves a new stream");
+}
+
+async fn next_response(responses: &mut tonic::Streaming<WatchResponse>) -> WatchResponse {
+    let message = responses.message();
+    tokio::time::timeout(Duration::from_secs(5), message).await.unwrap().unwrap().unwrap()
 }
