@@ -10,7 +10,24 @@ use actcd::config::Config;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// RocksDB allocates through glibc's malloc (jemalloc serves Rust's allocations only). glibc
+/// raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB), so the
+/// memtables' multi-MiB arena blocks move onto its heap, where freed ones stay resident: 323 MB
+/// of RSS after loading 1M keys × 5 versions of 1 KiB, against 259 MB with a fixed threshold,
+/// which keeps large blocks mmapped and gives them back to the OS when freed.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn keep_large_c_allocations_mmapped() {
+    const THRESHOLD: libc::c_int = 1 << 20;
+    // The one unsafe call: mallopt only sets a malloc parameter, before any other thread runs.
+    #[allow(unsafe_code)]
+    let _ = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, THRESHOLD) };
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn keep_large_c_allocations_mmapped() {}
+
 fn main() -> ExitCode {
+    keep_large_c_allocations_mmapped();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if actcd::snapshot::is_snapshot_command(&args) {
         return actcd::snapshot::run(&args);
