@@ -333,3 +333,26 @@ pub async fn metric(server: &Server, name: &str) -> Option<f64> {
     stream.read_to_string(&mut text).await.ok()?;
     text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
+
+/// The values of several series (0 for one not exported).
+pub async fn metrics(server: &Server, names: &[&str]) -> Vec<f64> {
+    let mut values = Vec::with_capacity(names.len());
+    for name in names {
+        values.push(metric(server, name).await.unwrap_or(0.0));
+    }
+    values
+}
+
+/// Waits up to 10 s for the series to read `expected` (gauges published on a timer lag a
+/// little), and fails saying `what` otherwise.
+pub async fn wait_for_metrics(server: &Server, names: &[&str], expected: &[f64], what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = metrics(server, names).await;
+        if now == expected {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: {now:?}, expected {expected:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

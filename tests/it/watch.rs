@@ -428,7 +428,7 @@ async fn stalled_watchers_stay_bounded_and_recover() {
 /// connection actors stop, and every watch and stream gauge goes back to where it started.
 #[tokio::test]
 async fn vanished_clients_leave_no_actors_or_watches_behind() {
-    use crate::harness::{etcdctl_binary, metric};
+    use crate::harness::{etcdctl_binary, metric, metrics, wait_for_metrics};
     const CLIENTS: usize = 20;
     let dir = tempfile::tempdir().unwrap();
     let server = Server::actcd(dir.path(), &[]).await;
@@ -439,14 +439,7 @@ async fn vanished_clients_leave_no_actors_or_watches_behind() {
         "etcd_debugging_mvcc_watcher_total",
         "etcd_debugging_mvcc_watch_stream_total",
     ];
-    let read_all = || async {
-        let mut values = Vec::new();
-        for g in gauges {
-            values.push(metric(&server, g).await.unwrap_or(0.0));
-        }
-        values
-    };
-    let before = read_all().await;
+    let before = metrics(&server, &gauges).await;
     let mut children: Vec<std::process::Child> = (0..CLIENTS)
         .map(|i| {
             std::process::Command::new(etcdctl_binary())
@@ -463,7 +456,7 @@ async fn vanished_clients_leave_no_actors_or_watches_behind() {
         assert!(tokio::time::Instant::now() < deadline, "the etcdctl watches were not all created");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let open = read_all().await;
+    let open = metrics(&server, &gauges).await;
     assert_eq!(open[0] - before[0], CLIENTS as f64, "one StreamActor per stream");
     assert_eq!(open[1] - before[1], CLIENTS as f64, "one ConnActor per connection");
     assert!(open[2] > before[2], "streams hold memory while open");
@@ -471,18 +464,7 @@ async fn vanished_clients_leave_no_actors_or_watches_behind() {
         child.kill().unwrap();
         child.wait().unwrap();
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let now = read_all().await;
-        if now == before {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "left behind after the clients died: {now:?} (before {before:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    wait_for_metrics(&server, &gauges, &before, "left behind after the clients died").await;
     // Still serving: a new client watches and gets its event.
     let mut client = server.client().await;
     let mut stream = client.watch("vanish/after", None).await.unwrap();
@@ -503,7 +485,7 @@ async fn vanished_clients_leave_no_actors_or_watches_behind() {
 /// hyper drops the response stream. The connection keeps serving new streams.
 #[tokio::test]
 async fn a_half_closed_stream_reset_by_its_client_leaves_nothing_behind() {
-    use crate::harness::metric;
+    use crate::harness::{metrics, wait_for_metrics};
     use tokio_stream::wrappers::ReceiverStream;
     let dir = tempfile::tempdir().unwrap();
     let server = Server::actcd(dir.path(), &[]).await;
@@ -512,14 +494,7 @@ async fn a_half_closed_stream_reset_by_its_client_leaves_nothing_behind() {
         "etcd_debugging_mvcc_watcher_total",
         "etcd_debugging_mvcc_watch_stream_total",
     ];
-    let read_all = || async {
-        let mut values = Vec::new();
-        for g in gauges {
-            values.push(metric(&server, g).await.unwrap_or(0.0));
-        }
-        values
-    };
-    let before = read_all().await;
+    let before = metrics(&server, &gauges).await;
     // One connection for the whole test.
     let mut client = server.watch_client().await;
     let mut kv = server.kv().await;
@@ -535,23 +510,10 @@ async fn a_half_closed_stream_reset_by_its_client_leaves_nothing_behind() {
     let event = next_response(&mut responses).await;
     assert_eq!(event.events.len(), 1, "the half-closed stream still gets events");
     // The shards publish their gauges every half second.
-    let settles_at = |target: Vec<f64>, what: &'static str| {
-        let read_all = &read_all;
-        async move {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            loop {
-                let now = read_all().await;
-                if now == target {
-                    return;
-                }
-                assert!(tokio::time::Instant::now() < deadline, "{what}: {now:?}, expected {target:?}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
-    settles_at(before.iter().map(|b| b + 1.0).collect(), "one stream and one watch while open").await;
+    let open: Vec<f64> = before.iter().map(|b| b + 1.0).collect();
+    wait_for_metrics(&server, &gauges, &open, "one stream and one watch while open").await;
     drop(responses);
-    settles_at(before.clone(), "left behind after the client reset its stream").await;
+    wait_for_metrics(&server, &gauges, &before, "left behind after the client reset its stream").await;
     let (requests, rx) = tokio::sync::mpsc::channel(1);
     requests.send(create_request("again")).await.unwrap();
     let mut responses = client.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
