@@ -57,21 +57,22 @@ pub fn decide(view: &impl View, txn: &TxnRequest) -> Result<Decision, StoreError
     Ok(Decision { succeeded, nested })
 }
 
-/// The puts and deletes on the taken path of `txn`, nested txns included.
-fn writes_on_path<'t>(
-    txn: &'t TxnRequest,
-    decision: &Decision,
-    puts: &mut Vec<&'t PutRequest>,
-    deletes: &mut Vec<&'t DeleteRangeRequest>,
-) {
+/// A write on a txn's taken path.
+enum Write<'t> {
+    Put(&'t PutRequest),
+    Delete(&'t DeleteRangeRequest),
+}
+
+/// Visits the puts and deletes on the taken path of `txn`, nested txns included.
+fn for_each_write<'t>(txn: &'t TxnRequest, decision: &Decision, visit: &mut impl FnMut(Write<'t>)) {
     let mut nested = decision.nested.iter();
     for op in branch(txn, decision.succeeded) {
         match &op.request {
-            Some(request_op::Request::RequestPut(p)) => puts.push(p),
-            Some(request_op::Request::RequestDeleteRange(d)) => deletes.push(d),
+            Some(request_op::Request::RequestPut(p)) => visit(Write::Put(p)),
+            Some(request_op::Request::RequestDeleteRange(d)) => visit(Write::Delete(d)),
             Some(request_op::Request::RequestTxn(inner)) => {
                 if let Some(d) = nested.next() {
-                    writes_on_path(inner, d, puts, deletes);
+                    for_each_write(inner, d, visit);
                 }
             }
             _ => {}
@@ -274,28 +275,37 @@ impl<E: Engine> TxnCtx<'_, E> {
     /// changes at most the keys in its range now plus every put of the path. A lone delete
     /// checks itself, before its first change.
     pub fn check_fits_one_revision(&self, txn: &TxnRequest, decision: &Decision) -> Result<(), StoreError> {
-        let mut puts = Vec::new();
-        let mut deletes = Vec::new();
-        writes_on_path(txn, decision, &mut puts, &mut deletes);
+        let (mut puts, mut deletes) = (0i64, 0i64);
+        for_each_write(txn, decision, &mut |write| match write {
+            Write::Put(_) => puts += 1,
+            Write::Delete(_) => deletes += 1,
+        });
         let limit = Revision::MAX_SUB + 1;
-        let put_count = puts.len() as i64;
-        if !deletes.is_empty() && put_count + deletes.len() as i64 > 1 {
-            let mut bound = put_count;
-            for delete in deletes {
+        // Every key in the store bounds each delete and each lease: below 2^20 keys (nearly
+        // every store) nothing needs looking at.
+        let keys = self.index.len() as i64;
+        if keys + puts <= limit && puts + deletes * (keys + puts) <= limit {
+            return Ok(());
+        }
+        let mut bound = puts;
+        let mut fits = true;
+        for_each_write(txn, decision, &mut |write| match write {
+            Write::Delete(delete) if puts + deletes > 1 => {
                 let mut live = 0i64;
                 self.index.range(&delete.key, &delete.range_end, self.read_rev(), 0, |_, _| live += 1);
-                bound = bound.saturating_add(live + put_count);
-                if bound > limit {
-                    return Err(StoreError::TooManyChanges);
-                }
+                bound = bound.saturating_add(live + puts);
+                fits &= bound <= limit;
             }
-        }
-        for put in puts.iter().filter(|p| p.lease != 0) {
-            if self.leases.key_count(put.lease) as i64 + put_count > limit {
-                return Err(StoreError::TooManyChanges);
+            Write::Put(put) if put.lease != 0 => {
+                fits &= self.leases.key_count(put.lease) as i64 + puts <= limit;
             }
+            _ => {}
+        });
+        if fits {
+            Ok(())
+        } else {
+            Err(StoreError::TooManyChanges)
         }
-        Ok(())
     }
 
     /// Applies a put.
