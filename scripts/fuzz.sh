@@ -12,11 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 
-if ! command -v cargo-fuzz >/dev/null; then
-    cargo install cargo-fuzz --locked --version 0.13.2
-fi
-target_root=${CARGO_TARGET_DIR:-$(sed -n 's/^target-dir = "\(.*\)"/\1/p' .cargo/config.toml)}
-export CARGO_TARGET_DIR="$target_root/fuzz"
+# cargo-fuzz (pinned) comes from scripts/install-deps.sh test.
+export CARGO_TARGET_DIR="$(scripts/target-dir)/fuzz"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 

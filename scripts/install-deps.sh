@@ -1,39 +1,55 @@
 #!/usr/bin/env bash
-# Installs the Debian packages actcd needs, only those missing, so running it again is cheap.
+# Installs what actcd's two commands need on a fresh Debian machine that has only the Rust
+# toolchain, skipping what is already there, so running it again is cheap.
 #   server: clang + libclang-dev (bindgen for RocksDB's bindings)
-#   tests:  protobuf-compiler (the etcd-client crate's build), etcd-server + etcd-client
-#           (etcd 3.4 and etcdctl for the differential and CLI tests), prometheus (a real
-#           Prometheus and promtool for the metrics and dashboard tests), fiu-utils + libfiu0
-#           (fiu-run/fiu-ctrl inject fsync errors for the fault tests), strace (the fsync-before-
-#           answer trace)
+#   test:   protobuf-compiler + libprotobuf-dev (the etcd-client crate's build script runs
+#           protoc on etcd's protos, which import google/protobuf/*.proto: those files are in
+#           libprotobuf-dev, which protobuf-compiler only recommends), etcd-server +
+#           etcd-client (etcd 3.4 and etcdctl for the differential and CLI tests), prometheus
+#           (a real Prometheus and promtool for the metrics and dashboard tests), fiu-utils +
+#           libfiu0 (fiu-run/fiu-ctrl inject fsync errors for the fault tests), strace (the
+#           fsync-before-answer trace), python3 (scripts/check-dashboards and the sample
+#           exporter it serves), curl and openssl (scripts and TLS material), and cargo-fuzz,
+#           pinned, for scripts/fuzz.sh.
+# Debian's versions are not pinned (a point release removes the old ones): tests/it/setup.rs
+# checks the versions the tests rely on instead.
 # Usage: scripts/install-deps.sh server|test
 set -euo pipefail
 
 packages=(clang libclang-dev)
 if [[ "${1:-server}" == test ]]; then
-    packages+=(protobuf-compiler etcd-server etcd-client prometheus fiu-utils libfiu0 strace)
+    packages+=(protobuf-compiler libprotobuf-dev etcd-server etcd-client prometheus fiu-utils
+        libfiu0 strace python3 curl openssl)
 fi
 
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[[ ${#missing[@]} -eq 0 ]] && exit 0
 
 sudo=""
 [[ $(id -u) -ne 0 ]] && sudo="sudo"
 
-# Debian's etcd-server would start a system etcd on 127.0.0.1:2379, actcd's own port: a
-# policy-rc.d that says no keeps packages from starting services while we install.
-policy=/usr/sbin/policy-rc.d
-created_policy=false
-if [[ ! -e $policy ]]; then
-    printf '#!/bin/sh\nexit 101\n' | $sudo tee $policy >/dev/null
-    $sudo chmod +x $policy
-    created_policy=true
+if [[ ${#missing[@]} -gt 0 ]]; then
+    # Debian's etcd-server would start a system etcd on 127.0.0.1:2379, actcd's own port: a
+    # policy-rc.d that says no keeps packages from starting services while we install.
+    policy=/usr/sbin/policy-rc.d
+    created_policy=false
+    if [[ ! -e $policy ]]; then
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee $policy >/dev/null
+        $sudo chmod +x $policy
+        created_policy=true
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    if $created_policy; then
+        $sudo rm -f $policy
+    fi
 fi
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-if $created_policy; then
-    $sudo rm -f $policy
+
+if [[ "${1:-server}" == test ]]; then
+    cargo_fuzz_version=0.13.2
+    if ! cargo fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $cargo_fuzz_version"; then
+        cargo install cargo-fuzz --locked --version "$cargo_fuzz_version"
+    fi
 fi

@@ -5,7 +5,4 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/install-deps.sh" server
-# Cargo finds .cargo/config.toml from the working directory, which here is the caller's: name
-# the shared target dir explicitly.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/actcd-target}"
 exec cargo run --release --locked --manifest-path "$root/Cargo.toml" --bin actcd -- "$@"

@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 DURATION="${1:-150}"
-TARGET="${CARGO_TARGET_DIR:-/var/tmp/actcd-target}"
+TARGET="$(scripts/target-dir)"
 
 die() { echo "render.sh: $*" >&2; exit 1; }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

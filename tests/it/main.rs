@@ -27,6 +27,7 @@ mod linearizability;
 mod maintenance;
 mod metrics;
 mod pause;
+mod setup;
 mod watch;
 mod watch_stream;
 mod watch_validator;
