@@ -1,9 +1,35 @@
 //! Generates the etcd v3 message and service code from `etcd/*.proto` with protox, a protobuf
-//! compiler written in Rust, so building actcd needs no `protoc` binary.
+//! compiler written in Rust, so building actcd needs no `protoc` binary; and, from the same
+//! descriptors, the list of every service and method (`services.rs`), so that the server's
+//! health answers, error texts and metric labels name exactly what the protos define.
+
+use std::fmt::Write as _;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = ["etcd/rpc.proto", "etcd/kv.proto", "etcd/auth.proto", "etcd/health.proto"];
     let descriptors = protox::compile(files, ["etcd"])?;
+
+    let mut services = String::from("&[\n");
+    for file in &descriptors.file {
+        for service in &file.service {
+            let name = format!("{}.{}", file.package(), service.name());
+            writeln!(services, "    Service {{ name: {name:?}, methods: &[")?;
+            for m in &service.method {
+                let kind = match (m.client_streaming(), m.server_streaming()) {
+                    (false, false) => "Unary",
+                    (true, false) => "ClientStream",
+                    (false, true) => "ServerStream",
+                    (true, true) => "BidiStream",
+                };
+                writeln!(services, "        Method {{ name: {:?}, kind: MethodKind::{kind} }},", m.name())?;
+            }
+            writeln!(services, "    ] }},")?;
+        }
+    }
+    services.push(']');
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    std::fs::write(out.join("services.rs"), services)?;
+
     tonic_prost_build::configure()
         // Keys and values are shared between the index, responses and watch events without copies.
         .bytes(".")

@@ -6,13 +6,17 @@
 //! - [`authpb`]: users, roles and permissions.
 //! - [`health`]: the standard `grpc.health.v1` service, which etcd registers too.
 //! - [`codec`]: the protobuf codec of every RPC (prost's, with small initial buffers).
+//! - [`errors`]: etcd's error texts and the gRPC code of each.
 //! - [`key_range`]: etcd's rule for a request's `key` and `range_end`, and prefix ends.
+//! - [`services`]: every service and method the protos define (generated, not hand-kept).
 //!
 //! Field names and numbers are etcd's, so any etcd client talks to a server built on these types.
 #![allow(missing_docs, clippy::unwrap_used, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
 
 pub mod codec;
+pub mod errors;
 pub mod key_range;
+pub mod services;
 
 /// etcd's `mvccpb` package.
 pub mod mvccpb {

@@ -1,0 +1,121 @@
+//! etcd's error texts, all of them in one place. etcd's clients match errors by their text
+//! (clientv3's rpctypes turns a status message back into a typed error), so these strings are
+//! part of the wire contract as much as the field numbers are.
+//!
+//! Two families, as in etcd: [`EtcdError`], the errors an RPC fails with (a gRPC code and an
+//! `etcdserver: ` text, etcd's api/v3rpc/rpctypes), and the storage layer's own texts (`mvcc: `),
+//! which a watch's cancel reason carries and the rpctypes texts embed.
+
+use tonic::{Code, Status};
+
+/// The storage layer's texts (etcd's mvcc package).
+pub mod mvcc {
+    pub const COMPACTED: &str = "mvcc: required revision has been compacted";
+    pub const FUTURE_REVISION: &str = "mvcc: required revision is a future revision";
+    pub const NO_SPACE: &str = "mvcc: database space exceeded";
+    pub const REVISION_NOT_FOUND: &str = "mvcc: revision not found";
+    /// A watch create whose client-chosen id is taken on its stream (a cancel reason).
+    pub const DUPLICATE_WATCH_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
+    /// A watch create over `[key, range_end)` with `key >= range_end` (a cancel reason).
+    pub const EMPTY_WATCHER_RANGE: &str = "mvcc: watcher range is empty";
+}
+
+/// An error etcd answers an RPC with: always the same gRPC code and text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EtcdError {
+    EmptyKey,
+    KeyNotFound,
+    ValueProvided,
+    LeaseProvided,
+    TooManyOps,
+    DuplicateKey,
+    Compacted,
+    FutureRevision,
+    NoSpace,
+    LeaseNotFound,
+    LeaseExists,
+    LeaseTtlTooLarge,
+    MemberNotFound,
+    MemberNotLearner,
+    RequestTooLarge,
+    AuthNotEnabled,
+    BadLeaderTransferee,
+    Stopped,
+    Corrupt,
+}
+
+impl EtcdError {
+    /// The gRPC code etcd answers with.
+    pub fn code(self) -> Code {
+        use EtcdError::*;
+        match self {
+            EmptyKey | KeyNotFound | ValueProvided | LeaseProvided | TooManyOps | DuplicateKey
+            | RequestTooLarge => Code::InvalidArgument,
+            Compacted | FutureRevision | LeaseTtlTooLarge => Code::OutOfRange,
+            NoSpace => Code::ResourceExhausted,
+            LeaseNotFound | MemberNotFound => Code::NotFound,
+            LeaseExists | MemberNotLearner | AuthNotEnabled | BadLeaderTransferee => Code::FailedPrecondition,
+            Stopped => Code::Unavailable,
+            Corrupt => Code::DataLoss,
+        }
+    }
+
+    /// The text etcd answers with, word for word.
+    pub fn message(self) -> &'static str {
+        use EtcdError::*;
+        match self {
+            EmptyKey => "etcdserver: key is not provided",
+            KeyNotFound => "etcdserver: key not found",
+            ValueProvided => "etcdserver: value is provided",
+            LeaseProvided => "etcdserver: lease is provided",
+            TooManyOps => "etcdserver: too many operations in txn request",
+            DuplicateKey => "etcdserver: duplicate key given in txn request",
+            Compacted => "etcdserver: mvcc: required revision has been compacted",
+            FutureRevision => "etcdserver: mvcc: required revision is a future revision",
+            NoSpace => "etcdserver: mvcc: database space exceeded",
+            LeaseNotFound => "etcdserver: requested lease not found",
+            LeaseExists => "etcdserver: lease already exists",
+            LeaseTtlTooLarge => "etcdserver: too large lease TTL",
+            MemberNotFound => "etcdserver: member not found",
+            MemberNotLearner => "etcdserver: can only promote a learner member",
+            RequestTooLarge => "etcdserver: request is too large",
+            AuthNotEnabled => "etcdserver: authentication is not enabled",
+            BadLeaderTransferee => "etcdserver: bad leader transferee",
+            Stopped => "etcdserver: server stopped",
+            Corrupt => "etcdserver: corrupt cluster",
+        }
+    }
+
+    /// The status to answer with.
+    pub fn status(self) -> Status {
+        Status::new(self.code(), self.message())
+    }
+}
+
+impl From<EtcdError> for Status {
+    fn from(e: EtcdError) -> Status {
+        e.status()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rpctypes texts that wrap a storage error are that error's text behind `etcdserver: `.
+    #[test]
+    fn storage_texts_are_embedded_verbatim() {
+        for (rpc, storage) in [
+            (EtcdError::Compacted, mvcc::COMPACTED),
+            (EtcdError::FutureRevision, mvcc::FUTURE_REVISION),
+            (EtcdError::NoSpace, mvcc::NO_SPACE),
+        ] {
+            assert_eq!(rpc.message().strip_prefix("etcdserver: "), Some(storage));
+        }
+        let status = EtcdError::LeaseNotFound.status();
+        assert_eq!(
+            (status.code(), status.message()),
+            (Code::NotFound, "etcdserver: requested lease not found")
+        );
+    }
+}
