@@ -143,6 +143,16 @@ async fn every_put_is_fdatasynced_before_its_answer_is_written() {
         let put = PutRequest { key: "fsync/probe".into(), value: value.clone().into(), ..Default::default() };
         kv.put(put).await.unwrap();
     }
+    // The client can read an answer as soon as its write is in the socket, before strace has
+    // logged that write's return (it logs each call when it handles the thread's stop, which
+    // on a loaded machine comes later). Stopping strace then would lose the line, so wait
+    // until the log holds every answer (bounded; a real failure still fails below).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline
+        && check(&std::fs::read_to_string(&trace).unwrap_or_default(), &values).is_err()
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let stopped = std::process::Command::new("kill").arg(strace.id().unwrap().to_string()).status();
     assert!(stopped.is_ok_and(|s| s.success()));
     tokio::time::timeout(Duration::from_secs(10), strace.wait()).await.expect("strace detaches").unwrap();
