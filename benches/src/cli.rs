@@ -90,7 +90,7 @@ pub enum Command {
     /// etcd's published tables, reproduced: storage memory (N keys x versions x key size x
     /// value size: server RSS), watch memory (clients x streams x watches: server RSS, with the
     /// fitted c1, c2, c3) and the put/range QPS of etcd's performance doc; printed in etcd's
-    /// layout, written as JSON and PNG charts under benches/results/<date>/.
+    /// layout, written as JSON and PNG charts into --out.
     Tables(TablesArgs),
 }
 
@@ -370,7 +370,8 @@ pub struct TablesArgs {
     /// Requests of each QPS run at 100 conns / 1000 clients (etcd's doc: 100000).
     #[arg(long)]
     pub qps_large: Option<u64>,
-    /// Where the JSON, the tables and the charts go (default benches/results/<UTC date>).
+    /// Where the JSON, the tables and the charts go (default $ACTCD_BENCH_RESULTS/<UTC date>,
+    /// or ~/actcd-bench-results/<UTC date> when that is not set).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Parent of the temp dir that holds the started servers' data dirs and logs.

@@ -1,8 +1,9 @@
 //! `tables`: etcd's published benchmark tables reproduced by one command, from this separate
 //! process: the storage-memory table (server RSS after N keys × versions), the watch-memory
 //! table (server RSS with clients × streams × watches, and the fitted c1, c2, c3) and the
-//! put/range QPS table of etcd's performance doc. Printed in etcd's layout, and written under
-//! `benches/results/<date>/` as JSON, markdown and PNG charts.
+//! put/range QPS table of etcd's performance doc. Printed in etcd's layout, and written as JSON,
+//! markdown and PNG charts into `--out`, by default `$ACTCD_BENCH_RESULTS/<UTC date>/` or
+//! `~/actcd-bench-results/<UTC date>/`, outside the source tree.
 //!
 //! A memory row only means something on a fresh server, so with `--server actcd|etcd` the
 //! command starts the server itself on loopback, on a fresh data dir, for every memory row (and
@@ -31,6 +32,7 @@ use crate::storetable::{self, StoreResult, StoreRow};
 use crate::tablesdoc::{self, TablesDoc};
 use actcd_proto::etcdserverpb::PutRequest;
 use bytes::Bytes;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::task::JoinHandle;
@@ -517,8 +519,23 @@ async fn put_range_key(settings: &Settings) -> Result<(), String> {
     Ok(())
 }
 
+const RESULTS_DIR_NAME: &str = "actcd-bench-results";
+
+/// Where results go without `--out`: `$ACTCD_BENCH_RESULTS`, else `~/actcd-bench-results`, so
+/// that a run started from a clone never writes into its source tree. Without either variable,
+/// `actcd-bench-results` in the current directory.
+fn results_root(configured: Option<OsString>, home: Option<OsString>) -> PathBuf {
+    match (configured.filter(|d| !d.is_empty()), home.filter(|h| !h.is_empty())) {
+        (Some(dir), _) => PathBuf::from(dir),
+        (None, Some(home)) => PathBuf::from(home).join(RESULTS_DIR_NAME),
+        (None, None) => PathBuf::from(RESULTS_DIR_NAME),
+    }
+}
+
 fn out_dir(a: &TablesArgs, now: &Utc) -> PathBuf {
-    a.out.clone().unwrap_or_else(|| PathBuf::from("benches/results").join(&now.date))
+    a.out.clone().unwrap_or_else(|| {
+        results_root(std::env::var_os("ACTCD_BENCH_RESULTS"), std::env::var_os("HOME")).join(&now.date)
+    })
 }
 
 /// Runs the tables (validated flags).
@@ -701,5 +718,17 @@ mod tests {
         let q = args(&["--server", "actcd", "--quick"]);
         assert_eq!(storage_spec(&q), "quick");
         assert_eq!(qps_totals(&q), QUICK_QPS_TOTALS);
+    }
+
+    #[test]
+    fn results_default_outside_the_source_tree() {
+        let os = |s: &str| Some(OsString::from(s));
+        assert_eq!(results_root(os("/data/runs"), os("/home/u")), PathBuf::from("/data/runs"));
+        assert_eq!(results_root(None, os("/home/u")), PathBuf::from("/home/u/actcd-bench-results"));
+        assert_eq!(results_root(os(""), os("/home/u")), PathBuf::from("/home/u/actcd-bench-results"));
+        assert_eq!(results_root(None, None), PathBuf::from("actcd-bench-results"));
+        let now = utc(SystemTime::UNIX_EPOCH);
+        let given = args(&["--server", "actcd", "--out", "/tmp/x"]);
+        assert_eq!(out_dir(&given, &now), PathBuf::from("/tmp/x"));
     }
 }
