@@ -1,7 +1,7 @@
 //! Seeing each client connection's birth and death under tonic: the server accepts from our own
 //! listener stream, whose sockets carry a connection id and the connection's Range slots
-//! (tonic's `Connected` puts them in every request's extensions) and tell the registry when they are dropped, that is, when the
-//! connection is gone.
+//! (tonic's `Connected` puts them in every request's extensions) and tell the registry when
+//! they are dropped, that is, when the connection is gone.
 
 use std::collections::HashMap;
 use std::io;
@@ -32,6 +32,14 @@ pub struct ConnInfo {
     pub id: ConnId,
     /// The connection's share of undelivered Range answers.
     pub range_slots: RangeSlots,
+}
+
+impl ConnInfo {
+    /// The Range slots of the connection `extensions` came with: what
+    /// [`RangeBackpressureLayer`](crate::range_backpressure::RangeBackpressureLayer) is given.
+    pub fn range_slots_of(extensions: &http::Extensions) -> Option<&RangeSlots> {
+        extensions.get::<ConnInfo>().map(|conn| &conn.range_slots)
+    }
 }
 
 /// Live connections that have a ConnActor (those that opened a stream). Touched by the accept

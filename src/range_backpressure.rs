@@ -9,6 +9,11 @@
 //! Only Range: it is the call whose answers can be large, and it is served from the read view
 //! without waiting for an fsync, so a few dozen at a time keep a connection busy. Writes are not
 //! limited here: their concurrency is what fills a group commit.
+//!
+//! The slots travel with the connection's other state in each request's extensions; the layer
+//! is handed the function that finds them there ([`SlotsOf`]), so this module knows its slots
+//! and nothing else a connection carries, and the listener's sockets, which make the slots, can
+//! depend on it without it depending on them.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,8 +24,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::body::Body;
 use tower_layer::Layer;
 use tower_service::Service;
-
-use crate::connections::ConnInfo;
 
 /// Range answers a connection may hold undelivered: the bound is this many times the largest
 /// answer, per connection.
@@ -37,15 +40,28 @@ impl Default for RangeSlots {
     }
 }
 
-/// The layer.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RangeBackpressureLayer;
+/// Finds the Range slots of the connection a request came on, in the request's extensions.
+pub type SlotsOf = fn(&http::Extensions) -> Option<&RangeSlots>;
+
+/// Puts [`RangeBackpressure`] around the gRPC router.
+#[derive(Debug, Clone, Copy)]
+pub struct RangeBackpressureLayer {
+    slots_of: SlotsOf,
+}
+
+impl RangeBackpressureLayer {
+    /// A layer that finds each request's slots with `slots_of`; a request that carries none
+    /// (it did not come through the tracked listener) is served without a bound.
+    pub fn new(slots_of: SlotsOf) -> Self {
+        Self { slots_of }
+    }
+}
 
 impl<S> Layer<S> for RangeBackpressureLayer {
     type Service = RangeBackpressure<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        RangeBackpressure { inner }
+        RangeBackpressure { inner, slots_of: self.slots_of }
     }
 }
 
@@ -53,6 +69,7 @@ impl<S> Layer<S> for RangeBackpressureLayer {
 #[derive(Debug, Clone)]
 pub struct RangeBackpressure<S> {
     inner: S,
+    slots_of: SlotsOf,
 }
 
 impl<S> Service<http::Request<Body>> for RangeBackpressure<S>
@@ -69,8 +86,8 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        let slots = match request.extensions().get::<ConnInfo>() {
-            Some(conn) if request.uri().path() == RANGE_PATH => Arc::clone(&conn.range_slots.0),
+        let slots = match (self.slots_of)(request.extensions()) {
+            Some(slots) if request.uri().path() == RANGE_PATH => Arc::clone(&slots.0),
             _ => return Box::pin(self.inner.call(request)),
         };
         // The service that was made ready is the one to call, after the wait.

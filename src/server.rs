@@ -30,7 +30,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::arbiters::ArbiterPool;
 use crate::config::{listen_addrs, Config};
 use crate::connection_budget::{BudgetedListener, ConnectionBudget};
-use crate::connections::{incoming, Connections};
+use crate::connections::{incoming, ConnInfo, Connections};
 use crate::grpc_metrics::GrpcMetricsLayer;
 use crate::health::HealthService;
 use crate::http;
@@ -237,7 +237,7 @@ fn grpc_router(
     };
     Server::builder()
         .layer(GrpcMetricsLayer)
-        .layer(RangeBackpressureLayer)
+        .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
         .tcp_nodelay(true)
         .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
         .add_service(
