@@ -7,7 +7,7 @@
 use tonic::body::Body;
 use tonic::{Code, Status};
 
-use crate::health::{ETCD_SERVICES, HEALTH_SERVICE};
+use crate::api::{ETCD_SERVICES, HEALTH_SERVICE};
 
 /// grpc-go serves only application/grpc and its `+codec` / `;parameter` forms; anything else
 /// is refused before routing with HTTP 415 and INVALID_ARGUMENT (etcd 3.4's older grpc-go

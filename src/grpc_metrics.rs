@@ -9,10 +9,11 @@ use std::time::Instant;
 
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tonic::body::Body;
-
-use crate::grpc_go_errors;
 use tower_layer::Layer;
 use tower_service::Service;
+
+use crate::api::METHODS;
+use crate::grpc_go_errors;
 
 /// gRPC status codes by number, as go-grpc-prometheus labels them.
 const CODES: [&str; 17] = [
@@ -33,28 +34,6 @@ const CODES: [&str; 17] = [
     "Unavailable",
     "DataLoss",
     "Unauthenticated",
-];
-
-/// Every method etcd serves, with its gRPC type, so series can be pre-initialised to 0.
-pub const METHODS: &[(&str, &str, &str)] = &[
-    ("etcdserverpb.KV", "Range", "unary"),
-    ("etcdserverpb.KV", "Put", "unary"),
-    ("etcdserverpb.KV", "DeleteRange", "unary"),
-    ("etcdserverpb.KV", "Txn", "unary"),
-    ("etcdserverpb.KV", "Compact", "unary"),
-    ("etcdserverpb.Watch", "Watch", "bidi_stream"),
-    ("etcdserverpb.Lease", "LeaseGrant", "unary"),
-    ("etcdserverpb.Lease", "LeaseRevoke", "unary"),
-    ("etcdserverpb.Lease", "LeaseKeepAlive", "bidi_stream"),
-    ("etcdserverpb.Lease", "LeaseTimeToLive", "unary"),
-    ("etcdserverpb.Lease", "LeaseLeases", "unary"),
-    ("etcdserverpb.Cluster", "MemberList", "unary"),
-    ("etcdserverpb.Maintenance", "Status", "unary"),
-    ("etcdserverpb.Maintenance", "Alarm", "unary"),
-    ("etcdserverpb.Maintenance", "Snapshot", "server_stream"),
-    ("etcdserverpb.Maintenance", "HashKV", "unary"),
-    ("etcdserverpb.Maintenance", "Defragment", "unary"),
-    ("grpc.health.v1.Health", "Check", "unary"),
 ];
 
 /// The labels of paths outside [`METHODS`].

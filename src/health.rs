@@ -6,22 +6,10 @@ use actcd_proto::health::health_check_response::ServingStatus;
 use actcd_proto::health::health_server::Health;
 use actcd_proto::health::{HealthCheckRequest, HealthCheckResponse};
 
+use crate::api::ETCD_SERVICES;
+
 /// Answers SERVING for the whole server ("") and for every etcd service name.
 pub struct HealthService;
-
-/// etcd's gRPC services, by their full names (what the health service answers for, and what
-/// a call to an unknown service is told apart from).
-pub const ETCD_SERVICES: [&str; 6] = [
-    "etcdserverpb.KV",
-    "etcdserverpb.Watch",
-    "etcdserverpb.Lease",
-    "etcdserverpb.Cluster",
-    "etcdserverpb.Maintenance",
-    "etcdserverpb.Auth",
-];
-
-/// The standard health service's own name.
-pub const HEALTH_SERVICE: &str = "grpc.health.v1.Health";
 
 #[tonic::async_trait]
 impl Health for HealthService {

@@ -1,6 +1,7 @@
 //! actcd: a key-value server that speaks the etcd v3 gRPC API.
 //!
 //! # Layout
+//! - [`api`]: the gRPC services and methods served, by name.
 //! - [`config`]: command-line flags with etcd's names; [`arbiters`]: the threads stream actors share.
 //! - [`server`]: process wiring: store, StoreActor, gRPC listeners, shutdown.
 //! - [`kv`]: the KV service (reads on the read view, writes through the StoreActor).
@@ -19,6 +20,7 @@
 //! - [`status`]: store errors as gRPC statuses.
 #![deny(missing_docs)]
 
+pub mod api;
 pub mod arbiters;
 pub mod auth;
 pub mod config;
