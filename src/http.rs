@@ -11,9 +11,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
 
-use crate::connection_budget::BudgetedListener;
 use crate::kv::StoreHandle;
 use crate::maintenance::SERVER_VERSION;
+use crate::transport::connection_budget::BudgetedListener;
 
 /// What the metrics URLs serve from.
 #[derive(Clone)]

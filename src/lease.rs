@@ -23,9 +23,9 @@ use actcd_proto::etcdserverpb::{
 };
 
 use crate::arbiters::ArbiterPool;
-use crate::grpc_go_errors::stream_receive_error;
 use crate::kv::StoreHandle;
 use crate::status::to_status;
+use crate::transport::grpc_go_errors::stream_receive_error;
 
 /// Keep-alive answers queued towards one client before its stream actor waits.
 const RESPONSE_BUFFER: usize = 16;

@@ -62,7 +62,7 @@ pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
     ] {
         metrics::counter!(name).absolute(0);
     }
-    crate::grpc_metrics::preinitialise();
+    crate::transport::grpc_metrics::preinitialise();
     Ok(handle)
 }
 

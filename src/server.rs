@@ -29,15 +29,15 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::arbiters::ArbiterPool;
 use crate::config::{listen_addrs, Config};
-use crate::connection_budget::{BudgetedListener, ConnectionBudget};
-use crate::connections::{incoming, ConnInfo, Connections};
-use crate::grpc_metrics::GrpcMetricsLayer;
 use crate::health::HealthService;
 use crate::http;
 use crate::kv::{KvService, StoreHandle};
 use crate::lease::LeaseService;
 use crate::maintenance::{snapshot_scratch, MaintenanceService};
-use crate::range_backpressure::RangeBackpressureLayer;
+use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget};
+use crate::transport::connections::{incoming, ConnInfo, Connections};
+use crate::transport::grpc_metrics::GrpcMetricsLayer;
+use crate::transport::range_backpressure::RangeBackpressureLayer;
 use crate::watch::WatchService;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's

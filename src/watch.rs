@@ -22,8 +22,8 @@ use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 
 use crate::arbiters::ArbiterPool;
-use crate::connections::{ConnInfo, Connections};
-use crate::grpc_go_errors::stream_receive_error;
+use crate::transport::connections::{ConnInfo, Connections};
+use crate::transport::grpc_go_errors::stream_receive_error;
 
 /// Responses queued towards one client beyond which its stream actor waits (see
 /// actcd_actors::stream for what happens next); the channel holds one more per sender.

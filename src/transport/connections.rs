@@ -18,8 +18,8 @@ use tonic::transport::server::Connected;
 
 use actcd_actors::conn::{ConnActor, ConnectionClosed};
 
-use crate::connection_budget::{accept, Admitted, ConnectionBudget};
-use crate::range_backpressure::RangeSlots;
+use crate::transport::connection_budget::{accept, Admitted, ConnectionBudget};
+use crate::transport::range_backpressure::RangeSlots;
 
 /// A connection's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,8 +35,9 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
-    /// The Range slots of the connection `extensions` came with: what
-    /// [`RangeBackpressureLayer`](crate::range_backpressure::RangeBackpressureLayer) is given.
+    /// The Range slots of the connection `extensions` came with: the function that
+    /// [`RangeBackpressureLayer::new`](super::range_backpressure::RangeBackpressureLayer::new)
+    /// is given.
     pub fn range_slots_of(extensions: &http::Extensions) -> Option<&RangeSlots> {
         extensions.get::<ConnInfo>().map(|conn| &conn.range_slots)
     }

@@ -13,7 +13,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::api::METHODS;
-use crate::grpc_go_errors;
+use crate::transport::grpc_go_errors;
 
 /// gRPC status codes by number, as go-grpc-prometheus labels them.
 const CODES: [&str; 17] = [

@@ -1,0 +1,28 @@
+//! What lies between a client's TCP socket and the gRPC services: the listener and its
+//! descriptor budget, the tracking of each connection's life, and the tower layers every call
+//! passes through. A request goes
+//!
+//! ```text
+//!  TcpListener ─ accept(), within the ConnectionBudget ─▶ Admitted (holds a descriptor permit)
+//!    ─▶ TrackedStream (ConnInfo: the connection's id and Range slots; its drop ends the ConnActor)
+//!    ─▶ hyper, tonic ─▶ GrpcMetrics (series, grpc-go's texts) ─▶ RangeBackpressure ─▶ a service
+//! ```
+//!
+//! Nothing here knows a service. The services (the `grpc` modules) read only what this layer
+//! leaves in each request (a [`connections::ConnInfo`]) and map a failed request stream with
+//! [`grpc_go_errors::stream_receive_error`].
+//!
+//! # Layout
+//! - [`connection_budget`]: client sockets (gRPC and metrics) within the descriptor limit, accept
+//!   errors backed off.
+//! - [`connections`]: connection ids, the sockets that report their own end, and the registry of
+//!   connections that have a ConnActor.
+//! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
+//! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
+//! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
+
+pub mod connection_budget;
+pub mod connections;
+pub mod grpc_go_errors;
+pub mod grpc_metrics;
+pub mod range_backpressure;
