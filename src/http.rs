@@ -11,8 +11,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
 
-use crate::kv::StoreHandle;
-use crate::maintenance::SERVER_VERSION;
+use crate::grpc::maintenance::SERVER_VERSION;
+use crate::grpc::store_handle::StoreHandle;
 use crate::transport::connection_budget::BudgetedListener;
 
 /// What the metrics URLs serve from.

@@ -7,7 +7,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use actcd_actors::store::{ReadView, RocksEngine};
 
-use crate::maintenance::SERVER_VERSION;
+use crate::grpc::maintenance::SERVER_VERSION;
 
 /// etcd's disk latency buckets: 1 ms doubling to 8 s.
 const DISK_BUCKETS: [f64; 14] =

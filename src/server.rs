@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use actix::{Actor, Arbiter};
 use anyhow::Context;
+use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tonic::transport::Server;
 
@@ -24,21 +25,20 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::health::health_server::HealthServer;
 
-use crate::auth::AuthService;
-use metrics_exporter_prometheus::PrometheusHandle;
-
-use crate::arbiters::ArbiterPool;
 use crate::config::{listen_addrs, Config};
-use crate::health::HealthService;
+use crate::grpc::arbiter_pool::ArbiterPool;
+use crate::grpc::auth::AuthService;
+use crate::grpc::health::HealthService;
+use crate::grpc::kv::KvService;
+use crate::grpc::lease::LeaseService;
+use crate::grpc::maintenance::{snapshot_scratch, MaintenanceService};
+use crate::grpc::store_handle::StoreHandle;
+use crate::grpc::watch::WatchService;
 use crate::http;
-use crate::kv::{KvService, StoreHandle};
-use crate::lease::LeaseService;
-use crate::maintenance::{snapshot_scratch, MaintenanceService};
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget};
 use crate::transport::connections::{incoming, ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetricsLayer;
 use crate::transport::range_backpressure::RangeBackpressureLayer;
-use crate::watch::WatchService;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.

@@ -22,9 +22,9 @@ use actcd_proto::etcdserverpb::{
     LeaseTimeToLiveResponse,
 };
 
-use crate::arbiters::ArbiterPool;
-use crate::kv::StoreHandle;
-use crate::status::to_status;
+use crate::grpc::arbiter_pool::ArbiterPool;
+use crate::grpc::status::to_status;
+use crate::grpc::store_handle::StoreHandle;
 use crate::transport::grpc_go_errors::stream_receive_error;
 
 /// Keep-alive answers queued towards one client before its stream actor waits.

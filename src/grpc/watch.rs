@@ -21,7 +21,7 @@ use actcd_actors::watch::shard::WatchShard;
 use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 
-use crate::arbiters::ArbiterPool;
+use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_go_errors::stream_receive_error;
 

@@ -23,8 +23,8 @@ use actcd_proto::etcdserverpb::{
     SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
 };
 
-use crate::kv::StoreHandle;
-use crate::status::{task_status, to_status};
+use crate::grpc::status::{task_status, to_status};
+use crate::grpc::store_handle::StoreHandle;
 
 /// The version actcd reports: clients gate features (such as progress requests) on a
 /// 3.6-series server.

@@ -1,4 +1,7 @@
-//! The arbiters (threads) that per-stream and per-connection actors are spread over.
+//! The arbiters (threads) that per-stream and per-connection actors are spread over. There is
+//! one such actor per Watch or LeaseKeepAlive stream and per connection that opened one, too
+//! many for a thread each, so the Watch and Lease services take a few shared arbiters in turn;
+//! the writer and each watch shard, whose work blocks, get arbiters of their own in `server`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

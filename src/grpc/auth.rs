@@ -19,7 +19,7 @@ use actcd_proto::etcdserverpb::{
     AuthUserRevokeRoleRequest, AuthUserRevokeRoleResponse, AuthenticateRequest, AuthenticateResponse,
 };
 
-use crate::kv::StoreHandle;
+use crate::grpc::store_handle::StoreHandle;
 
 /// The auth store's revision on a fresh etcd (set once when the store is created).
 const AUTH_REVISION: u64 = 1;

@@ -1,0 +1,28 @@
+//! The etcd v3 gRPC services, as one member answers them. Each is a thin edge over the actors:
+//! it checks a request, sends it to the store through the shared [`store_handle::StoreHandle`]
+//! (reads on the read view, writes to the StoreActor) or starts the actor that owns a stream,
+//! and turns the answer, or the store's error, into etcd's response or status. The services
+//! know the actors and what the transport leaves in each request; neither knows the services.
+//!
+//! # Layout
+//! - [`kv`]: KV: reads on the read view, writes through the StoreActor, etcd's size check.
+//! - [`watch`]: Watch: one StreamActor per stream, attached to its connection's ConnActor.
+//! - [`lease`]: Lease: grants and revokes through the StoreActor; deadlines, time-to-live and
+//!   keep-alive streams in the LeaseActor.
+//! - [`maintenance`]: Maintenance and Cluster: status, alarms, hashes, defragment, snapshots,
+//!   the one member.
+//! - [`auth`]: Auth while authentication is disabled.
+//! - [`health`]: the standard grpc.health.v1 service, which etcd serves on its client port too.
+//! - [`store_handle`]: the read view, writer, alarms and engine every service reaches the store by.
+//! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
+//! - [`status`]: store errors as gRPC statuses, with etcd's codes and texts.
+
+pub mod arbiter_pool;
+pub mod auth;
+pub mod health;
+pub mod kv;
+pub mod lease;
+pub mod maintenance;
+pub mod status;
+pub mod store_handle;
+pub mod watch;
