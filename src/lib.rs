@@ -1,21 +1,26 @@
 //! actcd: a key-value server that speaks the etcd v3 gRPC API.
 //!
+//! The modules are layers, and imports only point down the list below: `server` wires all of
+//! them; `metrics` reads the store through `grpc`'s handle (and the version Maintenance
+//! reports) and takes its sockets from `transport`'s budget; the `grpc` services read what
+//! `transport` leaves in each request; both name the served methods from `api`. `config` and
+//! `snapshot` import no other module.
+//!
 //! # Layout
 //! - [`config`]: command-line flags with etcd's names.
-//! - [`server`]: process wiring: store, StoreActor, watch tree, gRPC listeners, shutdown.
+//! - [`server`]: process wiring: store, StoreActor, watch tree, listeners, shutdown.
+//! - [`metrics`]: the metrics URLs: the Prometheus recorder and sampled series, and the server of
+//!   /metrics, /health and /version.
 //! - [`grpc`]: the etcd gRPC services and the one mapping of store errors to gRPC statuses.
 //! - [`transport`]: between a socket and the services: the descriptor budget, connection ids and
 //!   ends, Range backpressure, the gRPC metrics layer and grpc-go's error texts.
 //! - [`api`]: the gRPC services and methods served, by name.
-//! - [`http`]: /metrics, /health and /version on the metrics URLs.
-//! - [`metrics`]: the Prometheus recorder and sampled series.
-//! - [`snapshot`]: `actcd snapshot restore`.
+//! - [`snapshot`]: `actcd snapshot restore`, run instead of the server.
 #![deny(missing_docs)]
 
 pub mod api;
 pub mod config;
 pub mod grpc;
-pub mod http;
 pub mod metrics;
 pub mod server;
 pub mod snapshot;

@@ -34,7 +34,7 @@ use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::{snapshot_scratch, MaintenanceService};
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::watch::WatchService;
-use crate::http;
+use crate::metrics::endpoint;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget};
 use crate::transport::connections::{incoming, ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetricsLayer;
@@ -51,7 +51,7 @@ const STREAM_ARBITERS: usize = 2;
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let client_addrs = listen_addrs(&config.listen_client_urls, "listen-client-urls")?;
-    let prometheus = crate::metrics::install(config.quota_bytes())?;
+    let prometheus = crate::metrics::prometheus::install(config.quota_bytes())?;
     let metrics_addrs = if config.listen_metrics_urls.is_empty() {
         Vec::new()
     } else {
@@ -174,14 +174,14 @@ async fn serve(
         tracing::info!(addr = ?listener.local_addr().ok(), "serving client traffic");
         listeners.push(listener);
     }
-    tokio::spawn(crate::metrics::upkeep(services.prometheus.clone()));
+    tokio::spawn(crate::metrics::prometheus::upkeep(services.prometheus.clone()));
     for listener in metrics_listeners {
         let listener = TcpListener::from_std(listener).context("cannot serve on the metrics listener")?;
         tracing::info!(addr = ?listener.local_addr().ok(), "serving /metrics, /health and /version");
         let state =
-            http::MetricsState { store: services.store.clone(), prometheus: services.prometheus.clone() };
+            endpoint::MetricsState { store: services.store.clone(), prometheus: services.prometheus.clone() };
         let listener = BudgetedListener { listener, budget: Arc::clone(&services.budget) };
-        tokio::spawn(http::serve(listener, state));
+        tokio::spawn(endpoint::serve(listener, state));
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();

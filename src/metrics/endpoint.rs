@@ -40,9 +40,9 @@ fn json(status: StatusCode, body: String) -> impl IntoResponse {
     (status, [(header::CONTENT_TYPE, "application/json")], body)
 }
 
-/// Healthy when a read of the `health` key succeeds, as etcd's check does.
+/// The Prometheus text: the recorded series and those sampled now.
 async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
-    let text = crate::metrics::render(&state.prometheus, &state.store.view);
+    let text = crate::metrics::prometheus::render(&state.prometheus, &state.store.view);
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
