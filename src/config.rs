@@ -1,4 +1,6 @@
-//! Command-line flags, named as etcd names them.
+//! The server's command-line flags, named as etcd names them and with etcd's defaults, and the
+//! two parsers their values need: `http://host:port` URLs to socket addresses, and Go-style
+//! durations as etcd's flags take them.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
