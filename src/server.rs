@@ -14,9 +14,10 @@ use tonic::transport::Server;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
-use actcd_actors::store::alarm::Alarms;
-use actcd_actors::store::{snapshot, RocksEngine, StoreConfig, StoreCore};
-use actcd_actors::store_actor::StoreActor;
+use actcd_actors::store::actor::StoreActor;
+use actcd_actors::store::mvcc::alarm::Alarms;
+use actcd_actors::store::mvcc::snapshot;
+use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::etcdserverpb::{

@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use actcd_actors::store::{snapshot, RocksEngine, StoreConfig, StoreCore};
+use actcd_actors::store::mvcc::snapshot;
+use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 
 /// Commands on snapshot files.
 #[derive(Debug, Parser)]

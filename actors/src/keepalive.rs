@@ -8,7 +8,7 @@ use actcd_proto::etcdserverpb::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 
 use crate::identity::Identity;
 use crate::lease::actor::{LeaseActor, Renew};
-use crate::store::engine::Engine;
+use crate::store::mvcc::engine::Engine;
 use crate::store::ReadView;
 
 /// The actor of one keep-alive stream.

@@ -2,9 +2,8 @@
 //!
 //! # Layout
 //! - [`store`]: the store core (no actors): revision index, RocksDB engine, KV logic, the
-//!   single writer and the concurrent read view.
-//! - [`store_actor`]: the StoreActor, which turns queued writes into group commits and
-//!   publishes committed events.
+//!   single writer and the concurrent read view; and the StoreActor, which turns queued writes
+//!   into group commits and publishes committed events.
 //! - [`watch`]: the watch tree: WatchRoot, WatchShards and the watch records they hold.
 //! - [`stream`]: the StreamActor of one Watch gRPC stream.
 //! - [`conn`]: the ConnActor of one client connection.
@@ -20,6 +19,5 @@ pub mod identity;
 pub mod keepalive;
 pub mod lease;
 pub mod store;
-pub mod store_actor;
 pub mod stream;
 pub mod watch;

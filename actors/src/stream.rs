@@ -29,7 +29,7 @@ use actcd_proto::etcdserverpb::{
 };
 
 use crate::identity::Identity;
-use crate::store::engine::Engine;
+use crate::store::mvcc::engine::Engine;
 use crate::store::ReadView;
 use crate::watch::messages::{
     OutputQuota, PendingOutput, ShardRequest, StreamId, StreamOutput, STREAM_OUTPUT_LIMIT,
@@ -484,7 +484,7 @@ mod tests {
     /// channel lent out. It once stopped the stream (the client saw it end cleanly).
     #[test]
     fn a_create_that_arrives_during_a_send_is_answered_after_it() {
-        use crate::store::memory::MemoryEngine;
+        use crate::store::mvcc::memory::MemoryEngine;
         use crate::store::{StoreConfig, StoreCore};
 
         let system = actix::System::new();

@@ -9,8 +9,8 @@
 
 use std::cell::{Cell, RefCell};
 
-use actcd_actors::store::index::Index;
-use actcd_actors::store::revision::Revision;
+use actcd_actors::store::mvcc::index::Index;
+use actcd_actors::store::mvcc::revision::Revision;
 use actcd_actors::store::{
     Batch, Command, CommittedEvents, HistoryChunk, RocksEngine, StoreConfig, StoreCore, StoreError,
 };

@@ -9,8 +9,8 @@
 //! Run: `cargo bench --release -p actcd-bench --bench index_memory` (add `-- --quick` for the
 //! 100K rows only).
 
-use actcd_actors::store::index::Index;
-use actcd_actors::store::revision::Revision;
+use actcd_actors::store::mvcc::index::Index;
+use actcd_actors::store::mvcc::revision::Revision;
 use tikv_jemalloc_ctl::{epoch, stats};
 
 #[global_allocator]

@@ -12,7 +12,7 @@
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
-use actcd_actors::store::memory::MemoryEngine;
+use actcd_actors::store::mvcc::memory::MemoryEngine;
 use actcd_actors::store::{Batch, StoreConfig, StoreCore, StoreError};
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
 
@@ -73,7 +73,7 @@ fn step(u: &mut Unstructured<'_>, core: &mut Core, batch: &mut Batch, engine: &M
         12 => {
             let view = core.read_view();
             let txn = actcd_fuzz::txn(u, view.revision(), 0)?;
-            if actcd_actors::store::txn::is_read_only(&txn) {
+            if actcd_actors::store::mvcc::txn::is_read_only(&txn) {
                 healthy(&view.read_only_txn(&txn, core.config().max_txn_ops), "read-only txn");
             }
         }

@@ -4,7 +4,8 @@
 use prost::Message;
 use tonic::{Request, Response, Status};
 
-use actcd_actors::store::{txn, validate, Command, CommandResponse, StoreError};
+use actcd_actors::store::mvcc::{txn, validate};
+use actcd_actors::store::{Command, CommandResponse, StoreError};
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,

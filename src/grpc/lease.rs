@@ -13,8 +13,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 use actcd_actors::keepalive::KeepAliveStream;
 use actcd_actors::lease::actor::{Forget, LeaseActor, Remaining, Track};
+use actcd_actors::store::messages::{LeaseKeys, LeaseList};
 use actcd_actors::store::{Command, CommandResponse, StoreError};
-use actcd_actors::store_actor::{LeaseKeys, LeaseList};
 use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,

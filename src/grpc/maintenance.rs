@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status};
 
-use actcd_actors::store::engine::Engine;
-use actcd_actors::store::hash;
-use actcd_actors::store::snapshot::SnapshotReader;
+use actcd_actors::store::mvcc::engine::Engine;
+use actcd_actors::store::mvcc::hash;
+use actcd_actors::store::mvcc::snapshot::SnapshotReader;
 use actcd_proto::etcdserverpb::cluster_server::Cluster;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{

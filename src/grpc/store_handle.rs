@@ -10,9 +10,10 @@ use tokio::sync::oneshot;
 use tonic::Status;
 
 use actcd_actors::identity::Identity;
-use actcd_actors::store::alarm::Alarms;
+use actcd_actors::store::actor::StoreActor;
+use actcd_actors::store::messages::Write;
+use actcd_actors::store::mvcc::alarm::Alarms;
 use actcd_actors::store::{Command, CommandResponse, ReadView, RocksEngine, StoreError};
-use actcd_actors::store_actor::{StoreActor, Write};
 use actcd_proto::etcdserverpb::AlarmType;
 
 use crate::grpc::status::to_status;

@@ -8,8 +8,8 @@ use tokio::sync::oneshot;
 
 use actcd_proto::etcdserverpb::LeaseRevokeRequest;
 
+use crate::store::messages::Write;
 use crate::store::{Command, StoreError};
-use crate::store_actor::Write;
 
 use super::lessor::Lessor;
 

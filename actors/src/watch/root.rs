@@ -4,7 +4,7 @@
 use actix::dev::SendError;
 use actix::prelude::*;
 
-use crate::store_actor::Committed;
+use crate::store::messages::Committed;
 
 /// Mailbox capacity; the store drops batches for a full root (the tree catches up from storage).
 const MAILBOX_CAPACITY: usize = 1024;

@@ -9,9 +9,9 @@ use actix::WeakRecipient;
 
 use actcd_proto::etcdserverpb::WatchResponse;
 
-use crate::store::engine::Engine;
+use crate::store::messages::Committed;
+use crate::store::mvcc::engine::Engine;
 use crate::store::ReadView;
-use crate::store_actor::Committed;
 
 use super::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput};
 use super::watcher_group::{Delivery, Outbox, SyncLimits, WatcherGroup};

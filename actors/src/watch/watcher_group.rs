@@ -58,7 +58,7 @@ pub trait History {
     fn compacted(&self) -> i64;
 }
 
-impl<E: crate::store::engine::Engine> History for crate::store::ReadView<E> {
+impl<E: crate::store::mvcc::engine::Engine> History for crate::store::ReadView<E> {
     fn history(&self, from: i64, to: i64, max_bytes: usize) -> Result<HistoryChunk, StoreError> {
         crate::store::ReadView::history(self, from, to, max_bytes)
     }

@@ -172,7 +172,7 @@ fn decode(bytes: &[u8]) -> Result<Vec<AlarmMember>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::RocksEngine;
+    use crate::store::mvcc::rocks::RocksEngine;
     use actcd_proto::etcdserverpb::{DeleteRangeRequest, LeaseGrantRequest, PutRequest, RequestOp};
 
     #[test]

@@ -1,43 +1,13 @@
-//! The StoreActor: the actix shell around [`StoreCore`] that turns a stream of write requests
-//! into group commits. The logic lives in [`GroupCommit`], a plain struct tests drive directly.
-//!
-//! How batches form: a [`Write`] only queues its command and, if no flush is pending, schedules
-//! one with `ctx.notify`. Actix drains every message already in the mailbox before it runs a
-//! notified item, so all writes that arrived while the previous batch was fsyncing are applied
-//! and committed together: one WriteBatch, one fsync, then every answer.
+//! One group commit: the writes queued since the last flush, applied in order into one
+//! [`Batch`], made durable with one WriteBatch and one fsync, then answered. A write is never
+//! answered before its batch is durable, and a failed commit acknowledges no write of its batch.
+//! A plain struct that tests drive directly; when a batch forms is the StoreActor's business
+//! (see [`super::actor`]).
 
-use actix::{Actor, ActorContext, AsyncContext, Context, Handler, Message};
-use tokio::sync::oneshot;
-
-use crate::store::engine::Engine;
-use std::sync::Arc;
-
-use actix::Recipient;
-
-use crate::store::{Batch, Command, CommandResponse, CommittedEvents, StoreCore, StoreError};
-
-/// Mailbox capacity. A full mailbox parks each sender until there is room (actix gives every
-/// sender one slot beyond it), so a burst of writers waits instead of growing memory; the
-/// number of writers is bounded by the gRPC edge's concurrency limits.
-const MAILBOX_CAPACITY: usize = 4096;
-
-/// The answer to a write, sent once the write is durable.
-pub type WriteReply = oneshot::Sender<Result<CommandResponse, StoreError>>;
-
-/// A write command and where to send its answer.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Write {
-    /// The command.
-    pub command: Command,
-    /// Receives the answer after the commit (dropped unanswered only if the actor dies).
-    pub reply: WriteReply,
-}
-
-/// Commits the queued writes.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct Flush;
+use super::messages::Write;
+use super::mvcc::core::{CommittedEvents, StoreCore};
+use super::mvcc::engine::Engine;
+use super::mvcc::txn::Batch;
 
 /// Queued writes and the store they are applied to.
 pub struct GroupCommit<E> {
@@ -111,119 +81,21 @@ impl<E: Engine> GroupCommit<E> {
     }
 }
 
-/// The events of one committed batch, published to the watch tree after the fsync. Shared,
-/// not copied: every subscriber gets the same `Arc`.
-#[derive(Message, Clone)]
-#[rtype(result = "()")]
-pub struct Committed(pub Arc<CommittedEvents>);
-
-/// The single writer, on its own arbiter thread so that its fsyncs block nothing else.
-pub struct StoreActor<E: Engine> {
-    group: GroupCommit<E>,
-    /// Where committed events go (the watch root).
-    subscriber: Option<Recipient<Committed>>,
-    /// Told once, with the reason, when a commit fails and the writer stops.
-    fail_stop: Option<oneshot::Sender<String>>,
-}
-
-impl<E: Engine> StoreActor<E> {
-    /// Wraps an opened store; committed events go to `subscriber`.
-    pub fn new(core: StoreCore<E>, subscriber: Option<Recipient<Committed>>) -> Self {
-        Self { group: GroupCommit::new(core), subscriber, fail_stop: None }
-    }
-
-    /// Sends the reason to `fail_stop` when a commit fails. The process is expected to exit
-    /// then, as etcd does on a failed WAL write or fsync: after an fsync error the kernel may
-    /// have dropped the dirty pages, so neither the memory nor the disk state can be vouched for.
-    pub fn with_fail_stop(mut self, fail_stop: oneshot::Sender<String>) -> Self {
-        self.fail_stop = Some(fail_stop);
-        self
-    }
-}
-
-impl<E: Engine> Actor for StoreActor<E> {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
-    }
-}
-
-impl<E: Engine> Handler<Write> for StoreActor<E> {
-    type Result = ();
-
-    fn handle(&mut self, msg: Write, ctx: &mut Self::Context) {
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "store").increment(1.0);
-        if self.group.push(msg) {
-            ctx.notify(Flush);
-        }
-    }
-}
-
-impl<E: Engine> Handler<Flush> for StoreActor<E> {
-    type Result = ();
-
-    fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
-        let (outcome, committed) = self.group.flush();
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "store").decrement(outcome.commands as f64);
-        if !outcome.committed {
-            let reason = self.group.core().failure().unwrap_or("commit failed").to_owned();
-            tracing::error!(commands = outcome.commands, %reason, "the store takes no more writes");
-            if let Some(fail_stop) = self.fail_stop.take() {
-                let _ = fail_stop.send(reason);
-            }
-            // Writes still in the mailbox are dropped unanswered: their senders answer
-            // "server stopped", and so does every later send to a stopped actor.
-            ctx.stop();
-            return;
-        }
-        let (Some(subscriber), Some(events)) = (&self.subscriber, committed) else {
-            return;
-        };
-        if events.revision == events.prev_revision {
-            return;
-        }
-        // Never blocks the writer: when the subscriber's mailbox is full the batch is dropped
-        // here, and the watch tree notices the gap in revisions and reads it from storage.
-        if let Err(err) = subscriber.try_send(Committed(Arc::new(events))) {
-            tracing::debug!(%err, "watch root is behind; it will catch up from storage");
-        }
-    }
-}
-
-/// The keys attached to a lease (None if it does not exist), as of the last commit.
-#[derive(Message)]
-#[rtype(result = "Option<Vec<Box<[u8]>>>")]
-pub struct LeaseKeys(pub i64);
-
-/// Every lease with its granted TTL, as of the last commit.
-#[derive(Message)]
-#[rtype(result = "Vec<(i64, i64)>")]
-pub struct LeaseList;
-
-impl<E: Engine> Handler<LeaseKeys> for StoreActor<E> {
-    type Result = Option<Vec<Box<[u8]>>>;
-
-    fn handle(&mut self, msg: LeaseKeys, _: &mut Self::Context) -> Self::Result {
-        self.group.core().lease_keys(msg.0)
-    }
-}
-
-impl<E: Engine> Handler<LeaseList> for StoreActor<E> {
-    type Result = Vec<(i64, i64)>;
-
-    fn handle(&mut self, _: LeaseList, _: &mut Self::Context) -> Self::Result {
-        self.group.core().lease_list()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    //! On the in-memory engine: what is under test is the batching and the answers, not the disk.
     use super::*;
+    use std::sync::Arc;
+
     use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
     use bytes::Bytes;
+    use tokio::sync::oneshot;
 
-    use crate::store::{RocksEngine, StoreConfig};
+    use crate::store::mvcc::command::{Command, CommandResponse};
+    use crate::store::mvcc::core::StoreConfig;
+    use crate::store::mvcc::engine::{Family, ScanVisitor, WriteSet};
+    use crate::store::mvcc::error::StoreError;
+    use crate::store::mvcc::memory::MemoryEngine;
 
     fn put(key: &'static str) -> (Write, oneshot::Receiver<Result<CommandResponse, StoreError>>) {
         let (reply, answer) = oneshot::channel();
@@ -234,9 +106,7 @@ mod tests {
 
     #[test]
     fn a_flush_commits_all_queued_writes_at_once_and_answers_after() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let core = StoreCore::open(RocksEngine::open(dir.path()).expect("engine"), StoreConfig::default())
-            .expect("store");
+        let core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("store");
         let view = core.read_view();
         let mut group = GroupCommit::new(core);
 
@@ -280,39 +150,26 @@ mod tests {
         assert_eq!(view.revision(), 5);
     }
 
-    /// RocksDB whose commits fail while `failing` is set, as after an fsync error.
+    /// An engine whose commits fail while `failing` is set, as after an fsync error.
     struct FailingEngine {
-        inner: RocksEngine,
+        inner: MemoryEngine,
         failing: Arc<std::sync::atomic::AtomicBool>,
     }
 
     impl Engine for FailingEngine {
-        fn commit(&self, set: &crate::store::engine::WriteSet) -> Result<(), StoreError> {
+        fn commit(&self, set: &WriteSet) -> Result<(), StoreError> {
             if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(StoreError::Storage("IO error: fdatasync: Input/output error".into()));
             }
             self.inner.commit(set)
         }
-        fn get_many(
-            &self,
-            family: crate::store::engine::Family,
-            keys: &[Vec<u8>],
-        ) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
             self.inner.get_many(family, keys)
         }
-        fn get(
-            &self,
-            family: crate::store::engine::Family,
-            key: &[u8],
-        ) -> Result<Option<Vec<u8>>, StoreError> {
+        fn get(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
             self.inner.get(family, key)
         }
-        fn scan(
-            &self,
-            family: crate::store::engine::Family,
-            from: &[u8],
-            visit: &mut crate::store::engine::ScanVisitor<'_>,
-        ) -> Result<(), StoreError> {
+        fn scan(&self, family: Family, from: &[u8], visit: &mut ScanVisitor<'_>) -> Result<(), StoreError> {
             self.inner.scan(family, from, visit)
         }
         fn size_bytes(&self) -> u64 {
@@ -322,12 +179,8 @@ mod tests {
 
     #[test]
     fn a_failed_commit_answers_no_write_and_stops_the_writer_for_good() {
-        let dir = tempfile::tempdir().expect("tempdir");
         let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let engine = FailingEngine {
-            inner: RocksEngine::open(dir.path()).expect("engine"),
-            failing: Arc::clone(&failing),
-        };
+        let engine = FailingEngine { inner: MemoryEngine::new(), failing: Arc::clone(&failing) };
         let core = StoreCore::open(engine, StoreConfig::default()).expect("store");
         let view = core.read_view();
         let mut group = GroupCommit::new(core);

@@ -9,7 +9,11 @@ use proptest::prelude::*;
 
 use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest};
 
-use super::*;
+use super::command::{Command, CommandResponse};
+use super::core::{ReadView, StoreConfig, StoreCore};
+use super::error::StoreError;
+use super::rocks::RocksEngine;
+use super::txn::Batch;
 
 /// (value, create_revision, mod_revision, version) of a live key.
 type Live = (Vec<u8>, i64, i64, i64);
@@ -208,7 +212,7 @@ proptest! {
 
 #[test]
 fn a_data_dir_of_another_format_is_refused() {
-    use crate::store::engine::{Engine, Family, WriteSet};
+    use super::engine::{Engine, Family, WriteSet};
     let dir = tempfile::tempdir().expect("tempdir");
     {
         let engine = RocksEngine::open(dir.path()).expect("engine");

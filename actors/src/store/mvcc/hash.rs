@@ -140,7 +140,9 @@ fn stored_compaction(snapshot: &RocksSnapshot<'_>) -> Result<i64, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Batch, Command, StoreConfig, StoreCore};
+    use crate::store::mvcc::command::Command;
+    use crate::store::mvcc::core::{StoreConfig, StoreCore};
+    use crate::store::mvcc::txn::Batch;
     use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest};
 
     #[test]

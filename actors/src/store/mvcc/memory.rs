@@ -106,7 +106,9 @@ impl Engine for MemoryEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Batch, Command, StoreConfig, StoreCore};
+    use crate::store::mvcc::command::Command;
+    use crate::store::mvcc::core::{StoreConfig, StoreCore};
+    use crate::store::mvcc::txn::Batch;
     use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RangeRequest};
 
     #[test]

@@ -603,7 +603,7 @@ fn txn_quota_cost(txn: &TxnRequest) -> u64 {
 mod tests {
     //! Regression tests for what the fuzz targets (fuzz/) found, on the in-memory engine.
     use super::*;
-    use crate::store::memory::MemoryEngine;
+    use crate::store::mvcc::memory::MemoryEngine;
     use actcd_proto::etcdserverpb::{request_op, DeleteRangeRequest, PutRequest, RequestOp};
     use bytes::Bytes;
 

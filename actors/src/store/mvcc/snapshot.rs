@@ -328,7 +328,9 @@ fn unpack(input: &mut impl Read, dir: &Path) -> Result<Restored, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Batch, Command, StoreConfig, StoreCore};
+    use crate::store::mvcc::command::Command;
+    use crate::store::mvcc::core::{StoreConfig, StoreCore};
+    use crate::store::mvcc::txn::Batch;
     use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
 
     #[test]

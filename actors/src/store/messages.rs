@@ -1,0 +1,41 @@
+//! The store family's messages: what the gRPC edge and the LeaseActor send the StoreActor, and
+//! what the StoreActor publishes. The watch tree subscribes to [`Committed`] as a `Recipient`,
+//! so the store never imports the watch tree.
+
+use std::sync::Arc;
+
+use actix::Message;
+use tokio::sync::oneshot;
+
+use super::mvcc::command::{Command, CommandResponse};
+use super::mvcc::core::CommittedEvents;
+use super::mvcc::error::StoreError;
+
+/// The answer to a write, sent once the write is durable.
+pub type WriteReply = oneshot::Sender<Result<CommandResponse, StoreError>>;
+
+/// A write command and where to send its answer.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Write {
+    /// The command.
+    pub command: Command,
+    /// Receives the answer after the commit (dropped unanswered only if the actor dies).
+    pub reply: WriteReply,
+}
+
+/// The events of one committed batch, published to the watch tree after the fsync. Shared,
+/// not copied: every subscriber gets the same `Arc`.
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+pub struct Committed(pub Arc<CommittedEvents>);
+
+/// The keys attached to a lease (None if it does not exist), as of the last commit.
+#[derive(Message)]
+#[rtype(result = "Option<Vec<Box<[u8]>>>")]
+pub struct LeaseKeys(pub i64);
+
+/// Every lease with its granted TTL, as of the last commit.
+#[derive(Message)]
+#[rtype(result = "Vec<(i64, i64)>")]
+pub struct LeaseList;
