@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 
 use super::group_commit::GroupCommit;
 use super::messages::{Committed, LeaseKeys, LeaseList, Write};
-use super::mvcc::core::StoreCore;
 use super::mvcc::engine::Engine;
+use super::mvcc::writer::StoreCore;
 
 /// Mailbox capacity. A full mailbox parks each sender until there is room (actix gives every
 /// sender one slot beyond it), so a burst of writers waits instead of growing memory; the

@@ -5,9 +5,9 @@
 //! (see [`super::actor`]).
 
 use super::messages::Write;
-use super::mvcc::core::{CommittedEvents, StoreCore};
 use super::mvcc::engine::Engine;
 use super::mvcc::txn::Batch;
+use super::mvcc::writer::{CommittedEvents, StoreCore};
 
 /// Queued writes and the store they are applied to.
 pub struct GroupCommit<E> {
@@ -92,10 +92,10 @@ mod tests {
     use tokio::sync::oneshot;
 
     use crate::store::mvcc::command::{Command, CommandResponse};
-    use crate::store::mvcc::core::StoreConfig;
     use crate::store::mvcc::engine::{Family, ScanVisitor, WriteSet};
     use crate::store::mvcc::error::StoreError;
     use crate::store::mvcc::memory::MemoryEngine;
+    use crate::store::mvcc::writer::StoreConfig;
 
     fn put(key: &'static str) -> (Write, oneshot::Receiver<Result<CommandResponse, StoreError>>) {
         let (reply, answer) = oneshot::channel();

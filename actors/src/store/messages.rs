@@ -8,8 +8,8 @@ use actix::Message;
 use tokio::sync::oneshot;
 
 use super::mvcc::command::{Command, CommandResponse};
-use super::mvcc::core::CommittedEvents;
 use super::mvcc::error::StoreError;
+use super::mvcc::writer::CommittedEvents;
 
 /// The answer to a write, sent once the write is durable.
 pub type WriteReply = oneshot::Sender<Result<CommandResponse, StoreError>>;

@@ -19,8 +19,9 @@ pub mod messages;
 pub mod mvcc;
 
 pub use self::mvcc::command::{Command, CommandResponse};
-pub use self::mvcc::core::{CommittedEvents, HistoryChunk, ReadView, StoreConfig, StoreCore};
 pub use self::mvcc::error::StoreError;
+pub use self::mvcc::read_view::{HistoryChunk, ReadView};
 #[cfg(feature = "rocksdb")]
 pub use self::mvcc::rocks::RocksEngine;
 pub use self::mvcc::txn::Batch;
+pub use self::mvcc::writer::{CommittedEvents, StoreConfig, StoreCore};

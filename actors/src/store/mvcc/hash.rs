@@ -141,8 +141,8 @@ fn stored_compaction(snapshot: &RocksSnapshot<'_>) -> Result<i64, StoreError> {
 mod tests {
     use super::*;
     use crate::store::mvcc::command::Command;
-    use crate::store::mvcc::core::{StoreConfig, StoreCore};
     use crate::store::mvcc::txn::Batch;
+    use crate::store::mvcc::writer::{StoreConfig, StoreCore};
     use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest};
 
     #[test]

@@ -107,8 +107,8 @@ impl Engine for MemoryEngine {
 mod tests {
     use super::*;
     use crate::store::mvcc::command::Command;
-    use crate::store::mvcc::core::{StoreConfig, StoreCore};
     use crate::store::mvcc::txn::Batch;
+    use crate::store::mvcc::writer::{StoreConfig, StoreCore};
     use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RangeRequest};
 
     #[test]

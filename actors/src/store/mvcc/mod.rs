@@ -9,7 +9,11 @@
 //! - [`engine`]: the narrow storage trait; [`rocks`]: RocksDB behind it (feature `rocksdb`, on by
 //!   default); [`memory`]: a volatile engine for fuzzing and tests; [`codec`]: record formats.
 //! - [`lease_index`]: which leases exist and which keys each holds.
-//! - [`command`]: the write seam; [`core`]: the single writer and the concurrent read view.
+//! - [`command`]: the write seam; [`writer`]: the single writer ([`writer::StoreCore`]), which
+//!   applies commands and commits them; [`lease_commands`]: the lease grants and revokes it
+//!   applies; [`recovery`]: what it reads back at open.
+//! - [`read_view`]: the concurrent readers; [`shared`]: the state they share with the writer,
+//!   and why a read never sees a batch before its fsync.
 //! - [`range`] / [`txn`]: reading at a revision, compares, and the writes inside a transaction.
 //! - [`validate`]: the stateless checks etcd makes before a request reaches its store.
 //! - [`error`]: the typed errors.
@@ -19,23 +23,27 @@
 pub mod alarm;
 pub mod codec;
 pub mod command;
-pub mod core;
 pub mod engine;
 pub mod error;
 #[cfg(feature = "rocksdb")]
 pub mod hash;
 pub mod index;
 pub mod key_index;
+pub mod lease_commands;
 pub mod lease_index;
 pub mod memory;
 pub mod range;
+pub mod read_view;
+pub mod recovery;
 pub mod revision;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
+pub mod shared;
 #[cfg(feature = "rocksdb")]
 pub mod snapshot;
 pub mod txn;
 pub mod validate;
+pub mod writer;
 
 #[cfg(all(test, feature = "rocksdb"))]
 mod model_test;

@@ -7,14 +7,53 @@
 use actcd_proto::etcdserverpb::{compare, Compare, RangeRequest, RangeResponse, ResponseHeader};
 use actcd_proto::mvccpb::KeyValue;
 
+use super::codec;
+use super::engine::{Engine, Family};
 use super::error::StoreError;
 use super::index::Index;
 use super::revision::Revision;
+
+/// A consistent place to read from at one revision: the read view pinned at its revision, or
+/// the writer inside a command (which reads its own changes so far).
+pub trait View {
+    /// The revision reads see and report in headers.
+    fn current(&self) -> i64;
+    /// Evaluates a Range (with etcd's revision checks).
+    fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError>;
+}
 
 /// Somewhere values can be fetched from by revision.
 pub trait ValueSource {
     /// Fetches the KeyValue stored at each revision, `None` where it is gone (compacted).
     fn load(&self, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError>;
+}
+
+/// Values as the engine holds them: what is durable.
+pub struct EngineSource<'a, E>(pub &'a E);
+
+impl<E: Engine> ValueSource for EngineSource<'_, E> {
+    fn load(&self, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
+        load_from_engine(self.0, revisions)
+    }
+}
+
+/// Fetches history records by revision from the engine.
+pub fn load_from_engine(
+    engine: &impl Engine,
+    revisions: &[Revision],
+) -> Result<Vec<Option<KeyValue>>, StoreError> {
+    if revisions.is_empty() {
+        return Ok(Vec::new());
+    }
+    let keys: Vec<Vec<u8>> = revisions.iter().map(|r| r.to_key_bytes().to_vec()).collect();
+    engine
+        .get_many(Family::History, &keys)?
+        .into_iter()
+        .map(|v| match v {
+            Some(bytes) => codec::decode_history_value(&bytes).map(|(_, kv)| Some(kv)),
+            None => Ok(None),
+        })
+        .collect()
 }
 
 /// What the index pass of a Range found.

@@ -20,16 +20,8 @@ use super::engine::{Engine, Family, WriteSet};
 use super::error::StoreError;
 use super::index::Index;
 use super::lease_index::LeaseIndex;
-use super::range::{self, ValueSource};
+use super::range::{self, ValueSource, View};
 use super::revision::Revision;
-
-/// A consistent place to read from at one revision.
-pub trait View {
-    /// The revision reads see and report in headers.
-    fn current(&self) -> i64;
-    /// Evaluates a Range (with etcd's revision checks).
-    fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError>;
-}
 
 /// Which branch each txn takes: the outer one and, in order, every nested txn on the taken path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,7 +164,7 @@ impl<E: Engine> ValueSource for OverlaySource<'_, E> {
     fn load(&self, revisions: &[Revision]) -> Result<Vec<Option<KeyValue>>, StoreError> {
         let missing: Vec<Revision> =
             revisions.iter().filter(|r| !self.overlay.contains_key(r)).copied().collect();
-        let mut stored = load_from_engine(self.engine, &missing)?.into_iter();
+        let mut stored = range::load_from_engine(self.engine, &missing)?.into_iter();
         Ok(revisions
             .iter()
             .map(|r| match self.overlay.get(r) {
@@ -181,25 +173,6 @@ impl<E: Engine> ValueSource for OverlaySource<'_, E> {
             })
             .collect())
     }
-}
-
-/// Fetches history records by revision from the engine.
-pub fn load_from_engine(
-    engine: &impl Engine,
-    revisions: &[Revision],
-) -> Result<Vec<Option<KeyValue>>, StoreError> {
-    if revisions.is_empty() {
-        return Ok(Vec::new());
-    }
-    let keys: Vec<Vec<u8>> = revisions.iter().map(|r| r.to_key_bytes().to_vec()).collect();
-    engine
-        .get_many(Family::History, &keys)?
-        .into_iter()
-        .map(|v| match v {
-            Some(bytes) => super::codec::decode_history_value(&bytes).map(|(_, kv)| Some(kv)),
-            None => Ok(None),
-        })
-        .collect()
 }
 
 impl<E: Engine> View for TxnCtx<'_, E> {

@@ -1,0 +1,39 @@
+//! The state the writer and its readers share, and the rule that keeps reads consistent.
+//!
+//! Visibility: the writer updates the index as it applies each command, but readers read at
+//! `visible`, the newest revision that is on disk, and the index never shows a revision newer
+//! than the one asked for. So a batch's changes appear to readers all at once, after its fsync,
+//! and a reader never waits for one.
+
+use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::error::StoreError;
+use super::index::Index;
+
+/// State the writer and the readers share.
+pub(super) struct Shared<E> {
+    /// Where the records live.
+    pub(super) engine: E,
+    /// Written only by the writer and only briefly: readers take it shared for the index pass
+    /// of a read, never across an engine read or an fsync.
+    pub(super) index: RwLock<Index>,
+    /// Newest durable revision; readers never read past it.
+    pub(super) visible: AtomicI64,
+    /// Compaction revision; raised before the index is compacted so overtaken reads notice.
+    pub(super) compacted: AtomicI64,
+    /// Engine size after the last commit, for quota checks and Status.
+    pub(super) db_size: AtomicU64,
+    /// Commands applied and durable (etcd's applied index).
+    pub(super) applied_index: AtomicU64,
+}
+
+impl<E> Shared<E> {
+    pub(super) fn read_index(&self) -> Result<RwLockReadGuard<'_, Index>, StoreError> {
+        self.index.read().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+    }
+
+    pub(super) fn write_index(&self) -> Result<RwLockWriteGuard<'_, Index>, StoreError> {
+        self.index.write().map_err(|_| StoreError::Stopped("index lock poisoned".into()))
+    }
+}

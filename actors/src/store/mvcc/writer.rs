@@ -1,0 +1,351 @@
+//! The single writer, [`StoreCore`]: applies commands in order into a [`Batch`], then commits
+//! the batch with one engine write and one fsync, then makes it visible to readers at once (the
+//! rule is in [`super::shared`]). Every write rule sits on this path (validation, quota, the
+//! fit in one revision, compaction), so a replicated log can feed it the same commands.
+//!
+//! A command that fails before it changes anything leaves the store as it was; one that fails
+//! after a change, or a commit that fails, stops the writer for good (fail-stop): it can no
+//! longer vouch for what the index or the disk holds.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use actcd_proto::etcdserverpb::{CompactionRequest, CompactionResponse, ResponseHeader, TxnRequest};
+use actcd_proto::mvccpb::Event;
+
+use super::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY};
+use super::command::{Command, CommandResponse};
+use super::engine::{Engine, Family, WriteSet};
+use super::error::StoreError;
+use super::lease_index::LeaseIndex;
+use super::read_view::ReadView;
+use super::recovery::{recover, Recovered};
+use super::shared::Shared;
+use super::txn::{self, Batch, TxnCtx};
+use super::validate;
+
+/// Limits the writer enforces.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// etcd's `--max-txn-ops`.
+    pub max_txn_ops: usize,
+    /// etcd's `--quota-backend-bytes`; writes that would pass it are refused.
+    pub quota_bytes: u64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self { max_txn_ops: 128, quota_bytes: 2 << 30 }
+    }
+}
+
+/// etcd's per-put quota overhead, so that quota decisions match etcd's.
+const KV_QUOTA_OVERHEAD: u64 = 256;
+
+/// The events of one committed batch: every revision in `(prev_revision, revision]`, in order.
+/// A consumer that last saw `prev_revision` can apply them directly; one that saw less has a gap
+/// to fill from [`ReadView::history`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommittedEvents {
+    /// The visible revision before the batch.
+    pub prev_revision: i64,
+    /// The visible revision after the batch.
+    pub revision: i64,
+    /// The batch's events (each event's kv.mod_revision is its revision).
+    pub events: Vec<Event>,
+}
+
+/// The single writer: applies commands in order into a [`Batch`], then commits the batch with
+/// one engine write and one fsync, then makes it visible.
+pub struct StoreCore<E> {
+    shared: Arc<Shared<E>>,
+    config: StoreConfig,
+    /// Revision of the last applied command (may be ahead of `visible` until the commit).
+    pub(super) current: i64,
+    applied_index: u64,
+    /// Set when a commit failed: the writer can no longer vouch for its state (fail-stop).
+    failed: Option<String>,
+    /// Leases and their keys (writer-owned: only commands change them).
+    pub(super) leases: LeaseIndex,
+}
+
+impl<E: Engine> StoreCore<E> {
+    /// Opens the store on `engine`, checking the data format and rebuilding the index from
+    /// the history records (see [`super::recovery`]).
+    pub fn open(engine: E, config: StoreConfig) -> Result<Self, StoreError> {
+        let Recovered { index, leases, current, compacted, applied_index } = recover(&engine)?;
+        let shared = Shared {
+            db_size: AtomicU64::new(engine.size_bytes()),
+            engine,
+            index: RwLock::new(index),
+            visible: AtomicI64::new(current),
+            compacted: AtomicI64::new(compacted),
+            applied_index: AtomicU64::new(applied_index),
+        };
+        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None, leases })
+    }
+
+    /// A handle for concurrent readers.
+    pub fn read_view(&self) -> ReadView<E> {
+        ReadView::new(Arc::clone(&self.shared))
+    }
+
+    /// The limits this writer enforces.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Why the writer stopped taking writes, if it did (fail-stop).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// Revision of the last applied command, durable or not.
+    pub fn current_revision(&self) -> i64 {
+        self.current
+    }
+
+    /// Applies one command into `batch`. Its changes become durable and visible at
+    /// [`StoreCore::commit`]; its answer must not reach the client before that.
+    pub fn apply(&mut self, command: &Command, batch: &mut Batch) -> Result<CommandResponse, StoreError> {
+        if let Some(reason) = &self.failed {
+            return Err(StoreError::Stopped(reason.clone()));
+        }
+        self.applied_index += 1;
+        batch.commands += 1;
+        match command {
+            Command::Put(req) => {
+                validate::check_put(req)?;
+                self.check_quota(KV_QUOTA_OVERHEAD + (req.key.len() + req.value.len()) as u64)?;
+                self.in_txn(batch, |ctx| ctx.put(req)).map(CommandResponse::Put)
+            }
+            Command::DeleteRange(req) => {
+                validate::check_delete(req)?;
+                self.in_txn(batch, |ctx| ctx.delete(req)).map(CommandResponse::DeleteRange)
+            }
+            Command::Txn(req) => {
+                metrics::counter!("etcd_mvcc_txn_total").increment(1);
+                validate::check_txn(req, self.config.max_txn_ops)?;
+                self.check_quota(txn_quota_cost(req))?;
+                self.in_txn(batch, |ctx| {
+                    let decision = txn::decide(ctx, req)?;
+                    ctx.check_path(req, &decision)?;
+                    ctx.check_fits_one_revision(req, &decision)?;
+                    let mut resp = ctx.txn(req, &decision)?;
+                    resp.header = Some(ResponseHeader { revision: ctx.read_rev(), ..Default::default() });
+                    Ok(resp)
+                })
+                .map(CommandResponse::Txn)
+            }
+            Command::Compact(req) => self.compact(req, batch).map(CommandResponse::Compact),
+            Command::LeaseGrant(req) => self.lease_grant(req, batch).map(CommandResponse::LeaseGrant),
+            Command::LeaseRevoke(req) => self.lease_revoke(req, batch).map(CommandResponse::LeaseRevoke),
+        }
+    }
+
+    /// Makes every command applied into `batch` durable (one engine write, one fsync), then
+    /// visible to readers, and returns the batch's events for watchers. On failure the writer
+    /// stops taking writes.
+    pub fn commit(&mut self, mut batch: Batch) -> Result<CommittedEvents, StoreError> {
+        if let Some(reason) = &self.failed {
+            return Err(StoreError::Stopped(reason.clone()));
+        }
+        let prev_revision = self.shared.visible.load(Ordering::Acquire);
+        if batch.commands == 0 {
+            return Ok(CommittedEvents { prev_revision, revision: prev_revision, events: Vec::new() });
+        }
+        batch.writes.put(
+            Family::Meta,
+            APPLIED_INDEX_KEY.to_vec(),
+            codec::encode_i64(self.applied_index as i64),
+        );
+        if let Err(err) = self.shared.engine.commit(&batch.writes) {
+            // The batch may or may not be on disk (a failed fsync says nothing about what the
+            // disk kept), so its writes are answered as etcd's stopping server answers them:
+            // unavailable, outcome unknown, never acknowledged.
+            let reason = format!("commit failed: {err}");
+            self.failed = Some(reason.clone());
+            return Err(StoreError::Stopped(reason));
+        }
+        // Durable, but neither visible nor answered yet.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("store::after_fsync");
+        if let Some(revision) = batch.compaction {
+            self.finish_compaction(revision)?;
+        }
+        self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
+        self.shared.applied_index.store(self.applied_index, Ordering::Release);
+        self.shared.visible.store(self.current, Ordering::Release);
+        Ok(CommittedEvents { prev_revision, revision: self.current, events: batch.events })
+    }
+
+    /// Makes a durable compaction visible: raises the compaction revision (before the index
+    /// changes, so overtaken reads notice), drops the compacted revisions from the index and
+    /// deletes their history. A crash before those deletes are on disk leaves records that
+    /// the next open deletes.
+    fn finish_compaction(&mut self, revision: i64) -> Result<(), StoreError> {
+        self.shared.compacted.store(revision, Ordering::Release);
+        let removed = self.shared.write_index()?.compact(revision);
+        let mut deletes = WriteSet::default();
+        for rev in removed {
+            deletes.delete(Family::History, rev.to_key_bytes().to_vec());
+        }
+        if deletes.is_empty() {
+            return Ok(());
+        }
+        if let Err(err) = self.shared.engine.commit(&deletes) {
+            let reason = format!("commit failed: {err}");
+            self.failed = Some(reason.clone());
+            return Err(StoreError::Stopped(reason));
+        }
+        Ok(())
+    }
+
+    /// The compaction revision commands of `batch` see: a compaction earlier in the batch
+    /// counts, though readers outside the writer do not see it before the commit.
+    fn compacted_for(&self, batch: &Batch) -> i64 {
+        self.shared.compacted.load(Ordering::Acquire).max(batch.compaction.unwrap_or(0))
+    }
+
+    fn check_quota(&self, cost: u64) -> Result<(), StoreError> {
+        if self.shared.db_size.load(Ordering::Relaxed) + cost > self.config.quota_bytes {
+            return Err(StoreError::NoSpace);
+        }
+        Ok(())
+    }
+
+    pub(super) fn in_txn<T>(
+        &mut self,
+        batch: &mut Batch,
+        body: impl FnOnce(&mut TxnCtx<'_, E>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let compacted = self.compacted_for(batch);
+        let shared = Arc::clone(&self.shared);
+        let mut index = shared.write_index()?;
+        let mut ctx = TxnCtx {
+            index: &mut index,
+            leases: &mut self.leases,
+            engine: &shared.engine,
+            batch,
+            begin: self.current,
+            compacted,
+            changes: 0,
+        };
+        let result = body(&mut ctx);
+        let changed = ctx.changes > 0;
+        if result.is_err() && changed {
+            // Commands are checked before they change anything; a failure after a change
+            // would leave a half-applied command in the index.
+            self.failed = Some("a command failed after changing the store".into());
+        }
+        if changed {
+            self.current += 1;
+        }
+        result
+    }
+
+    fn compact(
+        &mut self,
+        req: &CompactionRequest,
+        batch: &mut Batch,
+    ) -> Result<CompactionResponse, StoreError> {
+        if req.revision <= self.compacted_for(batch) {
+            return Err(StoreError::Compacted);
+        }
+        if req.revision > self.current {
+            return Err(StoreError::FutureRevision);
+        }
+        // Applied at the commit, once this record is durable (see `finish_compaction`).
+        batch.compaction = Some(req.revision);
+        batch.writes.put(Family::Meta, COMPACTED_KEY.to_vec(), codec::encode_i64(req.revision));
+        Ok(CompactionResponse {
+            header: Some(ResponseHeader { revision: self.current, ..Default::default() }),
+        })
+    }
+}
+
+/// etcd's quota cost of a txn: the bigger of its two branches' puts.
+fn txn_quota_cost(txn: &TxnRequest) -> u64 {
+    use actcd_proto::etcdserverpb::request_op::Request;
+    fn branch_cost(ops: &[actcd_proto::etcdserverpb::RequestOp]) -> u64 {
+        ops.iter()
+            .map(|op| match &op.request {
+                Some(Request::RequestPut(p)) => KV_QUOTA_OVERHEAD + (p.key.len() + p.value.len()) as u64,
+                Some(Request::RequestTxn(t)) => txn_quota_cost(t),
+                _ => 0,
+            })
+            .sum()
+    }
+    branch_cost(&txn.success).max(branch_cost(&txn.failure))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::mvcc::memory::MemoryEngine;
+    use crate::store::mvcc::revision::Revision;
+    use actcd_proto::etcdserverpb::{
+        request_op, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest, PutRequest, RequestOp,
+    };
+    use bytes::Bytes;
+
+    fn store() -> StoreCore<MemoryEngine> {
+        StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("an empty store opens")
+    }
+
+    /// Changes that do not fit one revision (`Revision::MAX_SUB` + 1) used to run out half way
+    /// and stop the writer: a delete of more keys, a txn whose put came before such a delete, a
+    /// revoke of a lease with more keys. Each is refused before it changes anything (a lease
+    /// takes no more keys than its revoke can delete), and the writer goes on.
+    #[test]
+    fn changes_that_do_not_fit_one_revision_are_refused_whole() {
+        let mut core = store();
+        let limit = Revision::MAX_SUB as usize + 1;
+        let mut batch = Batch::default();
+        let grant = LeaseGrantRequest { id: 7, ttl: 1000 };
+        core.apply(&Command::LeaseGrant(grant), &mut batch).expect("grant");
+        let key = |i: usize| -> Bytes { format!("k{i:07}").into() };
+        for i in 0..limit {
+            let put = PutRequest { key: key(i), lease: 7, ..Default::default() };
+            core.apply(&Command::Put(put), &mut batch).expect("put");
+            if i % 8192 == 0 {
+                core.commit(std::mem::take(&mut batch)).expect("commit");
+            }
+        }
+        let one_more = PutRequest { key: key(limit), lease: 7, ..Default::default() };
+        assert_eq!(core.apply(&Command::Put(one_more.clone()), &mut batch), Err(StoreError::TooManyChanges));
+        let again = PutRequest { key: key(0), value: "v".into(), lease: 7, ..Default::default() };
+        core.apply(&Command::Put(again), &mut batch).expect("a key the lease holds may be put again");
+        let unleased = PutRequest { lease: 0, ..one_more };
+        core.apply(&Command::Put(unleased), &mut batch).expect("the same key without the lease");
+        core.commit(batch).expect("commit");
+
+        let revision = core.current_revision();
+        let all = DeleteRangeRequest { key: "k".into(), range_end: "l".into(), ..Default::default() };
+        let mut batch = Batch::default();
+        assert_eq!(
+            core.apply(&Command::DeleteRange(all.clone()), &mut batch),
+            Err(StoreError::TooManyChanges)
+        );
+        let op = |request| RequestOp { request: Some(request) };
+        let put_then_delete = TxnRequest {
+            success: vec![
+                op(request_op::Request::RequestPut(PutRequest { key: "a".into(), ..Default::default() })),
+                op(request_op::Request::RequestDeleteRange(all)),
+            ],
+            ..Default::default()
+        };
+        let refused = core.apply(&Command::Txn(put_then_delete), &mut batch);
+        assert_eq!(refused, Err(StoreError::TooManyChanges));
+        assert_eq!(core.current_revision(), revision);
+
+        let revoke = LeaseRevokeRequest { id: 7 };
+        core.apply(&Command::LeaseRevoke(revoke), &mut batch)
+            .expect("a full lease is revoked in one revision");
+        assert_eq!(core.current_revision(), revision + 1);
+        let some = DeleteRangeRequest { key: "k".into(), range_end: "l".into(), ..Default::default() };
+        let deleted = core.apply(&Command::DeleteRange(some), &mut batch).expect("the writer goes on");
+        assert!(matches!(deleted, CommandResponse::DeleteRange(d) if d.deleted == 1));
+        core.commit(batch).expect("commit");
+    }
+}
