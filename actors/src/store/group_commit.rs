@@ -5,8 +5,8 @@
 //! (see [`super::actor`]).
 
 use super::messages::Write;
+use super::mvcc::batch::Batch;
 use super::mvcc::engine::Engine;
-use super::mvcc::txn::Batch;
 use super::mvcc::writer::{CommittedEvents, StoreCore};
 
 /// Queued writes and the store they are applied to.

@@ -18,10 +18,10 @@ pub mod group_commit;
 pub mod messages;
 pub mod mvcc;
 
+pub use self::mvcc::batch::Batch;
 pub use self::mvcc::command::{Command, CommandResponse};
 pub use self::mvcc::error::StoreError;
 pub use self::mvcc::read_view::{HistoryChunk, ReadView};
 #[cfg(feature = "rocksdb")]
 pub use self::mvcc::rocks::RocksEngine;
-pub use self::mvcc::txn::Batch;
 pub use self::mvcc::writer::{CommittedEvents, StoreConfig, StoreCore};

@@ -140,8 +140,8 @@ fn stored_compaction(snapshot: &RocksSnapshot<'_>) -> Result<i64, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::mvcc::batch::Batch;
     use crate::store::mvcc::command::Command;
-    use crate::store::mvcc::txn::Batch;
     use crate::store::mvcc::writer::{StoreConfig, StoreCore};
     use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest};
 

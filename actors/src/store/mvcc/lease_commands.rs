@@ -7,11 +7,11 @@ use actcd_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseRevokeRequest, LeaseRevokeResponse, ResponseHeader,
 };
 
+use super::batch::Batch;
 use super::codec;
 use super::engine::{Engine, Family};
 use super::error::StoreError;
 use super::lease_index::{MAX_LEASE_TTL, MIN_LEASE_TTL};
-use super::txn::Batch;
 use super::writer::StoreCore;
 
 impl<E: Engine> StoreCore<E> {

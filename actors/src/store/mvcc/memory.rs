@@ -106,8 +106,8 @@ impl Engine for MemoryEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::mvcc::batch::Batch;
     use crate::store::mvcc::command::Command;
-    use crate::store::mvcc::txn::Batch;
     use crate::store::mvcc::writer::{StoreConfig, StoreCore};
     use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RangeRequest};
 

@@ -5,22 +5,31 @@
 //!
 //! # Layout
 //! - [`revision`]: `(main, sub)` revisions and their packed 8-byte form.
-//! - [`key_index`] / [`index`]: the in-memory revision index (etcd's keyIndex / treeIndex).
-//! - [`engine`]: the narrow storage trait; [`rocks`]: RocksDB behind it (feature `rocksdb`, on by
-//!   default); [`memory`]: a volatile engine for fuzzing and tests; [`codec`]: record formats.
-//! - [`lease_index`]: which leases exist and which keys each holds.
-//! - [`command`]: the write seam; [`writer`]: the single writer ([`writer::StoreCore`]), which
-//!   applies commands and commits them; [`lease_commands`]: the lease grants and revokes it
-//!   applies; [`recovery`]: what it reads back at open.
-//! - [`read_view`]: the concurrent readers; [`shared`]: the state they share with the writer,
-//!   and why a read never sees a batch before its fsync.
-//! - [`range`] / [`txn`]: reading at a revision, compares, and the writes inside a transaction.
+//! - [`key_index`]: one key's generations of revisions (etcd's keyIndex), in one allocation.
+//! - [`index`]: every key's [`key_index`] entry in key order (etcd's treeIndex).
+//! - [`engine`]: the narrow storage trait the core writes through.
+//! - [`rocks`]: RocksDB behind [`engine`] (feature `rocksdb`, on by default).
+//! - [`memory`]: a volatile engine for fuzzing and fast tests.
+//! - [`codec`]: the record formats and the format version.
+//! - [`command`]: the write seam: every write as one command.
+//! - [`writer`]: the single writer, [`writer::StoreCore`]: apply, commit, compaction, quota.
+//! - [`lease_commands`]: lease grants and revokes as the writer applies them.
+//! - [`recovery`]: what open reads back from the engine, checked.
+//! - [`shared`]: the state the writer shares with its readers, and the visibility rule.
+//! - [`read_view`]: the concurrent readers, [`read_view::ReadView`].
+//! - [`range`]: reading at a revision: the index pass, the values, Range's filters.
+//! - [`batch`]: one group commit's changes before they are durable.
+//! - [`put_delete`]: the puts and deletes every write command makes, each at a sub-revision.
+//! - [`txn`]: compares decided up front, nested txns, the taken path.
 //! - [`validate`]: the stateless checks etcd makes before a request reaches its store.
 //! - [`error`]: the typed errors.
-//! - [`alarm`]: active alarms and the writes they refuse; [`hash`]: hashes of the stored state;
-//!   [`snapshot`]: checkpoint snapshots and their restore.
+//! - [`lease_index`]: which leases exist and which keys each holds.
+//! - [`alarm`]: active alarms and the writes they refuse.
+//! - [`hash`]: hashes of the stored state (etcd's HashKV).
+//! - [`snapshot`]: checkpoint snapshots and their restore.
 
 pub mod alarm;
+pub mod batch;
 pub mod codec;
 pub mod command;
 pub mod engine;
@@ -32,6 +41,7 @@ pub mod key_index;
 pub mod lease_commands;
 pub mod lease_index;
 pub mod memory;
+pub mod put_delete;
 pub mod range;
 pub mod read_view;
 pub mod recovery;

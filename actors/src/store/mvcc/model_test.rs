@@ -9,11 +9,11 @@ use proptest::prelude::*;
 
 use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest};
 
+use super::batch::Batch;
 use super::command::{Command, CommandResponse};
 use super::error::StoreError;
 use super::read_view::ReadView;
 use super::rocks::RocksEngine;
-use super::txn::Batch;
 use super::writer::{StoreConfig, StoreCore};
 
 /// (value, create_revision, mod_revision, version) of a live key.

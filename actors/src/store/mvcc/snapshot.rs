@@ -328,8 +328,8 @@ fn unpack(input: &mut impl Read, dir: &Path) -> Result<Restored, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::mvcc::batch::Batch;
     use crate::store::mvcc::command::Command;
-    use crate::store::mvcc::txn::Batch;
     use crate::store::mvcc::writer::{StoreConfig, StoreCore};
     use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
 

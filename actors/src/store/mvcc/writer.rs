@@ -13,15 +13,17 @@ use std::sync::{Arc, RwLock};
 use actcd_proto::etcdserverpb::{CompactionRequest, CompactionResponse, ResponseHeader, TxnRequest};
 use actcd_proto::mvccpb::Event;
 
+use super::batch::Batch;
 use super::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY};
 use super::command::{Command, CommandResponse};
 use super::engine::{Engine, Family, WriteSet};
 use super::error::StoreError;
 use super::lease_index::LeaseIndex;
+use super::put_delete::TxnCtx;
 use super::read_view::ReadView;
 use super::recovery::{recover, Recovered};
 use super::shared::Shared;
-use super::txn::{self, Batch, TxnCtx};
+use super::txn;
 use super::validate;
 
 /// Limits the writer enforces.
