@@ -8,8 +8,7 @@ use actix::dev::SendError;
 use actix::prelude::*;
 use actix::WeakRecipient;
 
-use crate::stream::{StopStream, StreamEnded};
-use crate::watch::messages::StreamId;
+use crate::watch::messages::{StopStream, StreamEnded, StreamId};
 
 /// A new stream on this connection.
 #[derive(Message)]

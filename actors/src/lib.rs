@@ -4,8 +4,8 @@
 //! - [`store`]: the store core (no actors): revision index, RocksDB engine, KV logic, the
 //!   single writer and the concurrent read view; and the StoreActor, which turns queued writes
 //!   into group commits and publishes committed events.
-//! - [`watch`]: the watch tree: WatchRoot, WatchShards and the watch records they hold.
-//! - [`stream`]: the StreamActor of one Watch gRPC stream.
+//! - [`watch`]: the watch tree: WatchRoot, WatchShards and the watch records they hold, and the
+//!   StreamActor of one Watch gRPC stream.
 //! - [`conn`]: the ConnActor of one client connection.
 //! - [`lease`]: the LeaseActor (deadlines, keep-alives, expiry); [`keepalive`]: the actor of
 //!   one LeaseKeepAlive stream.
@@ -19,5 +19,4 @@ pub mod identity;
 pub mod keepalive;
 pub mod lease;
 pub mod store;
-pub mod stream;
 pub mod watch;

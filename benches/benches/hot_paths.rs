@@ -14,10 +14,10 @@ use actcd_actors::store::mvcc::revision::Revision;
 use actcd_actors::store::{
     Batch, Command, CommittedEvents, HistoryChunk, RocksEngine, StoreConfig, StoreCore, StoreError,
 };
-use actcd_actors::watch::messages::StreamId;
+use actcd_actors::watch::messages::{StreamId, WatchSpec};
 use actcd_actors::watch::range_index::RangeIndex;
 use actcd_actors::watch::slab::WatchSlab;
-use actcd_actors::watch::watcher::{WatchSpec, Watcher};
+use actcd_actors::watch::watcher::Watcher;
 use actcd_actors::watch::watcher_group::{Delivery, History, Outbox, WatcherGroup};
 use actcd_proto::etcdserverpb::{PutRequest, WatchResponse};
 use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};

@@ -16,8 +16,9 @@ use tonic::{Request, Response, Status, Streaming};
 use actcd_actors::conn::{AttachStream, ConnActor};
 use actcd_actors::identity::Identity;
 use actcd_actors::store::{ReadView, RocksEngine};
-use actcd_actors::stream::{StopStream, StreamActor, StreamSetup};
+use actcd_actors::watch::messages::StopStream;
 use actcd_actors::watch::shard::WatchShard;
+use actcd_actors::watch::stream::{StreamActor, StreamSetup};
 use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 
@@ -26,7 +27,7 @@ use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_go_errors::stream_receive_error;
 
 /// Responses queued towards one client beyond which its stream actor waits (see
-/// actcd_actors::stream for what happens next); the channel holds one more per sender.
+/// actcd_actors::watch::stream for what happens next); the channel holds one more per sender.
 const RESPONSE_BUFFER: usize = 16;
 
 /// The client's requests up to the first transport error, after which the stream ends (and

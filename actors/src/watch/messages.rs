@@ -1,17 +1,51 @@
-//! Messages of the watch tree. Streams and shards hold each other as `Recipient`s of these, so
-//! root → shard → stream → shard is a flow of messages, not a circle of imports.
+//! Messages of the watch tree and what they carry. Streams and shards hold each other as
+//! `Recipient`s of these, so root → shard → stream → shard is a flow of messages, not a circle
+//! of imports; this module imports nothing else of the tree.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use actix::{Message, WeakRecipient};
+use bytes::Bytes;
 
 use actcd_proto::etcdserverpb::WatchResponse;
 
-use super::watcher::WatchSpec;
-
 /// Identifies one Watch gRPC stream, unique for the life of the process.
 pub type StreamId = u64;
+
+/// A watch as its stream created it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchSpec {
+    /// The stream that owns it.
+    pub stream: StreamId,
+    /// Its id within the stream.
+    pub watch_id: i64,
+    /// The first key (etcd turns an empty key into "\0").
+    pub key: Bytes,
+    /// Empty for a single key, "\0" for every key >= `key`, else the exclusive end.
+    pub range_end: Bytes,
+    /// The first revision whose events it wants.
+    pub start_revision: i64,
+    /// Attach the previous key-value to events.
+    pub prev_kv: bool,
+    /// Drop PUT events.
+    pub no_put: bool,
+    /// Drop DELETE events.
+    pub no_delete: bool,
+    /// Send periodic progress notifications while idle.
+    pub progress_notify: bool,
+}
+
+/// Stop a stream (its connection went away, or its response stream was dropped).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StopStream;
+
+/// Told by a stream when it ends, to whoever holds it (its connection's ConnActor). The
+/// stream holds a `Recipient` of this message, so the watch tree never imports its holder.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct StreamEnded(pub StreamId);
 
 /// Responses for one stream, in the order they must reach the client. Their headers carry only
 /// the revision; the stream fills in the member identity.

@@ -21,9 +21,13 @@
 //! - [`messages`]: the messages of the tree (store → root → shard → stream and back).
 //! - [`watcher`]: one watch's record and what it matches.
 //! - [`slab`]: a shard's records in fixed chunks, addressed by slot number.
+//! - [`interval_tree`]: the ranges of range watches, for "which contain this key?" (a treap).
 //! - [`range_index`]: exact keys in a hash table, ranges in an [`interval_tree`].
 //! - [`watcher_group`]: a shard's watches: synced / unsynced sets, matching, catch-up, progress.
-//! - [`shard`] / [`root`]: the actix shells.
+//! - [`shard`]: the WatchShard, the actix shell around a watcher group.
+//! - [`root`]: the WatchRoot, which hands each committed batch to every shard.
+//! - [`stream_state`]: one Watch stream's watch ids, requests and outgoing responses.
+//! - [`stream`]: the StreamActor, the actix shell around a stream's state.
 
 pub mod interval_tree;
 pub mod messages;
@@ -31,5 +35,7 @@ pub mod range_index;
 pub mod root;
 pub mod shard;
 pub mod slab;
+pub mod stream;
+pub mod stream_state;
 pub mod watcher;
 pub mod watcher_group;

@@ -88,7 +88,8 @@ impl RangeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::watcher::{WatchSpec, Watcher};
+    use crate::watch::messages::WatchSpec;
+    use crate::watch::watcher::Watcher;
     use bytes::Bytes;
 
     fn watcher(key: &str, end: &str) -> Watcher {

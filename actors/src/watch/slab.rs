@@ -147,7 +147,7 @@ impl WatchSlab {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::watcher::WatchSpec;
+    use crate::watch::messages::WatchSpec;
     use bytes::Bytes;
     use proptest::prelude::*;
     use std::collections::BTreeMap;

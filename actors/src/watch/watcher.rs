@@ -1,31 +1,7 @@
-//! One watch: what it covers, where its next event comes from, and how it filters.
+//! One watch's record in its shard, made from the [`WatchSpec`] its stream sent: what it covers,
+//! where its next event comes from, and how it filters.
 
-use bytes::Bytes;
-
-use super::messages::StreamId;
-
-/// A watch as its stream created it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WatchSpec {
-    /// The stream that owns it.
-    pub stream: StreamId,
-    /// Its id within the stream.
-    pub watch_id: i64,
-    /// The first key (etcd turns an empty key into "\0").
-    pub key: Bytes,
-    /// Empty for a single key, "\0" for every key >= `key`, else the exclusive end.
-    pub range_end: Bytes,
-    /// The first revision whose events it wants.
-    pub start_revision: i64,
-    /// Attach the previous key-value to events.
-    pub prev_kv: bool,
-    /// Drop PUT events.
-    pub no_put: bool,
-    /// Drop DELETE events.
-    pub no_delete: bool,
-    /// Send periodic progress notifications while idle.
-    pub progress_notify: bool,
-}
+use super::messages::{StreamId, WatchSpec};
 
 /// Flag bits of a [`Watcher`].
 pub mod flags {

@@ -1,0 +1,191 @@
+//! Live delivery: each committed batch the store publishes is matched against the synced
+//! watchers (through the range index) and sent as one response per watcher and revision, one
+//! message per stream. A stream whose buffer is full sends its watchers back to unsynced from
+//! the first revision they missed. A batch that does not follow on from what the group has
+//! seen, or batches that stop coming while the store moves on, send every synced watcher back
+//! to unsynced: catch-up fills the gap from storage.
+
+use std::collections::HashMap;
+
+use smallvec::SmallVec;
+
+use actcd_proto::etcdserverpb::WatchResponse;
+use actcd_proto::mvccpb::{Event, KeyValue};
+
+use crate::store::CommittedEvents;
+use crate::watch::messages::StreamId;
+use crate::watch::watcher::flags;
+
+use super::group::{header, is_delete, key_of, revision_of, WatcherGroup};
+use super::history::{previous, History};
+use super::outbox::{Delivery, Outbox};
+
+/// A stream's responses of one live batch, with the (slot, revision) behind each.
+type LiveBatch = (Vec<WatchResponse>, Vec<(u32, i64)>);
+
+impl WatcherGroup {
+    /// Feeds a committed batch to the synced watchers. A batch that does not follow on from
+    /// `processed` means batches were dropped upstream: every synced watcher then catches up
+    /// from storage instead.
+    pub fn on_committed(
+        &mut self,
+        batch: &CommittedEvents,
+        history: &impl History,
+        outbox: &mut impl Outbox,
+    ) {
+        if batch.revision <= self.processed {
+            return;
+        }
+        if batch.prev_revision > self.processed {
+            let from = self.processed + 1;
+            self.desync_all(from);
+            self.processed = batch.revision;
+            return;
+        }
+        let fresh: Vec<&Event> = batch.events.iter().filter(|e| revision_of(e) > self.processed).collect();
+        self.processed = batch.revision;
+        self.deliver_live(&fresh, history, outbox);
+    }
+
+    fn deliver_live(&mut self, events: &[&Event], history: &impl History, outbox: &mut impl Outbox) {
+        // stream → responses, and the (slot, revision) of each response for when delivery fails.
+        let mut out: HashMap<StreamId, LiveBatch> = HashMap::new();
+        let mut start = 0;
+        while start < events.len() {
+            let rev = revision_of(events[start]);
+            let end = start + events[start..].iter().take_while(|e| revision_of(e) == rev).count();
+            let mut per_slot: Vec<(u32, Vec<Event>)> = Vec::new();
+            let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
+            for (i, ev) in events[start..end].iter().enumerate() {
+                let mut matched: SmallVec<[u32; 8]> = SmallVec::new();
+                self.synced.matches(key_of(ev), |slot| matched.push(slot));
+                for slot in matched {
+                    let Some(w) = self.slots.get(slot) else { continue };
+                    if rev < w.next_rev() || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
+                        continue;
+                    }
+                    let event = if w.has(flags::PREV_KV) {
+                        let prev = prev_cache.entry(i).or_insert_with(|| previous(ev, history)).clone();
+                        Event { prev_kv: prev, ..(*ev).clone() }
+                    } else {
+                        (*ev).clone()
+                    };
+                    match per_slot.iter_mut().find(|(s, _)| *s == slot) {
+                        Some((_, list)) => list.push(event),
+                        None => per_slot.push((slot, vec![event])),
+                    }
+                }
+            }
+            for (slot, evs) in per_slot {
+                let Some(w) = self.slots.get_mut(slot) else { continue };
+                w.set(flags::NOTIFIED);
+                let entry = out.entry(w.stream).or_default();
+                entry.0.push(WatchResponse {
+                    header: header(rev),
+                    watch_id: w.watch_id,
+                    events: evs,
+                    ..Default::default()
+                });
+                entry.1.push((slot, rev));
+            }
+            start = end;
+        }
+        for (stream, (responses, sent)) in out {
+            match outbox.deliver(stream, responses) {
+                Delivery::Sent => {
+                    for (slot, rev) in sent {
+                        if let Some(w) = self.slots.get_mut(slot) {
+                            w.set_next_rev(w.next_rev().max(rev + 1));
+                        }
+                    }
+                }
+                Delivery::Full => {
+                    // The stream missed these: each watcher resumes from its first lost revision.
+                    let mut first: HashMap<u32, i64> = HashMap::new();
+                    for (slot, rev) in sent {
+                        first.entry(slot).and_modify(|r| *r = (*r).min(rev)).or_insert(rev);
+                    }
+                    for (slot, rev) in first {
+                        self.desync(slot, rev);
+                    }
+                }
+                Delivery::Closed => {
+                    self.remove_stream(stream);
+                }
+            }
+        }
+    }
+
+    /// Called on a timer with the store's visible revision: if committed batches stopped
+    /// arriving while the store moved on (dropped upstream), catch up from storage.
+    /// Two checks in a row must see no progress: one may just have come while this shard's
+    /// thread was starved of CPU, with batches waiting in its mailbox.
+    pub fn check_stalled(&mut self, visible: i64) {
+        let idle = visible > self.processed && self.processed == self.processed_at_last_check;
+        if idle && self.stalled_checks >= 1 {
+            let from = self.processed + 1;
+            self.desync_all(from);
+            self.processed = visible;
+            self.stalled_checks = 0;
+        } else if idle {
+            self.stalled_checks += 1;
+        } else {
+            self.stalled_checks = 0;
+        }
+        self.processed_at_last_check = self.processed;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_proto::etcdserverpb::DeleteRangeRequest;
+    use bytes::Bytes;
+
+    use crate::store::Command;
+    use crate::watch::messages::WatchSpec;
+    use crate::watch::watcher_group::catch_up::SyncLimits;
+    use crate::watch::watcher_group::test_support::{put, spec, Buffers, Fixture};
+
+    #[test]
+    fn synced_watchers_get_each_revision_in_its_own_response_with_filters_and_prev_kv() {
+        let mut f = Fixture::new();
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        let mut out = Buffers::new(100);
+        group.add(&spec(1, 0, "a", "", 2));
+        group.add(&WatchSpec { prev_kv: true, no_put: true, ..spec(1, 1, "a", "b", 2) });
+        group.add(&spec(2, 0, "\0", "\0", 2));
+
+        let batch = f.commit(vec![put("a", "1"), put("b", "2")]);
+        group.on_committed(&batch, &view, &mut out);
+        let delete =
+            Command::DeleteRange(DeleteRangeRequest { key: Bytes::from_static(b"a"), ..Default::default() });
+        let batch = f.commit(vec![delete]);
+        group.on_committed(&batch, &view, &mut out);
+
+        assert_eq!(out.drain(1), [(0, vec![2]), (0, vec![4]), (1, vec![4])]);
+        assert_eq!(out.drain(2), [(0, vec![2]), (0, vec![3]), (0, vec![4])]);
+        let with_prev =
+            group.slots.iter().find(|(_, w)| w.stream == 1 && w.watch_id == 1).map(|(_, w)| w.next_rev());
+        assert_eq!(with_prev, Some(5));
+    }
+
+    #[test]
+    fn a_shard_that_stops_hearing_from_the_store_catches_up_after_two_idle_checks() {
+        let mut f = Fixture::new();
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        group.add(&spec(1, 0, "k", "", 2));
+        f.put("k", "v");
+        f.put("k", "v");
+        group.check_stalled(view.revision());
+        assert_eq!(group.unsynced_len(), 0, "one idle check may be a starved thread");
+        group.check_stalled(view.revision());
+        assert_eq!(group.unsynced_len(), 1);
+        assert_eq!(group.processed(), 3);
+        let mut out = Buffers::new(10);
+        group.sync(&view, &mut out, SyncLimits::default());
+        assert_eq!(out.drain(1), [(0, vec![2, 3])]);
+    }
+}
