@@ -7,8 +7,8 @@
 //! - [`watch`]: the watch tree: WatchRoot, WatchShards and the watch records they hold, and the
 //!   StreamActor of one Watch gRPC stream.
 //! - [`conn`]: the ConnActor of one client connection.
-//! - [`lease`]: the LeaseActor (deadlines, keep-alives, expiry); [`keepalive`]: the actor of
-//!   one LeaseKeepAlive stream.
+//! - [`lease`]: the LeaseActor (deadlines, keep-alives, expiry) and the actor of one
+//!   LeaseKeepAlive stream.
 //! - [`identity`]: the member identity stamped on response headers.
 //! - [`failpoints`]: test-build failpoints at the group commit's boundaries.
 #![deny(missing_docs)]
@@ -16,7 +16,6 @@
 pub mod conn;
 pub mod failpoints;
 pub mod identity;
-pub mod keepalive;
 pub mod lease;
 pub mod store;
 pub mod watch;

@@ -11,8 +11,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
-use actcd_actors::keepalive::KeepAliveStream;
-use actcd_actors::lease::actor::{Forget, LeaseActor, Remaining, Track};
+use actcd_actors::lease::actor::LeaseActor;
+use actcd_actors::lease::keepalive::KeepAliveStream;
+use actcd_actors::lease::messages::{Forget, Remaining, Track};
 use actcd_actors::store::messages::{LeaseKeys, LeaseList};
 use actcd_actors::store::{Command, CommandResponse, StoreError};
 use actcd_proto::etcdserverpb::lease_server::Lease;

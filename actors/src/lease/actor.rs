@@ -1,5 +1,5 @@
-//! The LeaseActor: keeps lease deadlines, answers keep-alives and time-to-live queries, and
-//! revokes expired leases through the StoreActor.
+//! The LeaseActor: the actix shell around the [`Lessor`]. It keeps lease deadlines, answers
+//! keep-alives and time-to-live queries, and revokes expired leases through the StoreActor.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use crate::store::messages::Write;
 use crate::store::{Command, StoreError};
 
 use super::lessor::Lessor;
+use super::messages::{Forget, Remaining, Renew, Track};
 
 /// How often expiries are looked for (etcd checks every 500 ms).
 const EXPIRY_CHECK: Duration = Duration::from_millis(500);
@@ -19,31 +20,6 @@ const EXPIRY_CHECK: Duration = Duration::from_millis(500);
 const REVOKES_PER_CHECK: usize = 500;
 /// Mailbox capacity: keep-alive streams wait (`send`) when it is full.
 const MAILBOX_CAPACITY: usize = 1024;
-
-/// Start tracking a lease (granted, or loaded at start).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Track {
-    /// The lease.
-    pub id: i64,
-    /// Its granted TTL in seconds.
-    pub ttl: i64,
-}
-
-/// A keep-alive; answers the TTL, 0 if the lease is unknown or expired.
-#[derive(Message)]
-#[rtype(result = "i64")]
-pub struct Renew(pub i64);
-
-/// Remaining and granted TTL of a lease, if it is alive.
-#[derive(Message)]
-#[rtype(result = "Option<(i64, i64)>")]
-pub struct Remaining(pub i64);
-
-/// The lease was revoked by a client.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Forget(pub i64);
 
 /// The actor of all leases' deadlines.
 pub struct LeaseActor {

@@ -6,7 +6,11 @@
 //!
 //! # Layout
 //! - [`lessor`]: deadlines and the expiry heap (a plain struct).
-//! - [`actor`]: the LeaseActor shell and its messages.
+//! - [`actor`]: the LeaseActor, the actix shell around the lessor.
+//! - [`keepalive`]: the actor of one LeaseKeepAlive stream.
+//! - [`messages`]: the family's messages (track, renew, remaining TTL, forget).
 
 pub mod actor;
+pub mod keepalive;
 pub mod lessor;
+pub mod messages;

@@ -7,9 +7,11 @@ use tokio::sync::mpsc;
 use actcd_proto::etcdserverpb::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 
 use crate::identity::Identity;
-use crate::lease::actor::{LeaseActor, Renew};
 use crate::store::mvcc::engine::Engine;
 use crate::store::ReadView;
+
+use super::actor::LeaseActor;
+use super::messages::Renew;
 
 /// The actor of one keep-alive stream.
 pub struct KeepAliveStream<E: Engine> {
