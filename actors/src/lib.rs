@@ -1,16 +1,17 @@
-//! actcd's actors and the store core they share.
+//! actcd's actors and the store core they share. One folder per actor family: the family's
+//! plain structs, the actix shells beside them, and its messages in its `messages` module.
 //!
 //! # Layout
-//! - [`store`]: the store core (no actors): revision index, RocksDB engine, KV logic, the
-//!   single writer and the concurrent read view; and the StoreActor, which turns queued writes
-//!   into group commits and publishes committed events.
-//! - [`watch`]: the watch tree: WatchRoot, WatchShards and the watch records they hold, and the
-//!   StreamActor of one Watch gRPC stream.
-//! - [`conn`]: the ConnActor of one client connection.
-//! - [`lease`]: the LeaseActor (deadlines, keep-alives, expiry) and the actor of one
-//!   LeaseKeepAlive stream.
+//! - [`store`]: the store family: the store core ([`store::mvcc`], no actors) and the StoreActor.
+//! - [`watch`]: the watch family: WatchRoot, WatchShards, the watch records, the StreamActor.
+//! - [`lease`]: the lease family: the lessor, the LeaseActor, the keep-alive stream actor.
+//! - [`conn`]: the conn family: the ConnActor of one client connection.
 //! - [`identity`]: the member identity stamped on response headers.
 //! - [`failpoints`]: test-build failpoints at the group commit's boundaries.
+//!
+//! Imports run one way, never in a circle: conn → watch → store and lease → store, the store
+//! publishing to the watch tree through a `Recipient` of its own message; nothing under
+//! `store::mvcc` imports actix, tonic or the watch tree.
 #![deny(missing_docs)]
 
 pub mod conn;

@@ -13,7 +13,8 @@ use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
-use actcd_actors::conn::{AttachStream, ConnActor};
+use actcd_actors::conn::actor::ConnActor;
+use actcd_actors::conn::messages::AttachStream;
 use actcd_actors::identity::Identity;
 use actcd_actors::store::{ReadView, RocksEngine};
 use actcd_actors::watch::messages::StopStream;

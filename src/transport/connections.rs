@@ -16,7 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tonic::transport::server::Connected;
 
-use actcd_actors::conn::{ConnActor, ConnectionClosed};
+use actcd_actors::conn::actor::ConnActor;
+use actcd_actors::conn::messages::ConnectionClosed;
 
 use crate::transport::connection_budget::{accept, Admitted, ConnectionBudget};
 use crate::transport::range_backpressure::RangeSlots;

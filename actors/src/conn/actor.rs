@@ -10,21 +10,7 @@ use actix::WeakRecipient;
 
 use crate::watch::messages::{StopStream, StreamEnded, StreamId};
 
-/// A new stream on this connection.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct AttachStream {
-    /// The stream.
-    pub id: StreamId,
-    /// How to stop it. Weak: the stream stops by itself too, and a weak address costs no
-    /// allocation of its own, where a strong one allocates a sender task (~100 bytes a stream).
-    pub stop: WeakRecipient<StopStream>,
-}
-
-/// The connection closed.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ConnectionClosed;
+use super::messages::{AttachStream, ConnectionClosed};
 
 /// The actor of one client connection.
 #[derive(Default)]
