@@ -21,7 +21,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     (false, true) => "ServerStream",
                     (true, true) => "BidiStream",
                 };
-                writeln!(services, "        Method {{ name: {:?}, kind: MethodKind::{kind} }},", m.name())?;
+                writeln!(
+                    services,
+                    "        Method {{ service: {name:?}, name: {:?}, kind: MethodKind::{kind} }},",
+                    m.name()
+                )?;
             }
             writeln!(services, "    ] }},")?;
         }

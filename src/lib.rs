@@ -3,8 +3,8 @@
 //! The modules are layers, and imports only point down the list below: `server` wires all of
 //! them; `metrics` reads the store through `grpc`'s handle (and the version Maintenance
 //! reports) and takes its sockets from `transport`'s budget; the `grpc` services read what
-//! `transport` leaves in each request; both name the served methods from `api`. `config` and
-//! `snapshot` import no other module.
+//! `transport` leaves in each request; both name the served methods from the list the protos
+//! generate (`actcd_proto::services`). `config` and `snapshot` import no other module.
 //!
 //! # Layout
 //! - [`config`]: command-line flags with etcd's names.
@@ -14,11 +14,9 @@
 //! - [`grpc`]: the etcd gRPC services and the one mapping of store errors to gRPC statuses.
 //! - [`transport`]: between a socket and the services: the descriptor budget, connection ids and
 //!   ends, Range backpressure, the gRPC metrics layer and grpc-go's error texts.
-//! - [`api`]: the gRPC services and methods served, by name.
 //! - [`snapshot`]: `actcd snapshot restore`, run instead of the server.
 #![deny(missing_docs)]
 
-pub mod api;
 pub mod config;
 pub mod grpc;
 pub mod metrics;

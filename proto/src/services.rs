@@ -22,9 +22,10 @@ impl MethodKind {
     }
 }
 
-/// One method of a service.
+/// One method, with its service's full name (so one reference names a call completely).
 #[derive(Debug)]
 pub struct Method {
+    pub service: &'static str,
     pub name: &'static str,
     pub kind: MethodKind,
 }
@@ -42,6 +43,23 @@ pub const SERVICES: &[Service] = include!(concat!(env!("OUT_DIR"), "/services.rs
 /// The service named `name`, if the protos define it.
 pub fn service(name: &str) -> Option<&'static Service> {
     SERVICES.iter().find(|s| s.name == name)
+}
+
+/// The method a request path (`/etcdserverpb.KV/Range`) names, if the protos define it.
+pub fn method_of_path(path: &str) -> Option<&'static Method> {
+    let (service_name, method) = path.strip_prefix('/').unwrap_or(path).split_once('/')?;
+    service(service_name)?.methods.iter().find(|m| m.name == method)
+}
+
+/// Every method of every service.
+pub fn methods() -> impl Iterator<Item = &'static Method> {
+    SERVICES.iter().flat_map(|s| s.methods)
+}
+
+/// Whether `name` is one of etcd's own services (package etcdserverpb), the ones etcd's
+/// health service answers SERVING for.
+pub fn is_etcd_service(name: &str) -> bool {
+    name.starts_with("etcdserverpb.") && service(name).is_some()
 }
 
 #[cfg(test)]
@@ -71,5 +89,11 @@ mod tests {
         assert_eq!(kind("etcdserverpb.Auth", "UserAdd"), Some(MethodKind::Unary));
         assert_eq!(service("etcdserverpb.Auth").map(|s| s.methods.len()), Some(17));
         assert!(service("etcdserverpb.Nope").is_none());
+        let range = method_of_path("/etcdserverpb.KV/Range").map(|m| (m.service, m.name, m.kind));
+        assert_eq!(range, Some(("etcdserverpb.KV", "Range", MethodKind::Unary)));
+        assert!(method_of_path("/etcdserverpb.KV/Nope").is_none());
+        assert!(method_of_path("nonsense").is_none());
+        assert!(is_etcd_service("etcdserverpb.Lease") && !is_etcd_service("grpc.health.v1.Health"));
+        assert_eq!(methods().count(), SERVICES.iter().map(|s| s.methods.len()).sum::<usize>());
     }
 }

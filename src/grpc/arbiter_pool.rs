@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use actcd_proto::errors::EtcdError;
 use actix::ArbiterHandle;
 use tonic::Status;
 
@@ -27,6 +28,6 @@ impl ArbiterPool {
         let n = self.handles.len().max(1);
         self.handles
             .get(self.next.fetch_add(1, Ordering::Relaxed) % n)
-            .ok_or_else(|| Status::unavailable("etcdserver: server stopped"))
+            .ok_or_else(|| EtcdError::Stopped.status())
     }
 }

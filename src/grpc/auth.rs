@@ -4,6 +4,7 @@
 //! (so `etcdctl --user name:password` works). User and role management answer the same error,
 //! and AuthEnable says that authentication is not built yet.
 
+use actcd_proto::errors::EtcdError;
 use tonic::{Code, Request, Response, Status};
 
 use actcd_proto::etcdserverpb::auth_server::Auth;
@@ -38,7 +39,7 @@ impl AuthService {
 
 /// etcd's answer when a request needs authentication to be enabled.
 pub fn auth_not_enabled() -> Status {
-    Status::new(Code::FailedPrecondition, "etcdserver: authentication is not enabled")
+    EtcdError::AuthNotEnabled.status()
 }
 
 #[tonic::async_trait]

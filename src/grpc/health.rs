@@ -6,7 +6,7 @@ use actcd_proto::health::health_check_response::ServingStatus;
 use actcd_proto::health::health_server::Health;
 use actcd_proto::health::{HealthCheckRequest, HealthCheckResponse};
 
-use crate::api::ETCD_SERVICES;
+use actcd_proto::services::is_etcd_service;
 
 /// Answers SERVING for the whole server ("") and for every etcd service name.
 pub struct HealthService;
@@ -18,7 +18,7 @@ impl Health for HealthService {
         request: Request<HealthCheckRequest>,
     ) -> Result<Response<HealthCheckResponse>, Status> {
         let service = request.get_ref().service.as_str();
-        if !service.is_empty() && !ETCD_SERVICES.contains(&service) {
+        if !service.is_empty() && !is_etcd_service(service) {
             return Err(Status::not_found("unknown service"));
         }
         Ok(Response::new(HealthCheckResponse { status: ServingStatus::Serving as i32 }))

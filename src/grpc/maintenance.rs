@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use actcd_proto::errors::EtcdError;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -95,7 +96,7 @@ impl MaintenanceService {
 
 /// etcd's answer to a membership change naming no member.
 fn member_not_found() -> Status {
-    Status::new(Code::NotFound, "etcdserver: member not found")
+    EtcdError::MemberNotFound.status()
 }
 
 fn needs_replication(what: &str) -> Status {
@@ -275,7 +276,7 @@ impl Maintenance for MaintenanceService {
         if self.is_self(request.get_ref().target_id) {
             return Ok(Response::new(MoveLeaderResponse { header: self.header() }));
         }
-        Err(Status::new(Code::FailedPrecondition, "etcdserver: bad leader transferee"))
+        Err(EtcdError::BadLeaderTransferee.status())
     }
 
     async fn downgrade(&self, _: Request<DowngradeRequest>) -> Result<Response<DowngradeResponse>, Status> {
@@ -318,7 +319,7 @@ impl Cluster for MaintenanceService {
         if !self.is_self(request.get_ref().id) {
             return Err(member_not_found());
         }
-        Err(Status::new(Code::FailedPrecondition, "etcdserver: can only promote a learner member"))
+        Err(EtcdError::MemberNotLearner.status())
     }
 
     /// A linearizable list needs no extra step on one member: every acknowledged membership

@@ -7,7 +7,7 @@
 use tonic::body::Body;
 use tonic::{Code, Status};
 
-use crate::api::{ETCD_SERVICES, HEALTH_SERVICE};
+use actcd_proto::services;
 
 /// grpc-go serves only application/grpc and its `+codec` / `;parameter` forms; anything else
 /// is refused before routing with HTTP 415 and INVALID_ARGUMENT (etcd 3.4's older grpc-go
@@ -95,7 +95,7 @@ fn unknown_call(path: &str) -> Status {
     let Some((service, method)) = name.rsplit_once('/') else {
         return Status::resource_exhausted(format!("malformed method name: {path:?}"));
     };
-    if service == HEALTH_SERVICE || ETCD_SERVICES.contains(&service) {
+    if services::service(service).is_some() {
         Status::unimplemented(format!("unknown method {method} for service {service}"))
     } else {
         Status::unimplemented(format!("unknown service {service}"))

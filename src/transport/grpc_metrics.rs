@@ -12,8 +12,8 @@ use tonic::body::Body;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::api::METHODS;
 use crate::transport::grpc_go_errors;
+use actcd_proto::services::{self, Method, MethodKind};
 
 /// gRPC status codes by number, as go-grpc-prometheus labels them.
 const CODES: [&str; 17] = [
@@ -36,17 +36,15 @@ const CODES: [&str; 17] = [
     "Unauthenticated",
 ];
 
-/// The labels of paths outside [`METHODS`].
-const UNKNOWN_METHOD: &(&str, &str, &str) = &("unknown", "unknown", "unary");
+/// The labels of paths that name no method of the protos.
+static UNKNOWN_METHOD: Method = Method { service: "unknown", name: "unknown", kind: MethodKind::Unary };
 
-/// The (service, method, type) labels of a request path. Paths outside [`METHODS`] share one
-/// label set, so a client sending made-up paths cannot grow the series without bound; all
-/// labels are static strings, so counting a call allocates nothing. One reference, not three
-/// strings: every streaming call keeps it for its whole life.
-fn labels_of(path: &str) -> &'static (&'static str, &'static str, &'static str) {
-    let mut parts = path.trim_start_matches('/').splitn(2, '/');
-    let (service, method) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-    METHODS.iter().find(|(s, m, _)| *s == service && *m == method).unwrap_or(UNKNOWN_METHOD)
+/// The method a request path names, for its labels. Paths outside the protos share one label
+/// set, so a client sending made-up paths cannot grow the series without bound; all labels are
+/// static strings, so counting a call allocates nothing. One reference, not three strings:
+/// every streaming call keeps it for its whole life.
+fn labels_of(path: &str) -> &'static Method {
+    services::method_of_path(path).unwrap_or(&UNKNOWN_METHOD)
 }
 
 fn code_name(value: Option<&http::HeaderValue>) -> Option<&'static str> {
@@ -57,16 +55,17 @@ fn code_name(value: Option<&http::HeaderValue>) -> Option<&'static str> {
 /// Sets every started and handled series to zero, as go-grpc-prometheus does at start, so
 /// dashboards and alerts see a value before the first call.
 pub fn preinitialise() {
-    for (service, method, kind) in METHODS {
-        let labels = [("grpc_type", *kind), ("grpc_service", *service), ("grpc_method", *method)];
+    for m in services::methods() {
+        let (service, method, kind) = (m.service, m.name, m.kind.label());
+        let labels = [("grpc_type", kind), ("grpc_service", service), ("grpc_method", method)];
         metrics::counter!("grpc_server_started_total", &labels).absolute(0);
         metrics::counter!("grpc_server_msg_received_total", &labels).absolute(0);
         metrics::counter!("grpc_server_msg_sent_total", &labels).absolute(0);
         for code in CODES {
             let labels = [
-                ("grpc_type", *kind),
-                ("grpc_service", *service),
-                ("grpc_method", *method),
+                ("grpc_type", kind),
+                ("grpc_service", service),
+                ("grpc_method", method),
                 ("grpc_code", code),
             ];
             metrics::counter!("grpc_server_handled_total", &labels).absolute(0);
@@ -95,19 +94,18 @@ pub struct GrpcMetrics<S> {
 /// What a call is, for its labels.
 #[derive(Debug, Clone, Copy)]
 struct Call {
-    /// (service, method, type), as in [`METHODS`].
-    method: &'static (&'static str, &'static str, &'static str),
+    method: &'static Method,
     started: Instant,
 }
 
 impl Call {
-    fn kind(&self) -> &'static str {
-        self.method.2
+    fn kind(&self) -> MethodKind {
+        self.method.kind
     }
 
     fn labels(&self) -> [(&'static str, &'static str); 3] {
-        let (service, method, kind) = *self.method;
-        [("grpc_type", kind), ("grpc_service", service), ("grpc_method", method)]
+        let m = self.method;
+        [("grpc_type", m.kind.label()), ("grpc_service", m.service), ("grpc_method", m.name)]
     }
 
     fn finish(&self, code: &'static str) {
@@ -116,7 +114,7 @@ impl Call {
         metrics::counter!("grpc_server_handled_total", &labels).increment(1);
         metrics::histogram!("grpc_server_handling_seconds", &self.labels())
             .record(self.started.elapsed().as_secs_f64());
-        if code == "OK" && (self.kind() == "unary" || self.kind() == "client_stream") {
+        if code == "OK" && matches!(self.kind(), MethodKind::Unary | MethodKind::ClientStream) {
             metrics::counter!("grpc_server_msg_sent_total", &self.labels()).increment(1);
         }
     }
@@ -138,7 +136,7 @@ where
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let call = Call { method: labels_of(request.uri().path()), started: Instant::now() };
         metrics::counter!("grpc_server_started_total", &call.labels()).increment(1);
-        if call.kind() == "unary" || call.kind() == "server_stream" {
+        if matches!(call.kind(), MethodKind::Unary | MethodKind::ServerStream) {
             metrics::counter!("grpc_server_msg_received_total", &call.labels()).increment(1);
         }
         if let Some(refusal) = grpc_go_errors::refuse_content_type(&request) {
@@ -203,7 +201,7 @@ impl HttpBody for Counted {
                 metrics::counter!("etcd_network_client_grpc_sent_bytes_total").increment(data.len() as u64);
             }
             if let (Some(call), true) = (this.call.0.as_ref(), frame.is_data()) {
-                if call.kind() == "bidi_stream" || call.kind() == "server_stream" {
+                if matches!(call.kind(), MethodKind::BidiStream | MethodKind::ServerStream) {
                     metrics::counter!("grpc_server_msg_sent_total", &call.labels()).increment(1);
                 }
             }
