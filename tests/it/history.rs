@@ -4,10 +4,7 @@
 
 use std::time::Instant;
 
-use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
-    RangeRequest, RangeResponse, TxnRequest, TxnResponse,
-};
+pub use actcd_test_support::etcd_model::{Request, Response};
 
 /// Nanoseconds on the history's monotonic clock; `NEVER` is the return time of a call whose
 /// outcome is unknown (it may take effect at any time after its call).
@@ -15,40 +12,6 @@ pub type Nanos = u64;
 
 /// The return time of a call that never returned.
 pub const NEVER: Nanos = u64::MAX;
-
-/// One KV call.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Request {
-    Range(RangeRequest),
-    Put(PutRequest),
-    Delete(DeleteRangeRequest),
-    Txn(TxnRequest),
-    Compact(CompactionRequest),
-}
-
-/// Its answer.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Response {
-    Range(RangeResponse),
-    Put(PutResponse),
-    Delete(DeleteRangeResponse),
-    Txn(TxnResponse),
-    Compact(CompactionResponse),
-}
-
-impl Response {
-    /// The header revision: the store's revision when the call took effect.
-    pub fn revision(&self) -> i64 {
-        let header = match self {
-            Response::Range(r) => &r.header,
-            Response::Put(r) => &r.header,
-            Response::Delete(r) => &r.header,
-            Response::Txn(r) => &r.header,
-            Response::Compact(r) => &r.header,
-        };
-        header.as_ref().map_or(0, |h| h.revision)
-    }
-}
 
 /// How a call ended.
 #[derive(Clone, Debug, PartialEq)]

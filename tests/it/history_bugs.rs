@@ -10,9 +10,9 @@ use actcd_proto::mvccpb::Event;
 
 use crate::history::{Op, Outcome, Request, Response};
 use crate::history_check::check;
-use crate::history_model::Model;
 use crate::history_simulated::simulated_history;
 use crate::watch_validator::{by_watch, Received};
+use actcd_test_support::etcd_model::Model;
 
 /// A history bug: its name, the word its report must contain ("" = any report), and how to
 /// inject it (`None` when the history has no place for it).

@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use actcd_proto::mvccpb::Event;
 
 use crate::history::{Nanos, Op, Outcome, Request, NEVER};
-use crate::history_model::{without_headers, Model};
+use actcd_test_support::etcd_model::{without_headers, Model};
 
 /// What made a revision.
 #[derive(Clone, Copy, Debug, PartialEq)]

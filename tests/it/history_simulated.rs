@@ -8,8 +8,8 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::history::{Nanos, Op, Outcome, Request, NEVER};
-use crate::history_model::Model;
 use crate::history_workload::{Rng, Workload};
+use actcd_test_support::etcd_model::Model;
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
 enum Step {

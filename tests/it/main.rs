@@ -18,7 +18,6 @@ mod harness;
 mod history;
 mod history_bugs;
 mod history_check;
-mod history_model;
 mod history_simulated;
 mod history_workload;
 mod hostile_frames;

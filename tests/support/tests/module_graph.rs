@@ -9,8 +9,14 @@ use std::path::Path;
 
 use actcd_test_support::module_graph::ModuleGraph;
 
-const ROOTS: [&str; 5] =
-    ["src/lib.rs", "actors/src/lib.rs", "proto/src/lib.rs", "benches/lib.rs", "fuzz/src/lib.rs"];
+const ROOTS: [&str; 6] = [
+    "src/lib.rs",
+    "actors/src/lib.rs",
+    "proto/src/lib.rs",
+    "benches/lib.rs",
+    "tests/support/src/lib.rs",
+    "fuzz/src/lib.rs",
+];
 
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().and_then(Path::parent).unwrap()

@@ -1,5 +1,6 @@
 //! A sequential model of etcd's MVCC store: every key's versions by revision, from an empty
-//! store at revision 1. It answers Range (key, range_end, revision, limit, keys_only,
+//! store at revision 1, against which the store core's model test and the linearizability
+//! checker compare what actcd answers. It answers Range (key, range_end, revision, limit, keys_only,
 //! count_only), Put (prev_kv), DeleteRange (prev_kv), non-nested Txn (compares on value,
 //! version, create, mod and lease, on a key or a range) and Compact, as etcd 3.4 does, and
 //! keeps the events of each revision so a checker can step back (`undo`) and watchers can be
@@ -13,14 +14,56 @@ use bytes::Bytes;
 
 use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use actcd_proto::etcdserverpb::{
-    request_op, response_op, CompactionResponse, Compare, DeleteRangeRequest, DeleteRangeResponse,
-    PutRequest, PutResponse, RangeRequest, RangeResponse, ResponseHeader, ResponseOp, TxnRequest,
-    TxnResponse,
+    request_op, response_op, CompactionRequest, CompactionResponse, Compare, DeleteRangeRequest,
+    DeleteRangeResponse, PutRequest, PutResponse, RangeRequest, RangeResponse, ResponseHeader, ResponseOp,
+    TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
 
-use crate::history::{Request, Response};
+/// One KV call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Request {
+    /// Range.
+    Range(RangeRequest),
+    /// Put.
+    Put(PutRequest),
+    /// DeleteRange.
+    Delete(DeleteRangeRequest),
+    /// Txn.
+    Txn(TxnRequest),
+    /// Compact.
+    Compact(CompactionRequest),
+}
+
+/// Its answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Response {
+    /// Range's.
+    Range(RangeResponse),
+    /// Put's.
+    Put(PutResponse),
+    /// DeleteRange's.
+    Delete(DeleteRangeResponse),
+    /// Txn's.
+    Txn(TxnResponse),
+    /// Compact's.
+    Compact(CompactionResponse),
+}
+
+impl Response {
+    /// The header revision: the store's revision when the call took effect.
+    pub fn revision(&self) -> i64 {
+        let header = match self {
+            Response::Range(r) => &r.header,
+            Response::Put(r) => &r.header,
+            Response::Delete(r) => &r.header,
+            Response::Txn(r) => &r.header,
+            Response::Compact(r) => &r.header,
+        };
+        header.as_ref().map_or(0, |h| h.revision)
+    }
+}
 
 /// One version of a key: its value from `revision` on, `None` once deleted.
 #[derive(Clone, Debug)]
