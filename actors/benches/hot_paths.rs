@@ -4,7 +4,7 @@
 //! Inputs are built once per benchmark outside the timed region (in the benchmark function
 //! before `bench_*`, or per iteration with `with_inputs`).
 //!
-//! Run: `cargo bench -p actcd-bench --bench hot_paths` (add a filter such as `-- index` to run
+//! Run: `cargo bench -p actcd-actors --bench hot_paths` (add a filter such as `-- index` to run
 //! one group).
 
 use std::cell::{Cell, RefCell};

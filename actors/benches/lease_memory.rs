@@ -2,7 +2,7 @@
 //! actor's deadlines), then 1M keys attached to them (10 per lease, 32-byte keys), measured as
 //! jemalloc-allocated bytes before and after, in process.
 //!
-//! Run: `cargo bench -p actcd-bench --bench lease_memory`.
+//! Run: `cargo bench -p actcd-actors --bench lease_memory`.
 
 use std::time::Instant;
 
