@@ -1,7 +1,12 @@
 //! Endpoints and connections: one tonic `Channel` (one HTTP/2 connection) per `--conns`, spread
-//! round-robin over `--endpoints`, each dialed under `--dial-timeout`; and the error texts that
-//! the error distribution counts.
+//! round-robin over `--endpoints`, each dialed under `--dial-timeout`, with clients spread
+//! round-robin over the connections; and the error texts that the error distribution counts.
 
+use crate::output::Out;
+use crate::report::Recorder;
+use crate::settings::Settings;
+use crate::stop::Stop;
+use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::StatusRequest;
 use std::error::Error as StdError;
@@ -9,24 +14,12 @@ use std::time::Duration;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
-/// An endpoint as a URI: `127.0.0.1:2379` becomes `http://127.0.0.1:2379`.
-pub fn endpoint_uri(endpoint: &str) -> Result<String, String> {
-    let endpoint = endpoint.trim();
-    if endpoint.is_empty() {
-        return Err("empty endpoint in --endpoints".to_string());
-    }
-    if let Some((scheme, _)) = endpoint.split_once("://") {
-        return match scheme {
-            "http" => Ok(endpoint.to_string()),
-            "https" | "unixs" => {
-                Err(format!("endpoint {endpoint}: TLS is not supported by actcd-bench; use http://"))
-            }
-            other => Err(format!(
-                "endpoint {endpoint}: unsupported scheme {other:?}; use host:port or http://host:port"
-            )),
-        };
-    }
-    Ok(format!("http://{endpoint}"))
+/// Largest response the client accepts (etcd's client allows up to 2 GiB).
+pub const MAX_RESPONSE: usize = i32::MAX as usize;
+
+/// A KV client on `channel` that accepts large responses.
+pub fn kv_client(channel: Channel) -> KvClient<Channel> {
+    KvClient::new(channel).max_decoding_message_size(MAX_RESPONSE)
 }
 
 /// An error and its causes, joined with `: `, leaving out a text that the next cause repeats
@@ -152,18 +145,35 @@ pub async fn dial(
     }
 }
 
+/// Dials every connection of a command. When any fails, prints what a report of nothing
+/// completed looks like (each failed connection counted in the error distribution of `reports`),
+/// stops the run with the reason, and returns `None`.
+pub async fn connect(settings: &Settings, stop: &Stop, out: &Out, reports: &[&str]) -> Option<Vec<Channel>> {
+    match dial(&settings.endpoints, settings.conns, settings.dial_timeout).await {
+        Ok(channels) => Some(channels),
+        Err(errors) => {
+            let first = errors.first().map(|e| e.to_string()).unwrap_or_else(|| "cannot connect".to_string());
+            for name in reports {
+                let rec = Recorder::new(*name, 1, false);
+                for e in &errors {
+                    rec.err(0, &e.to_string());
+                }
+                out.report("", rec.stats(Duration::ZERO), "\n");
+            }
+            stop.stop(format!("{first} ({} of {} connections failed)", errors.len(), settings.conns));
+            None
+        }
+    }
+}
+
+/// The connection client `client` uses: clients go round-robin over connections.
+pub fn channel_for(channels: &[Channel], client: usize) -> Channel {
+    channels[client % channels.len()].clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn endpoints_take_optional_scheme() {
-        assert_eq!(endpoint_uri("127.0.0.1:2379").as_deref(), Ok("http://127.0.0.1:2379"));
-        assert_eq!(endpoint_uri(" http://localhost:23790 ").as_deref(), Ok("http://localhost:23790"));
-        assert!(endpoint_uri("https://x:1").is_err());
-        assert!(endpoint_uri("").is_err());
-        assert!(endpoint_uri("ftp://x:1").is_err());
-    }
 
     #[test]
     fn status_reads_like_go_grpc() {

@@ -105,6 +105,20 @@ impl Rng {
     }
 }
 
+/// Checks that keys of `key_size` bytes hold every key number below `key_space_size`.
+pub fn check_key_space(key_size: usize, key_space_size: u64) -> Result<(), String> {
+    if key_space_size == 0 {
+        return Err(format!("expected positive --key-space-size, got ({key_space_size})"));
+    }
+    let need = varint_len(key_space_size.saturating_sub(1) as i64);
+    if key_size < need {
+        return Err(format!(
+            "--key-size {key_size} is too small for --key-space-size {key_space_size} (keys need {need} bytes)"
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +151,14 @@ mod tests {
         assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
         assert_eq!(prefix_end(b"\xff\xff"), vec![0]);
         assert_eq!(prefix_end(b""), vec![0]);
+    }
+
+    #[test]
+    fn key_space_fits_key_size() {
+        assert!(check_key_space(8, 1).is_ok());
+        assert!(check_key_space(1, 64).is_ok());
+        assert!(check_key_space(1, 65).is_err());
+        assert!(check_key_space(8, 0).is_err());
     }
 
     #[test]

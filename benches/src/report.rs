@@ -6,7 +6,8 @@
 //! exact). [`Recorder::stats`] merges the shards into [`Stats`], which prints in etcd benchmark's
 //! text format ([`Stats::to_text`]) or serializes as JSON.
 
-use crate::format::{go_duration, go_g, num};
+use crate::format::{go_g, num};
+use actcd_test_support::go_duration::format as go_duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

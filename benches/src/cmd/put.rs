@@ -2,36 +2,55 @@
 //! one random `--val-size` value, optionally compacting every `--compact-interval`, and reading
 //! HashKV and Status after the run with `--check-hashkv`.
 
-use super::{channel_for, check_key_space, connect};
-use crate::cli::PutArgs;
-use crate::format::{go_duration, humanize_bytes};
-use crate::keys::{varint_key, Rng};
+use crate::conn::{channel_for, connect, kv_client, status_text};
+use crate::format::humanize_bytes;
+use crate::keys::{check_key_space, varint_key, Rng};
+use crate::output::Out;
 use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Out, Plan, Settings, Stop, Worker};
+use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::settings::Settings;
+use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{CompactionRequest, HashKvRequest, PutRequest, RangeRequest, StatusRequest};
+use actcd_test_support::go_duration::{self, parse as parse_go_duration};
 use bytes::Bytes;
+use clap::{ArgAction, Args};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
-/// Largest response the client accepts (etcd's client allows up to 2 GiB).
-pub const MAX_RESPONSE: usize = i32::MAX as usize;
-
-/// A KV client on `channel` that accepts large responses.
-pub fn kv_client(channel: Channel) -> KvClient<Channel> {
-    KvClient::new(channel).max_decoding_message_size(MAX_RESPONSE)
-}
-
-/// Checks `put`'s flags.
-pub fn validate(a: &PutArgs) -> Result<(), String> {
-    check_key_space(a.key_size, a.key_space_size)?;
-    if !a.compact_interval.is_zero() && a.compact_index_delta < 0 {
-        return Err(format!("--compact-index-delta must not be negative, got {}", a.compact_index_delta));
-    }
-    Ok(())
+/// `put`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct PutArgs {
+    /// Key size of put request.
+    #[arg(long, default_value_t = 8)]
+    pub key_size: usize,
+    /// Value size of put request.
+    #[arg(long, default_value_t = 8)]
+    pub val_size: usize,
+    /// Maximum puts per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Total number of put requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+    /// Maximum possible keys.
+    #[arg(long, default_value_t = 1)]
+    pub key_space_size: u64,
+    /// Use sequential keys.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub sequential_keys: bool,
+    /// Interval to compact the database (e.g. 5m; 0 never).
+    #[arg(long, default_value = "0", value_parser = parse_go_duration)]
+    pub compact_interval: Duration,
+    /// Delta between the current revision and the compact revision.
+    #[arg(long, default_value_t = 1000)]
+    pub compact_index_delta: i64,
+    /// Check HashKV (and Status) of the first endpoint after the run.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub check_hashkv: bool,
 }
 
 struct PutWorker {
@@ -55,39 +74,54 @@ impl Worker for PutWorker {
     }
 }
 
-/// Runs `put`.
-pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: PutArgs) {
-    let Some(channels) = connect(settings, stop, out, &["put"]).await else {
-        return;
-    };
-    let value = Bytes::from(Rng::seeded(0).bytes(a.val_size));
-    let workers: Vec<PutWorker> = (0..settings.clients)
-        .map(|c| PutWorker {
-            kv: kv_client(channel_for(&channels, c)),
-            rng: Rng::seeded(c as u64 + 1),
-            key_size: a.key_size,
-            key_space: a.key_space_size,
-            sequential: a.sequential_keys,
-            value: value.clone(),
-        })
-        .collect();
-    let compactor = (!a.compact_interval.is_zero()).then(|| {
-        tokio::spawn(compact_loop(
-            kv_client(channels[0].clone()),
-            a.compact_interval,
-            a.compact_index_delta,
-            settings.request_timeout,
-        ))
-    });
-    let rec = Arc::new(Recorder::new("put", settings.clients, settings.sample));
-    let total =
-        run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
-    if let Some(c) = compactor {
-        c.abort();
+impl PutArgs {
+    /// Checks the flags.
+    pub fn validate(&self) -> Result<(), String> {
+        check_key_space(self.key_size, self.key_space_size)?;
+        if !self.compact_interval.is_zero() && self.compact_index_delta < 0 {
+            return Err(format!(
+                "--compact-index-delta must not be negative, got {}",
+                self.compact_index_delta
+            ));
+        }
+        Ok(())
     }
-    out.report("", rec.stats(total), "\n");
-    if a.check_hashkv && !stop.is_stopped() {
-        hash_kv(settings, out, channels[0].clone()).await;
+
+    /// Runs `put`.
+    pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
+        let a = self;
+        let Some(channels) = connect(settings, stop, out, &["put"]).await else {
+            return;
+        };
+        let value = Bytes::from(Rng::seeded(0).bytes(a.val_size));
+        let workers: Vec<PutWorker> = (0..settings.clients)
+            .map(|c| PutWorker {
+                kv: kv_client(channel_for(&channels, c)),
+                rng: Rng::seeded(c as u64 + 1),
+                key_size: a.key_size,
+                key_space: a.key_space_size,
+                sequential: a.sequential_keys,
+                value: value.clone(),
+            })
+            .collect();
+        let compactor = (!a.compact_interval.is_zero()).then(|| {
+            tokio::spawn(compact_loop(
+                kv_client(channels[0].clone()),
+                a.compact_interval,
+                a.compact_index_delta,
+                settings.request_timeout,
+            ))
+        });
+        let rec = Arc::new(Recorder::new("put", settings.clients, settings.sample));
+        let total =
+            run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
+        if let Some(c) = compactor {
+            c.abort();
+        }
+        out.report("", rec.stats(total), "\n");
+        if a.check_hashkv && !stop.is_stopped() {
+            hash_kv(settings, out, channels[0].clone()).await;
+        }
     }
 }
 
@@ -100,10 +134,7 @@ async fn compact_loop(mut kv: KvClient<Channel>, interval: Duration, delta: i64,
         let rev = match tokio::time::timeout(bound, kv.range(range)).await {
             Ok(Ok(r)) => r.into_inner().header.map(|h| h.revision).unwrap_or(0),
             Ok(Err(e)) => {
-                eprintln!(
-                    "warning: compaction skipped: cannot read the revision: {}",
-                    crate::conn::status_text(&e)
-                );
+                eprintln!("warning: compaction skipped: cannot read the revision: {}", status_text(&e));
                 continue;
             }
             Err(_) => {
@@ -119,7 +150,7 @@ async fn compact_loop(mut kv: KvClient<Channel>, interval: Duration, delta: i64,
         match tokio::time::timeout(bound, kv.compact(req)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                eprintln!("warning: compaction at revision {target} failed: {}", crate::conn::status_text(&e))
+                eprintln!("warning: compaction at revision {target} failed: {}", status_text(&e))
             }
             Err(_) => eprintln!("warning: compaction at revision {target} timed out"),
         }
@@ -135,10 +166,7 @@ async fn hash_kv(settings: &Settings, out: &Out, channel: Channel) {
     let hash = match tokio::time::timeout(bound, m.hash_kv(HashKvRequest { revision: 0 })).await {
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(e)) => {
-            out.note(format!(
-                "Failed to get the hashkv of endpoint {endpoint} ({})",
-                crate::conn::status_text(&e)
-            ));
+            out.note(format!("Failed to get the hashkv of endpoint {endpoint} ({})", status_text(&e)));
             return;
         }
         Err(_) => {
@@ -150,10 +178,7 @@ async fn hash_kv(settings: &Settings, out: &Out, channel: Channel) {
     let status = match tokio::time::timeout(bound, m.status(StatusRequest {})).await {
         Ok(Ok(r)) => r.into_inner(),
         Ok(Err(e)) => {
-            out.note(format!(
-                "Failed to get the status of endpoint {endpoint} ({})",
-                crate::conn::status_text(&e)
-            ));
+            out.note(format!("Failed to get the status of endpoint {endpoint} ({})", status_text(&e)));
             return;
         }
         Err(_) => {
@@ -165,7 +190,7 @@ async fn hash_kv(settings: &Settings, out: &Out, channel: Channel) {
     out.print(&format!(
         "HashKV Summary:\n\tHashKV: {}\n\tEndpoint: {endpoint}\n\tTime taken to get hashkv: {}\n\tDB size: {}\n",
         hash.hash,
-        go_duration(took),
+        go_duration::format(took),
         humanize_bytes(db_size)
     ));
     out.extra(

@@ -1,29 +1,100 @@
 //! `range key [end]`: the same Range request `--total` times, linearizable or serializable, with
 //! `--limit`, `--count-only`, `--keys-only` and `--prefix`.
 
-use super::put::kv_client;
-use super::{channel_for, connect, serializable};
-use crate::cli::RangeArgs;
+use crate::conn::{channel_for, connect, kv_client};
 use crate::keys::prefix_end;
+use crate::output::Out;
 use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Out, Plan, Settings, Stop, Worker};
+use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::settings::Settings;
+use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::RangeRequest;
 use bytes::Bytes;
+use clap::{ArgAction, Args};
 use std::future::Future;
 use std::sync::Arc;
 use tonic::transport::Channel;
 
-/// Checks `range`'s flags.
-pub fn validate(a: &RangeArgs) -> Result<(), String> {
-    serializable(&a.consistency)?;
-    if a.prefix && a.end.is_some() {
-        return Err("--prefix and an end key cannot be combined".to_string());
+/// `range key [end]`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct RangeArgs {
+    /// The key (or the start of the range).
+    pub key: String,
+    /// The end of the range (exclusive).
+    pub end: Option<String>,
+    /// Total number of range requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+    /// Maximum requests per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub rate: u64,
+    /// Linearizable (l) or Serializable (s).
+    #[arg(long, default_value = "l")]
+    pub consistency: String,
+    /// Maximum number of results (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub limit: i64,
+    /// Only get the count.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub count_only: bool,
+    /// Only get the keys.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub keys_only: bool,
+    /// Range over every key with the prefix `key`.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub prefix: bool,
+}
+
+impl RangeArgs {
+    /// Checks the flags.
+    pub fn validate(&self) -> Result<(), String> {
+        serializable(&self.consistency)?;
+        if self.prefix && self.end.is_some() {
+            return Err("--prefix and an end key cannot be combined".to_string());
+        }
+        if self.limit < 0 {
+            return Err(format!("--limit must not be negative, got {}", self.limit));
+        }
+        Ok(())
     }
-    if a.limit < 0 {
-        return Err(format!("--limit must not be negative, got {}", a.limit));
+
+    /// Runs `range`.
+    pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
+        let a = self;
+        let req = match request(&a) {
+            Ok(r) => r,
+            Err(e) => {
+                stop.stop(e);
+                return;
+            }
+        };
+        let banner = if req.serializable {
+            "bench with serializable range\n"
+        } else {
+            "bench with linearizable range\n"
+        };
+        out.print(banner);
+        let Some(channels) = connect(settings, stop, out, &["range"]).await else {
+            return;
+        };
+        let workers: Vec<RangeWorker> = (0..settings.clients)
+            .map(|c| RangeWorker { kv: kv_client(channel_for(&channels, c)), req: req.clone() })
+            .collect();
+        let rec = Arc::new(Recorder::new("range", settings.clients, settings.sample));
+        let total =
+            run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
+        out.report("", rec.stats(total), "");
     }
-    Ok(())
+}
+
+/// The `--consistency` flag: `l` (linearizable) or `s` (serializable); true for serializable.
+pub fn serializable(consistency: &str) -> Result<bool, String> {
+    match consistency {
+        "l" => Ok(false),
+        "s" => Ok(true),
+        other => Err(format!("--consistency must be l (linearizable) or s (serializable), got {other:?}")),
+    }
 }
 
 /// The Range request `range` sends.
@@ -54,52 +125,30 @@ impl Worker for RangeWorker {
     }
 }
 
-/// Runs `range`.
-pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: RangeArgs) {
-    let req = match request(&a) {
-        Ok(r) => r,
-        Err(e) => {
-            stop.stop(e);
-            return;
-        }
-    };
-    let banner =
-        if req.serializable { "bench with serializable range\n" } else { "bench with linearizable range\n" };
-    out.print(banner);
-    let Some(channels) = connect(settings, stop, out, &["range"]).await else {
-        return;
-    };
-    let workers: Vec<RangeWorker> = (0..settings.clients)
-        .map(|c| RangeWorker { kv: kv_client(channel_for(&channels, c)), req: req.clone() })
-        .collect();
-    let rec = Arc::new(Recorder::new("range", settings.clients, settings.sample));
-    let total =
-        run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
-    out.report("", rec.stats(total), "");
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
     use clap::Parser;
 
+    /// `range`'s flags alone, as the command line parses them.
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        range: RangeArgs,
+    }
+
     fn parse(args: &[&str]) -> RangeArgs {
-        let cli = Cli::try_parse_from(args).expect("parses");
-        match cli.command {
-            Command::Range(a) => a,
-            other => panic!("not range: {other:?}"),
-        }
+        Line::try_parse_from(args).expect("parses").range
     }
 
     #[test]
     fn prefix_flag_sets_range_end() {
-        let a = parse(&["actcd-bench", "range", "--prefix", "foo", "--consistency", "s"]);
+        let a = parse(&["range", "--prefix", "foo", "--consistency", "s"]);
         let r = request(&a).expect("valid");
         assert_eq!(&r.key[..], b"foo");
         assert_eq!(&r.range_end[..], b"fop");
         assert!(r.serializable);
-        let a = parse(&["actcd-bench", "--conns=2", "range", "a", "z", "--limit", "5"]);
+        let a = parse(&["range", "a", "z", "--limit", "5"]);
         let r = request(&a).expect("valid");
         assert_eq!(&r.range_end[..], b"z");
         assert_eq!(r.limit, 5);
@@ -107,10 +156,17 @@ mod tests {
 
     #[test]
     fn bad_combinations_are_refused() {
-        let a = parse(&["actcd-bench", "range", "--prefix", "a", "b"]);
-        assert!(validate(&a).is_err());
-        let a = parse(&["actcd-bench", "range", "a", "--consistency", "x"]);
-        assert!(validate(&a).is_err());
-        assert!(Cli::try_parse_from(["actcd-bench", "range"]).is_err());
+        let a = parse(&["range", "--prefix", "a", "b"]);
+        assert!(a.validate().is_err());
+        let a = parse(&["range", "a", "--consistency", "x"]);
+        assert!(a.validate().is_err());
+        assert!(Line::try_parse_from(["range"]).is_err());
+    }
+
+    #[test]
+    fn consistency_is_l_or_s() {
+        assert_eq!(serializable("l"), Ok(false));
+        assert_eq!(serializable("s"), Ok(true));
+        assert!(serializable("x").is_err());
     }
 }

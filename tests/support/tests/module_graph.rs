@@ -9,11 +9,12 @@ use std::path::Path;
 
 use actcd_test_support::module_graph::ModuleGraph;
 
-const ROOTS: [&str; 6] = [
+const ROOTS: [&str; 7] = [
     "src/lib.rs",
     "actors/src/lib.rs",
     "proto/src/lib.rs",
-    "benches/lib.rs",
+    "benches/src/lib.rs",
+    "benches/tables/src/lib.rs",
     "tests/support/src/lib.rs",
     "fuzz/src/lib.rs",
 ];

@@ -2,7 +2,7 @@
 //! ran (or why not, or why it stopped short), and the server's resident memory before and after
 //! the row, read from `/proc/PID/status` as etcd's benchmarks read it, from outside.
 
-use crate::procfs::{self, Proc};
+use actcd_test_support::procfs::{self, Proc};
 use serde::{Deserialize, Serialize};
 
 /// A memory row's outcome on the server (the JSON keeps these fields at the row's top level).

@@ -104,7 +104,7 @@ pub fn parse_rows(spec: &str) -> Result<Vec<StoreRow>, String> {
         return Err("--storage-rows is empty".to_string());
     }
     if let Some(r) =
-        rows.iter().find(|r| crate::keys::varint_len(r.keys.saturating_sub(1) as i64) > r.key_size)
+        rows.iter().find(|r| actcd_bench::keys::varint_len(r.keys.saturating_sub(1) as i64) > r.key_size)
     {
         return Err(format!(
             "storage row {}: {}-byte keys cannot hold {} distinct keys",

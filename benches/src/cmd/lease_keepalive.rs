@@ -1,15 +1,48 @@
 //! `lease-keepalive`: each client grants one lease (TTL 100) and then keeps it alive once per
 //! request, each time over a short LeaseKeepAlive stream (etcd's `KeepAliveOnce`).
 
-use super::{channel_for, connect};
-use crate::cli::LeaseKeepaliveArgs;
+use crate::conn::{channel_for, connect};
+use crate::output::Out;
 use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Out, Plan, Settings, Stop, Worker};
+use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::settings::Settings;
+use crate::stop::Stop;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
 use actcd_proto::etcdserverpb::{LeaseGrantRequest, LeaseKeepAliveRequest};
+use clap::Args;
 use std::future::Future;
 use std::sync::Arc;
 use tonic::transport::Channel;
+
+/// `lease-keepalive`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct LeaseKeepaliveArgs {
+    /// Total number of lease keepalive requests.
+    #[arg(long, default_value_t = 10000)]
+    pub total: u64,
+}
+
+impl LeaseKeepaliveArgs {
+    /// Runs `lease-keepalive`.
+    pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
+        let a = self;
+        let Some(channels) = connect(settings, stop, out, &["lease-keepalive"]).await else {
+            return;
+        };
+        let workers: Vec<KeepaliveWorker> = (0..settings.clients)
+            .map(|c| KeepaliveWorker { lease: LeaseClient::new(channel_for(&channels, c)), id: None })
+            .collect();
+        let rec = Arc::new(Recorder::new("lease-keepalive", settings.clients, settings.sample));
+        let total =
+            run_load(settings, stop, Plan::new(a.total, 0), std::slice::from_ref(&rec), workers).await;
+        out.report("", rec.stats(total), "");
+        if let Some(reason) = stop.reason() {
+            if reason.contains("Unimplemented") {
+                out.note("note: the endpoint does not implement the Lease service; lease-keepalive needs it");
+            }
+        }
+    }
+}
 
 /// The TTL etcd benchmark grants, seconds.
 const TTL: i64 = 100;
@@ -54,23 +87,5 @@ impl KeepaliveWorker {
 impl Worker for KeepaliveWorker {
     fn call(&mut self, _i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
         (0, self.keep_alive_once())
-    }
-}
-
-/// Runs `lease-keepalive`.
-pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: LeaseKeepaliveArgs) {
-    let Some(channels) = connect(settings, stop, out, &["lease-keepalive"]).await else {
-        return;
-    };
-    let workers: Vec<KeepaliveWorker> = (0..settings.clients)
-        .map(|c| KeepaliveWorker { lease: LeaseClient::new(channel_for(&channels, c)), id: None })
-        .collect();
-    let rec = Arc::new(Recorder::new("lease-keepalive", settings.clients, settings.sample));
-    let total = run_load(settings, stop, Plan::new(a.total, 0), std::slice::from_ref(&rec), workers).await;
-    out.report("", rec.stats(total), "");
-    if let Some(reason) = stop.reason() {
-        if reason.contains("Unimplemented") {
-            out.note("note: the endpoint does not implement the Lease service; lease-keepalive needs it");
-        }
     }
 }

@@ -1,5 +1,5 @@
-//! `tables`: etcd's published benchmark tables reproduced by one command, from this separate
-//! process: the storage-memory table (server RSS after N keys × versions), the watch-memory
+//! `actcd-tables measure`: etcd's published benchmark tables reproduced by one command, from
+//! this separate process: the storage-memory table (server RSS after N keys × versions), the watch-memory
 //! table (server RSS with clients × streams × watches, and the fitted c1, c2, c3) and the
 //! put/range QPS table of etcd's performance doc. Printed in etcd's layout, and written as JSON,
 //! markdown and PNG charts into `--out`, by default `$ACTCD_BENCH_RESULTS/<UTC date>/` or
@@ -12,29 +12,32 @@
 //! skipped, saying how to measure them. A row too large for the machine (memory over the budget
 //! or what is free, backend over the quota, an estimated time over the row limit) is reported
 //! as skipped with the reason, never dropped.
-//!
-//! `--compare BASE.json OTHER.json` puts two runs side by side with the ratios and charts both.
 
-use super::storage_memory;
-use super::watch_memory::{self, RowOptions};
-use super::{put, range};
-use crate::cli::{PutArgs, RangeArgs, TablesArgs};
-use crate::conn::{dial, status_text};
-use crate::cpu::{ClientCpu, CpuTimes};
-use crate::format::{utc, Utc};
 use crate::memtable::{self, Limits, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
-use crate::procfs;
 use crate::qpstable::{self, Op, QpsResult, QpsRun};
-use crate::runner::{Out, Settings, Stop};
-use crate::server::{Kind, Running, Spec};
+use crate::server::{default_binary, Spec};
+use crate::stamp::Utc;
+use crate::storage_row;
 use crate::storetable::{self, StoreResult, StoreRow};
 use crate::tablesdoc::{self, TablesDoc};
+use crate::watch_row::{self, RowOptions};
+use actcd_bench::cmd::put::PutArgs;
+use actcd_bench::cmd::range::RangeArgs;
+use actcd_bench::conn::{dial, kv_client, status_text};
+use actcd_bench::cpu::{self, ClientCpu};
+use actcd_bench::output::Out;
+use actcd_bench::settings::Settings;
+use actcd_bench::stop::Stop;
 use actcd_proto::etcdserverpb::PutRequest;
+use actcd_test_support::go_duration::parse as parse_go_duration;
+use actcd_test_support::procfs;
+use actcd_test_support::server::{self as launcher, Kind};
 use bytes::Bytes;
+use clap::{ArgAction, Args};
 use std::ffi::OsString;
-use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 /// `--quick` watch rows: conns, streams and watches each varied on their own (enough for the
@@ -52,6 +55,217 @@ const MARGIN: f64 = 1.25;
 /// Streams being opened at once in a watch row.
 const OPEN_CONCURRENCY: usize = 256;
 
+/// `measure`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct MeasureArgs {
+    /// Start this server (actcd or etcd) itself on loopback: a fresh one, on a fresh data dir,
+    /// for every row of the memory tables and one for the QPS runs. Without it, the server at
+    /// --endpoints whose pid is --pid is measured.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// The server's binary (default: actcd next to actcd-bench; etcd on PATH or /usr/bin/etcd).
+    #[arg(long)]
+    pub server_bin: Option<PathBuf>,
+    /// The pid of the server at --endpoints (its RSS is read from /proc/PID/status).
+    #[arg(long)]
+    pub pid: Option<u32>,
+    /// A few small rows of each table and small request counts (about a minute): a smoke test.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub quick: bool,
+    /// The tables to run: storage, watch, qps (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "storage,watch,qps")]
+    pub only: Vec<String>,
+    /// Storage rows: etcd (its 8 rows; the default), quick, or a list of
+    /// KEYSxVERSIONSxKEYSIZExVALUESIZE like 100kx5x64x256.
+    #[arg(long)]
+    pub storage_rows: Option<String>,
+    /// Watch rows: all (etcd's 15; the default), quick, small, big, or a list of
+    /// CLIENTSxSTREAMSxWATCHES like 1kx10x1.
+    #[arg(long)]
+    pub watch_rows: Option<String>,
+    /// Requests of each QPS run at 1 conn / 1 client (etcd's doc: 10000).
+    #[arg(long)]
+    pub qps_small: Option<u64>,
+    /// Requests of each QPS run at 100 conns / 1000 clients (etcd's doc: 100000).
+    #[arg(long)]
+    pub qps_large: Option<u64>,
+    /// Where the JSON, the tables and the charts go (default $ACTCD_BENCH_RESULTS/<UTC date>,
+    /// or ~/actcd-bench-results/<UTC date> when that is not set).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Parent of the temp dir that holds the started servers' data dirs and logs.
+    #[arg(long, default_value = "/var/tmp")]
+    pub work_dir: PathBuf,
+    /// Wait after a row's load before reading the server's RSS.
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    pub settle: Duration,
+    /// Most memory (GiB) server and client may take together in a row; bigger rows are skipped.
+    #[arg(long, default_value_t = 16)]
+    pub max_mem_gib: u64,
+    /// Memory (MiB) kept free for the rest of the machine.
+    #[arg(long, default_value_t = 2048)]
+    pub reserve_mib: u64,
+    /// Longest estimated time a row may take; longer rows are skipped (and a row that runs
+    /// over it is stopped).
+    #[arg(long, default_value = "10m", value_parser = parse_go_duration)]
+    pub row_time_limit: Duration,
+    /// --quota-backend-bytes of the servers started with --server (etcd's default 2 GiB is
+    /// too small for 1M keys x 5 versions of 1 KiB).
+    #[arg(long, default_value_t = 8 << 30)]
+    pub quota_backend_bytes: u64,
+}
+
+impl MeasureArgs {
+    /// Checks the flags.
+    pub fn validate(&self) -> Result<(), String> {
+        let a = self;
+        selected(a)?;
+        match (&a.server, a.pid) {
+            (Some(_), Some(_)) => {
+                return Err("--server starts its own server and --pid names one already running: give one of them".to_string())
+            }
+            (None, None) => {
+                return Err("give --server actcd|etcd (measure starts it, fresh for every memory row), or --pid PID of the server at --endpoints".to_string())
+            }
+            (Some(s), None) => {
+                Kind::parse(s)?;
+            }
+            (None, Some(_)) if a.server_bin.is_some() => {
+                return Err("--server-bin goes with --server".to_string());
+            }
+            (None, Some(_)) => {}
+        }
+        storetable::parse_rows(storage_spec(a))?;
+        memtable::parse_rows(watch_spec(a))?;
+        let (small, large) = qps_totals(a);
+        if small == 0 || large == 0 {
+            return Err("--qps-small and --qps-large must be at least 1".to_string());
+        }
+        if a.max_mem_gib == 0 {
+            return Err("--max-mem-gib must be at least 1".to_string());
+        }
+        Ok(())
+    }
+
+    /// Runs the tables (validated flags).
+    pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
+        let a = self;
+        // Thousands of connections need as many file descriptors, here and in the servers started
+        // (they inherit the limit).
+        if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
+            out.note(format!("warning: cannot raise the open-file limit: {e}"));
+        }
+        let now = Utc::now();
+        let started = Instant::now();
+        let Ok(tables) = selected(&a) else { return };
+        let work = match tempfile::Builder::new().prefix("actcd-tables.").tempdir_in(&a.work_dir) {
+            Ok(w) => w,
+            Err(e) => {
+                stop.stop(format!("cannot create a temp dir in {}: {e}", a.work_dir.display()));
+                return;
+            }
+        };
+        let (target, name, version, mode) = match (&a.server, a.pid) {
+            (Some(kind), _) => {
+                let Ok(kind) = Kind::parse(kind) else { return };
+                let binary = match a.server_bin.clone().map(Ok).unwrap_or_else(|| default_binary(kind)) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        stop.stop(e);
+                        return;
+                    }
+                };
+                let spec = Spec {
+                    kind,
+                    binary,
+                    work: work.path().to_path_buf(),
+                    quota_bytes: a.quota_backend_bytes,
+                };
+                let version = spec.version();
+                let mode = format!(
+                    "{} started by tables on loopback: a fresh one on a fresh data dir per memory row, one for the QPS runs; --quota-backend-bytes {}; RSS = the server's VmRSS",
+                    spec.binary.display(),
+                    a.quota_backend_bytes
+                );
+                (Target::Start(spec), kind.name().to_string(), version, mode)
+            }
+            (None, Some(pid)) => {
+                let name = procfs::name(procfs::Proc::Pid(pid));
+                if name.is_empty() {
+                    stop.stop(format!("--pid {pid}: no such process (or /proc/{pid} is not readable)"));
+                    return;
+                }
+                let mode = format!(
+                    "the server at {} (pid {pid}), given: only its first memory row is on a fresh server; RSS = its VmRSS",
+                    settings.endpoints.join(",")
+                );
+                (
+                    Target::Given { endpoints: settings.endpoints.clone(), pid, used: None },
+                    name,
+                    String::new(),
+                    mode,
+                )
+            }
+            (None, None) => return,
+        };
+        let mut runner = Runner { base: settings, stop, out, a: &a, target, name: name.clone() };
+        let mut doc = TablesDoc {
+            server: name,
+            server_version: version,
+            date: now.line.clone(),
+            machine: procfs::machine_line(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            mode,
+            storage: Vec::new(),
+            watch: Vec::new(),
+            qps: Vec::new(),
+            total_secs: 0.0,
+        };
+        for t in tables {
+            match t {
+                Table::Storage => {
+                    let rows = storetable::parse_rows(storage_spec(&a)).unwrap_or_default();
+                    doc.storage = runner.memory_rows::<StorageTable>(rows).await;
+                }
+                Table::Watch => {
+                    let mut rows = memtable::parse_rows(watch_spec(&a)).unwrap_or_default();
+                    // Smallest first: each row's estimate is fitted from the rows measured before it.
+                    rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
+                    doc.watch = runner.memory_rows::<WatchTable>(rows).await;
+                }
+                Table::Qps => {
+                    let (small, large) = qps_totals(&a);
+                    doc.qps = runner.qps(qpstable::runs(small, large)).await;
+                }
+            }
+        }
+        doc.total_secs = started.elapsed().as_secs_f64();
+        let text = tablesdoc::text(&doc);
+        out.print(&text);
+        match tablesdoc::save(
+            &out_dir(a.out.as_deref(), &now),
+            &format!("{}-{}", now.stamp, doc.server),
+            &doc,
+            &text,
+        ) {
+            Ok(paths) => {
+                for p in paths {
+                    eprintln!("tables: wrote {}", p.display());
+                }
+            }
+            Err(e) => stop.stop(e),
+        }
+        match serde_json::to_value(&doc) {
+            Ok(v) => out.extra("tables", v),
+            Err(e) => out.note(format!("error: cannot encode the tables: {e}")),
+        }
+        let failed = doc.incomplete();
+        if failed > 0 {
+            stop.stop(format!("{failed} rows did not complete (see the tables)"));
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Table {
     Storage,
@@ -59,7 +273,7 @@ enum Table {
     Qps,
 }
 
-fn selected(a: &TablesArgs) -> Result<Vec<Table>, String> {
+fn selected(a: &MeasureArgs) -> Result<Vec<Table>, String> {
     let mut v = Vec::new();
     for t in &a.only {
         let table = match t.trim() {
@@ -78,55 +292,17 @@ fn selected(a: &TablesArgs) -> Result<Vec<Table>, String> {
     Ok(v)
 }
 
-fn storage_spec(a: &TablesArgs) -> &str {
+fn storage_spec(a: &MeasureArgs) -> &str {
     a.storage_rows.as_deref().unwrap_or(if a.quick { "quick" } else { "etcd" })
 }
 
-fn watch_spec(a: &TablesArgs) -> &str {
+fn watch_spec(a: &MeasureArgs) -> &str {
     a.watch_rows.as_deref().unwrap_or(if a.quick { QUICK_WATCH_ROWS } else { "all" })
 }
 
-fn qps_totals(a: &TablesArgs) -> (u64, u64) {
+fn qps_totals(a: &MeasureArgs) -> (u64, u64) {
     let (small, large) = if a.quick { QUICK_QPS_TOTALS } else { QPS_TOTALS };
     (a.qps_small.unwrap_or(small), a.qps_large.unwrap_or(large))
-}
-
-/// Checks `tables`' flags.
-pub fn validate(a: &TablesArgs) -> Result<(), String> {
-    if !a.compare.is_empty() {
-        if a.server.is_some() || a.pid.is_some() {
-            return Err(
-                "--compare reads two results and measures nothing: drop --server and --pid".to_string()
-            );
-        }
-        return Ok(());
-    }
-    selected(a)?;
-    match (&a.server, a.pid) {
-        (Some(_), Some(_)) => {
-            return Err("--server starts its own server and --pid names one already running: give one of them".to_string())
-        }
-        (None, None) => {
-            return Err("give --server actcd|etcd (tables starts it, fresh for every memory row), or --pid PID of the server at --endpoints".to_string())
-        }
-        (Some(s), None) => {
-            Kind::parse(s)?;
-        }
-        (None, Some(_)) if a.server_bin.is_some() => {
-            return Err("--server-bin goes with --server".to_string());
-        }
-        (None, Some(_)) => {}
-    }
-    storetable::parse_rows(storage_spec(a))?;
-    memtable::parse_rows(watch_spec(a))?;
-    let (small, large) = qps_totals(a);
-    if small == 0 || large == 0 {
-        return Err("--qps-small and --qps-large must be at least 1".to_string());
-    }
-    if a.max_mem_gib == 0 {
-        return Err("--max-mem-gib must be at least 1".to_string());
-    }
-    Ok(())
 }
 
 /// A server for one row or one table: started for it (and stopped when this is dropped), or
@@ -134,7 +310,7 @@ pub fn validate(a: &TablesArgs) -> Result<(), String> {
 struct Server {
     pid: u32,
     endpoints: Vec<String>,
-    started: Option<Running>,
+    started: Option<launcher::Server>,
 }
 
 impl Server {
@@ -206,7 +382,7 @@ impl MemoryTable for StorageTable {
             .map(|r| r.outcome.delta_bytes() / r.row.bytes() as f64)
             .fold(0.0, f64::max);
         let need = (300e6 + row.high_estimate().max(per_byte * row.bytes() as f64)) * MARGIN;
-        if let Some(why) = memtable::memory_room(need, &watch_memory::machine(None), &runner.limits()) {
+        if let Some(why) = memtable::memory_room(need, &watch_row::machine(None), &runner.limits()) {
             return Some(format!("needs ~{:.1} GB, {why}", gb(need)));
         }
         let rate = before.iter().rev().find_map(StoreResult::bytes_per_sec)?;
@@ -235,7 +411,7 @@ impl MemoryTable for StorageTable {
             LOAD_CLIENTS,
             runner.base.request_timeout.max(Duration::from_secs(60)),
         );
-        storage_memory::measure(&settings, stop, row, server.pid, runner.name.clone(), runner.a.settle).await
+        storage_row::measure(&settings, stop, row, server.pid, runner.name.clone(), runner.a.settle).await
     }
 }
 
@@ -253,7 +429,7 @@ impl MemoryTable for WatchTable {
 
     fn plan(runner: &Runner<'_>, row: &Row, before: &[RowResult]) -> Option<String> {
         let models = memtable::models_from(before);
-        match memtable::plan(row, &watch_memory::machine(None), &runner.limits(), &models) {
+        match memtable::plan(row, &watch_row::machine(None), &runner.limits(), &models) {
             Verdict::Skip(why) => Some(why),
             Verdict::Run { .. } => None,
         }
@@ -275,7 +451,7 @@ impl MemoryTable for WatchTable {
             open_concurrency: OPEN_CONCURRENCY,
             time_limit: runner.a.row_time_limit,
         };
-        watch_memory::measure_row(&settings, stop, &out, row, server.pid, runner.name.clone(), &opts).await
+        watch_row::measure_row(&settings, stop, &out, row, server.pid, runner.name.clone(), &opts).await
     }
 }
 
@@ -283,13 +459,13 @@ struct Runner<'a> {
     base: &'a Settings,
     stop: &'a Stop,
     out: &'a Out,
-    a: &'a TablesArgs,
+    a: &'a MeasureArgs,
     target: Target,
     name: String,
 }
 
 /// A stop signal for one row that the run's own (Ctrl-C) also sets, with the forwarding task.
-fn row_stop(parent: &Stop) -> (Stop, JoinHandle<()>) {
+pub fn row_stop(parent: &Stop) -> (Stop, JoinHandle<()>) {
     let child = Stop::new();
     let (p, c) = (parent.clone(), child.clone());
     let forward = tokio::spawn(async move {
@@ -344,7 +520,7 @@ impl Runner<'_> {
             Target::Start(spec) => {
                 let running = spec.start(what, Duration::from_secs(30)).await?;
                 Ok(Server {
-                    pid: running.pid,
+                    pid: running.pid(),
                     endpoints: vec![running.endpoint.clone()],
                     started: Some(running),
                 })
@@ -353,7 +529,7 @@ impl Runner<'_> {
                 if fresh {
                     if let Some(first) = used {
                         return Err(format!(
-                            "needs a fresh server (memory row {first} already ran on pid {pid}): restart it and run `actcd-bench tables --pid PID --only storage|watch --storage-rows|--watch-rows {what}`, or let tables start one per row with --server actcd|etcd"
+                            "needs a fresh server (memory row {first} already ran on pid {pid}): restart it and run `actcd-tables measure --pid PID --only storage|watch --storage-rows|--watch-rows {what}`, or let measure start one per row with --server actcd|etcd"
                         ));
                     }
                     *used = Some(what.to_string());
@@ -433,7 +609,7 @@ impl Runner<'_> {
                 self.settings(&server.endpoints, run.conns, run.clients, self.base.request_timeout);
             let (stop, forward) = row_stop(self.stop);
             let out = Out::new(&run.name(), &settings);
-            let (cpu, started) = (CpuTimes::now(), Instant::now());
+            let (cpu_start, started) = (cpu::now(), Instant::now());
             if run.op == Op::Put {
                 let a = PutArgs {
                     key_size: qpstable::KEY_SIZE,
@@ -446,7 +622,7 @@ impl Runner<'_> {
                     compact_index_delta: 1000,
                     check_hashkv: false,
                 };
-                put::run(&settings, &stop, &out, a).await;
+                a.run(&settings, &stop, &out).await;
             } else {
                 if !key_written {
                     if let Err(e) = put_range_key(&settings).await {
@@ -465,10 +641,10 @@ impl Runner<'_> {
                     keys_only: false,
                     prefix: false,
                 };
-                range::run(&settings, &stop, &out, a).await;
+                a.run(&settings, &stop, &out).await;
             }
             let client_cores =
-                ClientCpu::measure(cpu, started.elapsed()).map(|c| c.cores_used).unwrap_or(0.0);
+                ClientCpu::measure(cpu_start, started.elapsed()).map(|c| c.cores_used).unwrap_or(0.0);
             forward.abort();
             let doc = out.document();
             let stats = doc.reports.first();
@@ -512,7 +688,7 @@ async fn put_range_key(settings: &Settings) -> Result<(), String> {
         value: Bytes::from(vec![b'v'; qpstable::VAL_SIZE]),
         ..Default::default()
     };
-    tokio::time::timeout(settings.request_timeout, put::kv_client(channel).put(req))
+    tokio::time::timeout(settings.request_timeout, kv_client(channel).put(req))
         .await
         .map_err(|_| "putting the key the ranges read timed out".to_string())?
         .map_err(|s| format!("putting the key the ranges read: {}", status_text(&s)))?;
@@ -532,189 +708,41 @@ fn results_root(configured: Option<OsString>, home: Option<OsString>) -> PathBuf
     }
 }
 
-fn out_dir(a: &TablesArgs, now: &Utc) -> PathBuf {
-    a.out.clone().unwrap_or_else(|| {
+/// Where a run's files go: `out`, else the results root's `<UTC date>` folder.
+pub fn out_dir(out: Option<&Path>, now: &Utc) -> PathBuf {
+    out.map(Path::to_path_buf).unwrap_or_else(|| {
         results_root(std::env::var_os("ACTCD_BENCH_RESULTS"), std::env::var_os("HOME")).join(&now.date)
     })
-}
-
-/// Runs the tables (validated flags).
-pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: TablesArgs) {
-    // Thousands of connections need as many file descriptors, here and in the servers started
-    // (they inherit the limit).
-    if let Err(e) = rlimit::increase_nofile_limit(u64::MAX) {
-        out.note(format!("warning: cannot raise the open-file limit: {e}"));
-    }
-    let now = utc(SystemTime::now());
-    let started = Instant::now();
-    let Ok(tables) = selected(&a) else { return };
-    let work = match tempfile::Builder::new().prefix("actcd-tables.").tempdir_in(&a.work_dir) {
-        Ok(w) => w,
-        Err(e) => {
-            stop.stop(format!("cannot create a temp dir in {}: {e}", a.work_dir.display()));
-            return;
-        }
-    };
-    let (target, name, version, mode) = match (&a.server, a.pid) {
-        (Some(kind), _) => {
-            let Ok(kind) = Kind::parse(kind) else { return };
-            let binary = match a.server_bin.clone().map(Ok).unwrap_or_else(|| kind.default_binary()) {
-                Ok(b) => b,
-                Err(e) => {
-                    stop.stop(e);
-                    return;
-                }
-            };
-            let spec =
-                Spec { kind, binary, work: work.path().to_path_buf(), quota_bytes: a.quota_backend_bytes };
-            let version = spec.version();
-            let mode = format!(
-                "{} started by tables on loopback: a fresh one on a fresh data dir per memory row, one for the QPS runs; --quota-backend-bytes {}; RSS = the server's VmRSS",
-                spec.binary.display(),
-                a.quota_backend_bytes
-            );
-            (Target::Start(spec), kind.name().to_string(), version, mode)
-        }
-        (None, Some(pid)) => {
-            let name = procfs::name(procfs::Proc::Pid(pid));
-            if name.is_empty() {
-                stop.stop(format!("--pid {pid}: no such process (or /proc/{pid} is not readable)"));
-                return;
-            }
-            let mode = format!(
-                "the server at {} (pid {pid}), given: only its first memory row is on a fresh server; RSS = its VmRSS",
-                settings.endpoints.join(",")
-            );
-            (
-                Target::Given { endpoints: settings.endpoints.clone(), pid, used: None },
-                name,
-                String::new(),
-                mode,
-            )
-        }
-        (None, None) => return,
-    };
-    let mut runner = Runner { base: settings, stop, out, a: &a, target, name: name.clone() };
-    let mut doc = TablesDoc {
-        server: name,
-        server_version: version,
-        date: now.line.clone(),
-        machine: procfs::machine_line(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        mode,
-        storage: Vec::new(),
-        watch: Vec::new(),
-        qps: Vec::new(),
-        total_secs: 0.0,
-    };
-    for t in tables {
-        match t {
-            Table::Storage => {
-                let rows = storetable::parse_rows(storage_spec(&a)).unwrap_or_default();
-                doc.storage = runner.memory_rows::<StorageTable>(rows).await;
-            }
-            Table::Watch => {
-                let mut rows = memtable::parse_rows(watch_spec(&a)).unwrap_or_default();
-                // Smallest first: each row's estimate is fitted from the rows measured before it.
-                rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
-                doc.watch = runner.memory_rows::<WatchTable>(rows).await;
-            }
-            Table::Qps => {
-                let (small, large) = qps_totals(&a);
-                doc.qps = runner.qps(qpstable::runs(small, large)).await;
-            }
-        }
-    }
-    doc.total_secs = started.elapsed().as_secs_f64();
-    let text = tablesdoc::text(&doc);
-    out.print(&text);
-    match tablesdoc::save(&out_dir(&a, &now), &format!("{}-{}", now.stamp, doc.server), &doc, &text) {
-        Ok(paths) => {
-            for p in paths {
-                eprintln!("tables: wrote {}", p.display());
-            }
-        }
-        Err(e) => stop.stop(e),
-    }
-    match serde_json::to_value(&doc) {
-        Ok(v) => out.extra("tables", v),
-        Err(e) => out.note(format!("error: cannot encode the tables: {e}")),
-    }
-    let failed = doc.incomplete();
-    if failed > 0 {
-        stop.stop(format!("{failed} rows did not complete (see the tables)"));
-    }
-}
-
-/// `--compare BASE OTHER`: prints the side-by-side tables and writes them with charts of both
-/// runs. Returns the exit code.
-pub fn compare(a: &TablesArgs) -> i32 {
-    let load = |p: &PathBuf| -> Result<TablesDoc, String> {
-        let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-        serde_json::from_str(&text).map_err(|e| format!("{} is not a tables JSON file: {e}", p.display()))
-    };
-    let docs = match (a.compare.first().map(load), a.compare.get(1).map(load)) {
-        (Some(Ok(b)), Some(Ok(o))) => [b, o],
-        (Some(Err(e)), _) | (_, Some(Err(e))) => {
-            eprintln!("actcd-bench tables --compare: {e}");
-            return 1;
-        }
-        _ => return 2,
-    };
-    let now = utc(SystemTime::now());
-    let text = tablesdoc::side_by_side(&docs[0], &docs[1]);
-    println!("{text}");
-    let mut files = vec![("compare.md".to_string(), text.into_bytes())];
-    match tablesdoc::charts(&[&docs[0], &docs[1]]) {
-        Ok(c) => files.extend(c.into_iter().map(|(suffix, png)| (format!("{suffix}.png"), png))),
-        Err(e) => {
-            eprintln!("actcd-bench tables --compare: {e}");
-            return 1;
-        }
-    }
-    let prefix = format!("{}-{}-vs-{}", now.stamp, docs[0].server, docs[1].server);
-    match tablesdoc::write_all(&out_dir(a, &now), &prefix, &files) {
-        Ok(paths) => {
-            for p in paths {
-                eprintln!("tables: wrote {}", p.display());
-            }
-            0
-        }
-        Err(e) => {
-            eprintln!("actcd-bench tables --compare: {e}");
-            1
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
     use clap::Parser;
 
-    fn args(argv: &[&str]) -> TablesArgs {
-        let mut full = vec!["actcd-bench", "tables"];
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        measure: MeasureArgs,
+    }
+
+    fn args(argv: &[&str]) -> MeasureArgs {
+        let mut full = vec!["measure"];
         full.extend_from_slice(argv);
-        match Cli::try_parse_from(full).expect("parses").command {
-            Command::Tables(a) => a,
-            other => panic!("parsed as {}", other.name()),
-        }
+        Line::try_parse_from(full).expect("parses").measure
     }
 
     #[test]
     fn flags_name_one_server() {
-        assert!(validate(&args(&["--server", "actcd"])).is_ok());
-        assert!(validate(&args(&["--pid", "1", "--only", "qps"])).is_ok());
-        assert!(validate(&args(&[])).is_err());
-        assert!(validate(&args(&["--server", "actcd", "--pid", "1"])).is_err());
-        assert!(validate(&args(&["--server", "consul"])).is_err());
-        assert!(validate(&args(&["--pid", "1", "--server-bin", "/bin/x"])).is_err());
-        assert!(validate(&args(&["--server", "etcd", "--only", "storage,disk"])).is_err());
-        assert!(validate(&args(&["--server", "etcd", "--storage-rows", "1x1"])).is_err());
-        assert!(validate(&args(&["--server", "etcd", "--qps-small", "0"])).is_err());
-        assert!(validate(&args(&["--compare", "a.json", "b.json"])).is_ok());
-        assert!(validate(&args(&["--compare", "a.json", "b.json", "--server", "etcd"])).is_err());
+        assert!(args(&["--server", "actcd"]).validate().is_ok());
+        assert!(args(&["--pid", "1", "--only", "qps"]).validate().is_ok());
+        assert!(args(&[]).validate().is_err());
+        assert!(args(&["--server", "actcd", "--pid", "1"]).validate().is_err());
+        assert!(args(&["--server", "consul"]).validate().is_err());
+        assert!(args(&["--pid", "1", "--server-bin", "/bin/x"]).validate().is_err());
+        assert!(args(&["--server", "etcd", "--only", "storage,disk"]).validate().is_err());
+        assert!(args(&["--server", "etcd", "--storage-rows", "1x1"]).validate().is_err());
+        assert!(args(&["--server", "etcd", "--qps-small", "0"]).validate().is_err());
         let q = args(&["--server", "actcd", "--quick"]);
         assert_eq!(storage_spec(&q), "quick");
         assert_eq!(qps_totals(&q), QUICK_QPS_TOTALS);
@@ -727,8 +755,8 @@ mod tests {
         assert_eq!(results_root(None, os("/home/u")), PathBuf::from("/home/u/actcd-bench-results"));
         assert_eq!(results_root(os(""), os("/home/u")), PathBuf::from("/home/u/actcd-bench-results"));
         assert_eq!(results_root(None, None), PathBuf::from("actcd-bench-results"));
-        let now = utc(SystemTime::UNIX_EPOCH);
+        let now = Utc::at(jiff::Timestamp::UNIX_EPOCH);
         let given = args(&["--server", "actcd", "--out", "/tmp/x"]);
-        assert_eq!(out_dir(&given, &now), PathBuf::from("/tmp/x"));
+        assert_eq!(out_dir(given.out.as_deref(), &now), PathBuf::from("/tmp/x"));
     }
 }

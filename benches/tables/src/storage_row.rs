@@ -4,12 +4,13 @@
 //! inflate etcd's in-memory raft log, which keeps its last 100,000 entries), check that the
 //! server counts N keys, wait the settle time and read the server's VmRSS.
 
-use super::put::{self, kv_client};
-use crate::cli::PutArgs;
-use crate::conn::{dial, status_text};
 use crate::outcome::Outcome;
-use crate::runner::{Out, Settings, Stop};
 use crate::storetable::{StoreResult, StoreRow};
+use actcd_bench::cmd::put::PutArgs;
+use actcd_bench::conn::{dial, kv_client, status_text};
+use actcd_bench::output::Out;
+use actcd_bench::settings::Settings;
+use actcd_bench::stop::Stop;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{RangeRequest, StatusRequest};
 use bytes::Bytes;
@@ -40,7 +41,7 @@ pub async fn measure(
         compact_index_delta: 0,
         check_hashkv: false,
     };
-    put::run(settings, stop, &out, load).await;
+    load.run(settings, stop, &out).await;
     if let Some(stats) = out.document().reports.first() {
         r.puts_done = stats.requests;
         r.load_secs = stats.total_secs;

@@ -1,6 +1,6 @@
-//! `watch-memory`: one row of etcd's watch-memory benchmark, measured from this separate
-//! process (`tables` runs them all, a fresh server per row), and `--table`, which prints rows
-//! measured earlier in etcd's layout.
+//! `actcd-tables watch-memory`: one row of etcd's watch-memory benchmark, measured from this
+//! separate process (`measure` runs them all, a fresh server per row), and `--table`, which
+//! prints rows measured earlier in etcd's layout.
 //!
 //! A row dials `clients` connections (one HTTP/2 connection each), opens `streams per client`
 //! Watch streams on each and creates `watches per stream` watches on each stream, on distinct
@@ -9,7 +9,7 @@
 //! at once instead measures HTTP/2's buffers as much as the watches: the frames queue in the
 //! server's h2 connection, whose buffer slabs keep their peak size (~50 B more per watch here). Then it waits `--settle`, reads the server's VmRSS from
 //! `/proc/PID/status`, and closes everything. The server's RSS only means something on a fresh
-//! server, so a run takes exactly one row; `tables` starts a fresh server per row.
+//! server, so a run takes exactly one row; `measure` starts a fresh server per row.
 //!
 //! Before it connects, a row is checked against the machine: file descriptors (one per
 //! connection on each side), memory (server and client, estimated from the rows measured so far,
@@ -18,17 +18,23 @@
 //!
 //! `--table` prints the RESULTS in etcd's layout with the least-squares fit of c1, c2 and c3.
 
-use super::watch::{open_stream, OpenStream, StreamPlan};
-use crate::cli::WatchMemoryArgs;
-use crate::conn::dial;
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
-use crate::procfs::{self, Proc};
-use crate::report::Recorder;
-use crate::runner::{watchdog, Out, Progress, Settings, Stop};
+use actcd_bench::conn::dial;
+use actcd_bench::output::Out;
+use actcd_bench::progress::Progress;
+use actcd_bench::report::Recorder;
+use actcd_bench::runner::watchdog;
+use actcd_bench::settings::Settings;
+use actcd_bench::stop::Stop;
+use actcd_bench::watch_streams::{open_stream, OpenStream, StreamPlan};
+use actcd_test_support::go_duration::parse as parse_go_duration;
+use actcd_test_support::procfs::{self, Proc};
 use bytes::Bytes;
+use clap::{ArgAction, Args};
 use futures::StreamExt;
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,28 +43,147 @@ use tonic::transport::Channel;
 /// Connections dialed at once (a burst of thousands overflows the server's accept backlog).
 const DIAL_BATCH: usize = 100;
 
-/// Checks `watch-memory`'s flags.
-pub fn validate(a: &WatchMemoryArgs) -> Result<(), String> {
-    let rows = memtable::parse_rows(&a.rows)?;
-    if !a.table && rows.len() != 1 {
-        return Err(format!(
-            "--rows {} has {} rows; a run measures one row on a fresh server (tables --only watch runs them all)",
-            a.rows,
-            rows.len()
-        ));
-    }
-    if a.open_concurrency == 0 {
-        return Err("--open-concurrency must be at least 1".to_string());
-    }
-    if a.margin.is_nan() || a.margin < 1.0 {
-        return Err(format!("--margin must be at least 1, got {}", a.margin));
-    }
-    Ok(())
+/// `watch-memory`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct WatchMemoryArgs {
+    /// The server's process id: its VmRSS is read from /proc/PID/status.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+    /// The server's name in the results (default: the process name of --server-pid).
+    #[arg(long)]
+    pub server: Option<String>,
+    /// Rows: all (etcd's 15), quick (11 of them, up to 5M watches), small (6, up to 500k
+    /// watches), big (etcd's rows not in quick), or a list like
+    /// 1kx10x1,2kx50x100 (clients x streams per client x watches per stream). A run takes one.
+    #[arg(long, default_value = "quick")]
+    pub rows: String,
+    /// Print RESULTS as etcd's table, one per server, with the fitted c1, c2, c3.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub table: bool,
+    /// Run the row even when the estimate says it does not fit.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub force: bool,
+    /// Wait after the last created response before reading the server's RSS.
+    #[arg(long, default_value = "2s", value_parser = parse_go_duration)]
+    pub settle: Duration,
+    /// Streams being opened at once.
+    #[arg(long, default_value_t = 256)]
+    pub open_concurrency: usize,
+    /// Memory (MiB) the estimate keeps free for the rest of the machine.
+    #[arg(long, default_value_t = 2048)]
+    pub reserve_mib: u64,
+    /// Longest estimated setup a row may take.
+    #[arg(long, default_value = "10m", value_parser = parse_go_duration)]
+    pub row_time_limit: Duration,
+    /// Estimates are multiplied by this before they are compared with the machine.
+    #[arg(long, default_value_t = 1.25)]
+    pub margin: f64,
+    /// Results of rows measured earlier (JSON documents of watch-memory --json): the table's
+    /// rows (--table), or what a run's estimate is fitted from.
+    pub results: Vec<PathBuf>,
 }
 
-/// Whether the flags ask for an offline mode (no connection, no report).
-pub fn offline(a: &WatchMemoryArgs) -> bool {
-    a.table
+impl WatchMemoryArgs {
+    /// Checks the flags.
+    pub fn validate(&self) -> Result<(), String> {
+        let a = self;
+        let rows = memtable::parse_rows(&a.rows)?;
+        if !a.table && rows.len() != 1 {
+            return Err(format!(
+                "--rows {} has {} rows; a run measures one row on a fresh server (measure --only watch runs them all)",
+                a.rows,
+                rows.len()
+            ));
+        }
+        if a.open_concurrency == 0 {
+            return Err("--open-concurrency must be at least 1".to_string());
+        }
+        if a.margin.is_nan() || a.margin < 1.0 {
+            return Err(format!("--margin must be at least 1, got {}", a.margin));
+        }
+        Ok(())
+    }
+
+    /// Whether the flags ask for an offline mode (no connection, no report).
+    pub fn offline(&self) -> bool {
+        self.table
+    }
+
+    /// Runs an offline mode; returns the exit code.
+    pub fn run_offline(&self) -> i32 {
+        let a = self;
+        // Lines on stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+        let mut stdout = std::io::stdout().lock();
+        macro_rules! say {
+            ($($t:tt)*) => {
+                if writeln!(stdout, $($t)*).is_err() {
+                    return 0;
+                }
+            };
+        }
+        let (results, problems) = memtable::load_results(&a.results);
+        for p in &problems {
+            eprintln!("warning: {p}");
+        }
+        if results.is_empty() {
+            eprintln!(
+                "actcd-tables watch-memory --table: no watch-memory results among the {} files given",
+                a.results.len()
+            );
+            return 1;
+        }
+        let mut servers: Vec<String> = Vec::new();
+        for r in &results {
+            if !servers.contains(&r.outcome.server) {
+                servers.push(r.outcome.server.clone());
+            }
+        }
+        for (i, s) in servers.iter().enumerate() {
+            if i > 0 {
+                say!("");
+            }
+            say!("{}", memtable::table(s, &results));
+        }
+        if let [a_name, b_name] = servers.as_slice() {
+            // Two servers: side by side, the one named actcd second (the ratio is it over the other).
+            let (base, other) = if a_name == "actcd" { (b_name, a_name) } else { (a_name, b_name) };
+            say!("\n{}", memtable::side_by_side(base, other, &results));
+        }
+        0
+    }
+
+    /// Runs one row (or records it as skipped).
+    pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
+        let a = self;
+        let Some(&row) = memtable::parse_rows(&a.rows).ok().as_ref().and_then(|r| r.first()) else {
+            return;
+        };
+        let server = server_name(&a);
+        if !a.force {
+            let (models, problems) = models(&a);
+            for p in problems {
+                out.note(format!("warning: {p}"));
+            }
+            if let Verdict::Skip(why) = memtable::plan(&row, &machine(a.server_pid), &limits(&a), &models) {
+                out.note(format!("watch-memory {}: skipped: {why}", row.spec()));
+                finish(out, RowResult::skipped(row, server, why));
+                return;
+            }
+        }
+        let Some(pid) = a.server_pid else {
+            stop.stop(
+                "--server-pid is needed to measure a row (the server's RSS is read from /proc/PID/status)",
+            );
+            return;
+        };
+        let opts = RowOptions {
+            settle: a.settle,
+            open_concurrency: a.open_concurrency,
+            time_limit: a.row_time_limit,
+        };
+        let result = measure_row(settings, stop, out, row, pid, server, &opts).await;
+        finish(out, result);
+    }
 }
 
 /// What the machine offers a row: memory available, this process's and the server's open-file
@@ -95,75 +220,6 @@ fn models(a: &WatchMemoryArgs) -> (Models, Vec<String>) {
         .filter(|r| server.is_empty() || r.outcome.server.is_empty() || r.outcome.server == server)
         .collect();
     (memtable::models_from(&same), problems)
-}
-
-/// Runs an offline mode; returns the exit code.
-pub fn run_offline(a: &WatchMemoryArgs) -> i32 {
-    // Lines on stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
-    let mut stdout = std::io::stdout().lock();
-    macro_rules! say {
-        ($($t:tt)*) => {
-            if writeln!(stdout, $($t)*).is_err() {
-                return 0;
-            }
-        };
-    }
-    let (results, problems) = memtable::load_results(&a.results);
-    for p in &problems {
-        eprintln!("warning: {p}");
-    }
-    if results.is_empty() {
-        eprintln!(
-            "actcd-bench watch-memory --table: no watch-memory results among the {} files given",
-            a.results.len()
-        );
-        return 1;
-    }
-    let mut servers: Vec<String> = Vec::new();
-    for r in &results {
-        if !servers.contains(&r.outcome.server) {
-            servers.push(r.outcome.server.clone());
-        }
-    }
-    for (i, s) in servers.iter().enumerate() {
-        if i > 0 {
-            say!("");
-        }
-        say!("{}", memtable::table(s, &results));
-    }
-    if let [a_name, b_name] = servers.as_slice() {
-        // Two servers: side by side, the one named actcd second (the ratio is it over the other).
-        let (base, other) = if a_name == "actcd" { (b_name, a_name) } else { (a_name, b_name) };
-        say!("\n{}", memtable::side_by_side(base, other, &results));
-    }
-    0
-}
-
-/// Runs one row (or records it as skipped).
-pub async fn run(settings: &Settings, stop: &Stop, out: &Out, a: WatchMemoryArgs) {
-    let Some(&row) = memtable::parse_rows(&a.rows).ok().as_ref().and_then(|r| r.first()) else {
-        return;
-    };
-    let server = server_name(&a);
-    if !a.force {
-        let (models, problems) = models(&a);
-        for p in problems {
-            out.note(format!("warning: {p}"));
-        }
-        if let Verdict::Skip(why) = memtable::plan(&row, &machine(a.server_pid), &limits(&a), &models) {
-            out.note(format!("watch-memory {}: skipped: {why}", row.spec()));
-            finish(out, RowResult::skipped(row, server, why));
-            return;
-        }
-    }
-    let Some(pid) = a.server_pid else {
-        stop.stop("--server-pid is needed to measure a row (the server's RSS is read from /proc/PID/status)");
-        return;
-    };
-    let opts =
-        RowOptions { settle: a.settle, open_concurrency: a.open_concurrency, time_limit: a.row_time_limit };
-    let result = measure_row(settings, stop, out, row, pid, server, &opts).await;
-    finish(out, result);
 }
 
 /// How a row is measured.
@@ -359,29 +415,71 @@ async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{Cli, Command};
     use clap::Parser;
 
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        global: actcd_bench::settings::Global,
+        #[command(flatten)]
+        row: WatchMemoryArgs,
+    }
+
     fn args(argv: &[&str]) -> WatchMemoryArgs {
-        let mut full = vec!["actcd-bench", "watch-memory"];
+        let mut full = vec!["watch-memory"];
         full.extend_from_slice(argv);
-        match Cli::try_parse_from(full).expect("parses").command {
-            Command::WatchMemory(a) => a,
-            other => panic!("parsed as {}", other.name()),
-        }
+        Line::try_parse_from(full).expect("parses").row
     }
 
     #[test]
     fn a_run_takes_one_row() {
-        assert!(validate(&args(&["--rows=1kx1x1", "--server-pid=1"])).is_ok());
-        let e = validate(&args(&["--rows=quick", "--server-pid=1"])).expect_err("many rows");
+        assert!(args(&["--rows=1kx1x1", "--server-pid=1"]).validate().is_ok());
+        let e = args(&["--rows=quick", "--server-pid=1"]).validate().expect_err("many rows");
         assert!(e.contains("one row"), "{e}");
-        assert!(validate(&args(&["--rows=all", "--table", "a.json"])).is_ok());
-        assert!(validate(&args(&["--rows=1x1"])).is_err());
-        assert!(validate(&args(&["--rows=1x1x1", "--margin=0.5"])).is_err());
-        assert!(validate(&args(&["--rows=1x1x1", "--open-concurrency=0"])).is_err());
+        assert!(args(&["--rows=all", "--table", "a.json"]).validate().is_ok());
+        assert!(args(&["--rows=1x1"]).validate().is_err());
+        assert!(args(&["--rows=1x1x1", "--margin=0.5"]).validate().is_err());
+        assert!(args(&["--rows=1x1x1", "--open-concurrency=0"]).validate().is_err());
         let a = args(&["--table", "x.json", "y.json"]);
-        assert!(offline(&a));
+        assert!(a.offline());
         assert_eq!(a.results.len(), 2);
+    }
+
+    /// Runs one row against `addr` as `actcd-tables --json watch-memory ARGS` would.
+    async fn run_row(addr: std::net::SocketAddr, argv: &[&str]) -> (Stop, Out) {
+        let endpoints = format!("--endpoints={addr}");
+        let mut full = vec!["watch-memory", "--json", "--stall-timeout=1s", &endpoints];
+        full.extend_from_slice(argv);
+        let line = Line::try_parse_from(full).expect("parses");
+        let settings = line.global.settings().expect("valid");
+        let (stop, out) = (Stop::new(), Out::new("watch-memory", &settings));
+        let run = line.row.run(&settings, &stop, &out);
+        tokio::time::timeout(Duration::from_secs(20), run).await.expect("the row ends");
+        (stop, out)
+    }
+
+    #[tokio::test]
+    async fn rows_against_a_server_without_watch_end_with_a_clear_reason() {
+        let (_tx, rx) = tokio::sync::oneshot::channel();
+        let addr = actcd_test_support::kv_only::serve(rx).await;
+        // watch-memory reads "the server's" memory from this process here.
+        let pid = format!("--server-pid={}", std::process::id());
+        let (stop, out) = run_row(addr, &["--rows=3x2x4", &pid, "--settle=0s"]).await;
+        let reason = stop.reason().unwrap_or_default();
+        assert!(reason.contains("Watch") && reason.contains("Unimplemented"), "{reason}");
+        let doc = out.document();
+        let row = doc.extra.get("row").expect("the row is recorded");
+        assert_eq!(row["conns_opened"], 3);
+        assert_eq!(row["watches_created"], 0);
+        assert!(row["failed"].as_str().unwrap_or_default().contains("Unimplemented"), "{row}");
+        assert!(row["server_rss_kb"].as_u64().unwrap_or(0) > 0);
+        assert!(doc.reports[0].errors > 0 && doc.reports[0].requests == 0);
+
+        // A row the machine cannot hold is recorded as skipped, without connecting.
+        let (stop, out) = run_row(addr, &["--rows=25kx50x1k", &pid]).await;
+        assert!(stop.reason().is_none());
+        let row = out.document().extra.get("row").cloned().expect("the row is recorded");
+        assert!(row["skipped"].as_str().is_some_and(|why| why.starts_with("needs")), "{row}");
+        assert_eq!(row["conns_opened"], 0);
     }
 }

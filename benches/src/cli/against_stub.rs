@@ -2,58 +2,22 @@
 //! no Lease, no Maintenance), and that can be shut down mid-run: the bad-input paths end with a
 //! clear reason and counted errors, never a hang.
 
-use super::run;
-use crate::cli::{Cli, Command};
-use crate::runner::{Out, Settings, Stop};
-use actcd_proto::etcdserverpb::kv_server::{Kv, KvServer};
-use actcd_proto::etcdserverpb::{PutRequest, PutResponse, RangeRequest, RangeResponse};
+use super::{Cli, Command};
+use crate::execute::Run;
+use crate::output::Out;
+use crate::settings::Settings;
+use crate::stop::Stop;
+use actcd_test_support::kv_only::serve;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tonic::{Request, Response, Status};
-
-struct KvOnly;
-
-#[tonic::async_trait]
-impl Kv for KvOnly {
-    async fn range(&self, _: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
-        Ok(Response::new(RangeResponse::default()))
-    }
-
-    async fn put(&self, _: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
-        Ok(Response::new(PutResponse::default()))
-    }
-}
-
-/// Serves `KvOnly` on a free loopback port until `shutdown` resolves.
-async fn serve(shutdown: tokio::sync::oneshot::Receiver<()>) -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds");
-    let addr = listener.local_addr().expect("has an address");
-    drop(listener);
-    tokio::spawn(async move {
-        let _ = tonic::transport::Server::builder()
-            .add_service(KvServer::new(KvOnly))
-            .serve_with_shutdown(addr, async {
-                let _ = shutdown.await;
-            })
-            .await;
-    });
-    // Wait until it listens.
-    for _ in 0..100 {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    addr
-}
 
 fn parse(addr: SocketAddr, args: &[&str]) -> (Settings, Command) {
     let endpoints = format!("--endpoints={addr}");
     let mut argv = vec!["actcd-bench", "--json", "--stall-timeout=1s", &endpoints];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).expect("parses");
-    let settings = crate::cli::settings(&cli.global).expect("valid");
+    let settings = cli.global.settings().expect("valid");
     (settings, cli.command)
 }
 
@@ -61,7 +25,7 @@ async fn run_cmd(addr: SocketAddr, args: &[&str]) -> (Stop, Out) {
     let (settings, command) = parse(addr, args);
     let stop = Stop::new();
     let out = Out::new(command.name(), &settings);
-    let run = run(&settings, &stop, &out, command);
+    let run = command.run(&settings, &stop, &out);
     tokio::time::timeout(Duration::from_secs(20), run).await.expect("the command ends");
     (stop, out)
 }
@@ -106,25 +70,17 @@ async fn missing_services_stop_with_a_clear_reason() {
     let (stop, _) = run_cmd(addr, &["watch-fanout", "--watchers=20", "--streams=4", "--puts=10"]).await;
     assert!(stop.reason().unwrap_or_default().contains("Unimplemented"));
 
-    // watch-memory reads "the server's" memory from this process here.
-    let pid = format!("--server-pid={}", std::process::id());
-    let (stop, out) = run_cmd(addr, &["watch-memory", "--rows=3x2x4", &pid, "--settle=0s"]).await;
+    let (stop, out) = run_cmd(addr, &["watch-get", "--watchers=10", "--streams=2", "--events=2"]).await;
     let reason = stop.reason().unwrap_or_default();
     assert!(reason.contains("Watch") && reason.contains("Unimplemented"), "{reason}");
-    let doc = out.document();
-    let row = doc.extra.get("row").expect("the row is recorded");
-    assert_eq!(row["conns_opened"], 3);
-    assert_eq!(row["watches_created"], 0);
-    assert!(row["failed"].as_str().unwrap_or_default().contains("Unimplemented"), "{row}");
-    assert!(row["server_rss_kb"].as_u64().unwrap_or(0) > 0);
-    assert!(doc.reports[0].errors > 0 && doc.reports[0].requests == 0);
+    assert_eq!(out.document().reports.len(), 1, "the get report, of what completed");
 
-    // A row the machine cannot hold is recorded as skipped, without connecting.
-    let (stop, out) = run_cmd(addr, &["watch-memory", "--rows=25kx50x1k", &pid]).await;
-    assert!(stop.reason().is_none());
-    let row = out.document().extra.get("row").cloned().expect("the row is recorded");
-    assert!(row["skipped"].as_str().is_some_and(|why| why.starts_with("needs")), "{row}");
-    assert_eq!(row["conns_opened"], 0);
+    // STM reads and commits with Txn, which the stub does not serve.
+    let (stop, out) = run_cmd(addr, &["stm", "--total=100", "--keys=4", "--keys-per-txn=2"]).await;
+    assert!(stop.reason().unwrap_or_default().contains("Unimplemented"));
+    assert!(out.document().reports[0].errors >= 1);
+    let (stop, _) = run_cmd(addr, &["stm", "--total=10", "--stm-locker=lock-client"]).await;
+    assert!(stop.reason().unwrap_or_default().contains("lock session"), "{:?}", stop.reason());
 
     let (stop, out) = run_cmd(addr, &["put", "--total=10", "--check-hashkv"]).await;
     assert!(stop.reason().is_none());

@@ -1,9 +1,9 @@
-//! `actcd-bench tables --quick` end to end: it starts actcd itself (a fresh server per memory
+//! `actcd-tables measure --quick` end to end: it starts actcd itself (a fresh server per memory
 //! row), measures every table from its own process, prints them, and writes the JSON and the
-//! PNG charts. Needs the actcd binary next to actcd-bench (`cargo test --workspace` builds it).
+//! PNG charts. Needs the actcd binary next to actcd-tables (`cargo test --workspace` builds it).
 
-use actcd_bench::memtable;
-use actcd_bench::tablesdoc::TablesDoc;
+use actcd_tables::memtable;
+use actcd_tables::tablesdoc::TablesDoc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,13 +23,13 @@ fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn quick_tables_measure_real_rss_and_write_json_and_charts() {
-    let bench = Path::new(env!("CARGO_BIN_EXE_actcd-bench"));
+    let bench = Path::new(env!("CARGO_BIN_EXE_actcd-tables"));
     let actcd = bench.with_file_name("actcd");
     assert!(actcd.is_file(), "{} is missing: cargo build --release -p actcd", actcd.display());
     let out = tempfile::tempdir().expect("temp dir");
     let work = tempfile::tempdir().expect("temp dir");
     let mut child = Command::new(bench)
-        .args(["tables", "--server", "actcd", "--quick", "--settle", "1s"])
+        .args(["measure", "--server", "actcd", "--quick", "--settle", "1s"])
         .arg("--out")
         .arg(out.path())
         .arg("--work-dir")
@@ -38,13 +38,13 @@ fn quick_tables_measure_real_rss_and_write_json_and_charts() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("actcd-bench starts");
+        .expect("actcd-tables starts");
     let started = Instant::now();
     while child.try_wait().expect("waitable").is_none() {
         if started.elapsed() > BOUND {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("tables --quick did not finish within {BOUND:?}");
+            panic!("measure --quick did not finish within {BOUND:?}");
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -52,7 +52,7 @@ fn quick_tables_measure_real_rss_and_write_json_and_charts() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "exit {:?}\n{stdout}\n{stderr}", output.status);
-    eprintln!("tables --quick took {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("measure --quick took {:.1} s", started.elapsed().as_secs_f64());
 
     // The tables in etcd's layout, with numbers in them.
     for heading in ["Storage memory", "Watch memory", "Writes (8-byte", "Reads (one key"] {

@@ -811,7 +811,7 @@ mod tests {
 
     #[test]
     fn results_load_from_documents() {
-        let dir = std::env::temp_dir().join(format!("actcd-bench-memtable-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("actcd-tables-memtable-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("mkdir");
         let r = done(row(1000, 1, 1), 20.0, [21e3, 3e3, 90.0]);
         let doc = serde_json::json!({"command": "watch-memory", "extra": {"row": r}});

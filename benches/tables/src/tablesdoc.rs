@@ -1,4 +1,4 @@
-//! The result of one `tables` run (the JSON file) and what is made of it: the tables in etcd's
+//! The result of one `measure` run (the JSON file) and what is made of it: the tables in etcd's
 //! layout, the PNG charts, and two runs side by side with their ratios (`--compare`).
 
 use crate::chart::{self, Series};
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// One run of `tables`: what the JSON file holds.
+/// One run of `measure`: what the JSON file holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TablesDoc {
     /// The server measured (actcd, etcd, or the process name of --pid).

@@ -1,0 +1,271 @@
+//! One software-transactional-memory transaction as etcd's client (`concurrency.STM`) runs it:
+//! gets go to the server and into a read set, puts into a write set, and the commit is one Txn
+//! whose compares guard the read set (and, for serializable snapshot, the write set); a commit
+//! whose compares fail is retried from the start.
+//!
+//! What each isolation level reads and checks:
+//!
+//! | level | gets | the commit's compares |
+//! | --- | --- | --- |
+//! | read committed (`c`) | serializable, latest | none |
+//! | repeatable reads (`r`) | serializable, latest | every read key's mod revision unchanged |
+//! | serializable (`s`) | the first linearizable, the rest serializable at its revision | as `r` |
+//! | serializable snapshot (`ss`) | as `s` | as `r`, and no written key modified after the first read |
+//!
+//! The serializable levels also read every key of the read set in the commit's failure branch,
+//! so a retry starts from those values without asking again (etcd's prefetch).
+
+use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use actcd_proto::etcdserverpb::kv_client::KvClient;
+use actcd_proto::etcdserverpb::request_op::Request;
+use actcd_proto::etcdserverpb::response_op::Response;
+use actcd_proto::etcdserverpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use tonic::transport::Channel;
+use tonic::Status;
+
+/// etcd's STM isolation levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// `c`: reads from any committed revision, no conflict check.
+    ReadCommitted,
+    /// `r`: reads stay the same within an attempt; the commit fails if a read key changed.
+    RepeatableReads,
+    /// `s`: every read at the revision of the first.
+    Serializable,
+    /// `ss`: serializable, and the commit fails if a written key changed after the first read.
+    SerializableSnapshot,
+}
+
+impl Isolation {
+    /// The `--isolation` flag's value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "c" => Ok(Isolation::ReadCommitted),
+            "r" => Ok(Isolation::RepeatableReads),
+            "s" => Ok(Isolation::Serializable),
+            "ss" => Ok(Isolation::SerializableSnapshot),
+            other => Err(format!(
+                "--isolation must be c (read committed), r (repeatable reads), s (serializable) or ss (serializable snapshot), got {other:?}"
+            )),
+        }
+    }
+
+    fn serializable(self) -> bool {
+        matches!(self, Isolation::Serializable | Isolation::SerializableSnapshot)
+    }
+}
+
+/// What a get saw of one key.
+#[derive(Debug, Clone, PartialEq)]
+struct Read {
+    /// The key's mod revision, 0 when it did not exist.
+    mod_revision: i64,
+    /// The store's revision when it was read.
+    revision: i64,
+}
+
+/// How a commit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// Applied.
+    Done,
+    /// A compare failed: run the transaction again.
+    Retry,
+}
+
+/// One STM transaction over `kv`: [`Stm::reset`], then gets and puts, then [`Stm::commit`],
+/// again from `reset` while the commit says [`Commit::Retry`].
+pub struct Stm<'a> {
+    kv: &'a mut KvClient<Channel>,
+    isolation: Isolation,
+    reads: BTreeMap<Bytes, Read>,
+    writes: BTreeMap<Bytes, Bytes>,
+    /// The serializable levels' reads from the failed commit, taken instead of asking again.
+    prefetch: BTreeMap<Bytes, Read>,
+    /// The serializable levels' read revision: that of the attempt's first read.
+    read_revision: Option<i64>,
+}
+
+impl<'a> Stm<'a> {
+    /// A transaction at `isolation`.
+    pub fn new(kv: &'a mut KvClient<Channel>, isolation: Isolation) -> Self {
+        Self {
+            kv,
+            isolation,
+            reads: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            prefetch: BTreeMap::new(),
+            read_revision: None,
+        }
+    }
+
+    /// Starts an attempt: empty read and write sets.
+    pub fn reset(&mut self) {
+        self.reads.clear();
+        self.writes.clear();
+    }
+
+    /// Reads `key` into the read set (a key this attempt wrote or read is not asked again).
+    pub async fn get(&mut self, key: &Bytes) -> Result<(), Status> {
+        if self.writes.contains_key(key) || self.reads.contains_key(key) {
+            return Ok(());
+        }
+        let first = self.reads.is_empty();
+        if let Some(read) = self.prefetch.remove(key) {
+            self.reads.insert(key.clone(), read);
+        } else {
+            let (revision, serializable) = match (self.isolation.serializable(), self.read_revision) {
+                (true, Some(rev)) => (rev, true),
+                (true, None) => (0, false),
+                (false, _) => (0, true),
+            };
+            let range = RangeRequest { key: key.clone(), revision, serializable, ..Default::default() };
+            let txn = TxnRequest { success: vec![range_op(range)], ..Default::default() };
+            let r = self.kv.txn(txn).await?.into_inner();
+            let read = reads_of(&r).into_iter().next().unwrap_or(Read { mod_revision: 0, revision: 0 });
+            self.reads.insert(key.clone(), read);
+        }
+        if first && self.isolation.serializable() {
+            self.read_revision = self.reads.get(key).map(|r| r.revision);
+        }
+        Ok(())
+    }
+
+    /// Adds a put of `value` at `key` to the write set.
+    pub fn put(&mut self, key: Bytes, value: Bytes) {
+        self.writes.insert(key, value);
+    }
+
+    /// The commit's Txn: the compares of the isolation level, the writes on success and, for
+    /// the serializable levels, a read of every read key on failure.
+    fn commit_request(&self) -> TxnRequest {
+        let mod_is = |key: &Bytes, result: CompareResult, revision: i64| Compare {
+            key: key.clone(),
+            result: result as i32,
+            target: CompareTarget::Mod as i32,
+            target_union: Some(TargetUnion::ModRevision(revision)),
+            ..Default::default()
+        };
+        let mut compare = Vec::new();
+        if self.isolation != Isolation::ReadCommitted {
+            compare.extend(self.reads.iter().map(|(k, r)| mod_is(k, CompareResult::Equal, r.mod_revision)));
+        }
+        if self.isolation == Isolation::SerializableSnapshot {
+            let first = self.reads.values().map(|r| r.revision).min().unwrap_or(i64::MAX - 1);
+            compare.extend(self.writes.keys().map(|k| mod_is(k, CompareResult::Less, first + 1)));
+        }
+        let success = self
+            .writes
+            .iter()
+            .map(|(key, value)| RequestOp {
+                request: Some(Request::RequestPut(PutRequest {
+                    key: key.clone(),
+                    value: value.clone(),
+                    ..Default::default()
+                })),
+            })
+            .collect();
+        let failure = if self.isolation.serializable() {
+            self.reads
+                .keys()
+                .map(|key| range_op(RangeRequest { key: key.clone(), ..Default::default() }))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        TxnRequest { compare, success, failure }
+    }
+
+    /// Commits the attempt.
+    pub async fn commit(&mut self) -> Result<Commit, Status> {
+        let txn = self.commit_request();
+        let r = self.kv.txn(txn).await?.into_inner();
+        if r.succeeded {
+            return Ok(Commit::Done);
+        }
+        if self.isolation.serializable() {
+            self.prefetch = self.reads.keys().cloned().zip(reads_of(&r)).collect();
+            self.read_revision = None;
+        }
+        Ok(Commit::Retry)
+    }
+}
+
+fn range_op(range: RangeRequest) -> RequestOp {
+    RequestOp { request: Some(Request::RequestRange(range)) }
+}
+
+/// What each range of a Txn's answer saw: the first key's mod revision, at the Txn's revision.
+fn reads_of(r: &TxnResponse) -> Vec<Read> {
+    let revision = r.header.as_ref().map_or(0, |h| h.revision);
+    r.responses
+        .iter()
+        .filter_map(|op| match &op.response {
+            Some(Response::ResponseRange(range)) => {
+                Some(Read { mod_revision: range.kvs.first().map_or(0, |kv| kv.mod_revision), revision })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stm_with(isolation: Isolation, kv: &mut KvClient<Channel>) -> Stm<'_> {
+        let mut s = Stm::new(kv, isolation);
+        s.reads.insert(Bytes::from_static(b"a"), Read { mod_revision: 7, revision: 9 });
+        s.reads.insert(Bytes::from_static(b"b"), Read { mod_revision: 0, revision: 11 });
+        s.put(Bytes::from_static(b"a"), Bytes::from_static(b"v"));
+        s
+    }
+
+    fn compares(t: &TxnRequest) -> Vec<(Vec<u8>, i32, i64)> {
+        t.compare
+            .iter()
+            .map(|c| {
+                let rev = match c.target_union {
+                    Some(TargetUnion::ModRevision(r)) => r,
+                    _ => -1,
+                };
+                (c.key.to_vec(), c.result, rev)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn each_level_guards_what_etcd_guards() {
+        let channel = Channel::from_static("http://127.0.0.1:1").connect_lazy();
+        let mut kv = KvClient::new(channel);
+        let eq = CompareResult::Equal as i32;
+        let lt = CompareResult::Less as i32;
+
+        let t = stm_with(Isolation::ReadCommitted, &mut kv).commit_request();
+        assert!(t.compare.is_empty() && t.failure.is_empty());
+        assert_eq!(t.success.len(), 1);
+
+        let t = stm_with(Isolation::RepeatableReads, &mut kv).commit_request();
+        assert_eq!(compares(&t), vec![(b"a".to_vec(), eq, 7), (b"b".to_vec(), eq, 0)]);
+        assert!(t.failure.is_empty());
+
+        let t = stm_with(Isolation::Serializable, &mut kv).commit_request();
+        assert_eq!(compares(&t).len(), 2);
+        assert_eq!(t.failure.len(), 2, "the read set is read again on failure");
+
+        // The first read was at revision 9: a written key modified after it fails the commit.
+        let t = stm_with(Isolation::SerializableSnapshot, &mut kv).commit_request();
+        assert_eq!(compares(&t)[2], (b"a".to_vec(), lt, 10));
+    }
+
+    #[test]
+    fn isolation_flags_are_etcds() {
+        assert_eq!(Isolation::parse("c"), Ok(Isolation::ReadCommitted));
+        assert_eq!(Isolation::parse("r"), Ok(Isolation::RepeatableReads));
+        assert_eq!(Isolation::parse("s"), Ok(Isolation::Serializable));
+        assert_eq!(Isolation::parse("ss"), Ok(Isolation::SerializableSnapshot));
+        assert!(Isolation::parse("x").is_err());
+    }
+}

@@ -1,0 +1,143 @@
+//! The flags every command takes (etcd benchmark's global flags, plus the bounds that keep a run
+//! from hanging), checked and turned into the [`Settings`] a command runs with: endpoints as
+//! URIs, counts above zero, bounds above zero.
+
+use actcd_test_support::go_duration::parse as parse_go_duration;
+use clap::{ArgAction, Args};
+use std::time::Duration;
+
+/// etcd benchmark's global flags, plus the bounds that keep every run from hanging.
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// gRPC endpoints, comma separated (host:port or http://host:port).
+    #[arg(long, global = true, value_delimiter = ',', default_value = "127.0.0.1:2379")]
+    pub endpoints: Vec<String>,
+    /// Total number of gRPC connections.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub conns: usize,
+    /// Total number of gRPC clients, spread round-robin over the connections.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub clients: usize,
+    /// Add a per-second time series (unix second, min/avg/max latency, throughput) to the report.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub sample: bool,
+    /// Print numbers with %g instead of %4.4f.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub precise: bool,
+    /// Print one JSON document instead of the text report.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub json: bool,
+    /// Bound on connecting to an endpoint.
+    #[arg(long, global = true, default_value = "2s", value_parser = parse_go_duration)]
+    pub dial_timeout: Duration,
+    /// Bound on each request (counted as an error when exceeded).
+    #[arg(long, global = true, default_value = "10s", value_parser = parse_go_duration)]
+    pub request_timeout: Duration,
+    /// Stop the run when nothing succeeded for this long while requests were outstanding or
+    /// failing (a dead or frozen server).
+    #[arg(long, global = true, default_value = "15s", value_parser = parse_go_duration)]
+    pub stall_timeout: Duration,
+    /// Client threads: 1 runs every client on one thread (leanest: no cross-thread wake-ups,
+    /// and the client never takes more than one core from a server on the same machine).
+    #[arg(long, global = true, default_value_t = 1)]
+    pub threads: usize,
+}
+
+/// The global settings every command runs with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Endpoint URIs.
+    pub endpoints: Vec<String>,
+    /// Connections (gRPC channels).
+    pub conns: usize,
+    /// Clients, spread round-robin over the connections.
+    pub clients: usize,
+    /// Keep the per-second time series.
+    pub sample: bool,
+    /// `%g` instead of `%4.4f`.
+    pub precise: bool,
+    /// Print one JSON document instead of text.
+    pub json: bool,
+    /// Bound on connecting.
+    pub dial_timeout: Duration,
+    /// Bound on each request.
+    pub request_timeout: Duration,
+    /// Stop when nothing succeeded for this long while requests were outstanding or failing.
+    pub stall_timeout: Duration,
+    /// Client threads (1: a current-thread runtime).
+    pub threads: usize,
+}
+
+impl Global {
+    /// Checks the flags and turns them into [`Settings`].
+    pub fn settings(&self) -> Result<Settings, String> {
+        if self.conns == 0 {
+            return Err("--conns must be at least 1".to_string());
+        }
+        if self.clients == 0 {
+            return Err("--clients must be at least 1".to_string());
+        }
+        if self.threads == 0 {
+            return Err("--threads must be at least 1".to_string());
+        }
+        if self.endpoints.is_empty() {
+            return Err("--endpoints is empty".to_string());
+        }
+        for (flag, d) in [
+            ("--dial-timeout", self.dial_timeout),
+            ("--request-timeout", self.request_timeout),
+            ("--stall-timeout", self.stall_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(format!("{flag} must be above 0"));
+            }
+        }
+        let endpoints = self.endpoints.iter().map(|e| endpoint_uri(e)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Settings {
+            endpoints,
+            conns: self.conns,
+            clients: self.clients,
+            sample: self.sample,
+            precise: self.precise,
+            json: self.json,
+            dial_timeout: self.dial_timeout,
+            request_timeout: self.request_timeout,
+            stall_timeout: self.stall_timeout,
+            threads: self.threads,
+        })
+    }
+}
+
+/// An endpoint as a URI: `127.0.0.1:2379` becomes `http://127.0.0.1:2379`.
+pub fn endpoint_uri(endpoint: &str) -> Result<String, String> {
+    let endpoint = endpoint.trim();
+    if endpoint.is_empty() {
+        return Err("empty endpoint in --endpoints".to_string());
+    }
+    if let Some((scheme, _)) = endpoint.split_once("://") {
+        return match scheme {
+            "http" => Ok(endpoint.to_string()),
+            "https" | "unixs" => {
+                Err(format!("endpoint {endpoint}: TLS is not supported by actcd-bench; use http://"))
+            }
+            other => Err(format!(
+                "endpoint {endpoint}: unsupported scheme {other:?}; use host:port or http://host:port"
+            )),
+        };
+    }
+    Ok(format!("http://{endpoint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_take_optional_scheme() {
+        assert_eq!(endpoint_uri("127.0.0.1:2379").as_deref(), Ok("http://127.0.0.1:2379"));
+        assert_eq!(endpoint_uri(" http://localhost:23790 ").as_deref(), Ok("http://localhost:23790"));
+        assert!(endpoint_uri("https://x:1").is_err());
+        assert!(endpoint_uri("").is_err());
+        assert!(endpoint_uri("ftp://x:1").is_err());
+    }
+}

@@ -1,0 +1,383 @@
+//! Watch streams as the watch commands use them: opening a stream and creating its watches one
+//! after another (a creation's latency runs from sending the create request to its `created`
+//! response), then receiving events for puts whose value starts with their send time
+//! (nanoseconds since the put phase began, little-endian), so an event's latency is measured
+//! from the put's send to the event's arrival, per watcher.
+//!
+//! Against a server without the Watch service the stream fails with UNIMPLEMENTED: the creation
+//! report counts the failed watches and the command stops with that reason.
+
+use crate::conn::{channel_for, is_fatal, kv_client, status_text, MAX_RESPONSE};
+use crate::output::Out;
+use crate::progress::Progress;
+use crate::report::Recorder;
+use crate::runner::{run_load, watchdog, OpError, Plan, Worker};
+use crate::settings::Settings;
+use crate::stop::Stop;
+use actcd_proto::etcdserverpb::kv_client::KvClient;
+use actcd_proto::etcdserverpb::watch_client::WatchClient;
+use actcd_proto::etcdserverpb::watch_request::RequestUnion;
+use actcd_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchRequest, WatchResponse};
+use bytes::Bytes;
+use futures::channel::mpsc::{unbounded, UnboundedSender};
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tonic::transport::Channel;
+use tonic::Streaming;
+
+/// Checks the sizes of puts that carry their send time: a key of at least one byte, a value
+/// of at least the time's 8.
+pub fn check_stamped_puts(key_size: usize, val_size: usize) -> Result<(), String> {
+    if key_size < 1 {
+        return Err("--key-size must be at least 1".to_string());
+    }
+    if val_size < 8 {
+        return Err(format!(
+            "--val-size must be at least 8 (the put's send time travels in the value), got {val_size}"
+        ));
+    }
+    Ok(())
+}
+
+/// Watchers on stream `s` when `watchers` spread evenly over `streams` (the first streams take
+/// one more when it does not divide).
+pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> usize {
+    watchers / streams + usize::from(s < watchers % streams)
+}
+
+/// An open Watch stream whose watches are created.
+pub struct OpenStream {
+    /// The stream's number in its command.
+    pub index: usize,
+    /// Kept so the client side of the stream stays open.
+    requests: UnboundedSender<WatchRequest>,
+    responses: Streaming<WatchResponse>,
+}
+
+fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
+    WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
+            key,
+            prev_kv,
+            ..Default::default()
+        })),
+    }
+}
+
+/// What opening streams needs.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamPlan {
+    /// Ask for the previous key-value with each event.
+    pub prev_kv: bool,
+    /// Bound on opening the stream and on each create.
+    pub timeout: Duration,
+}
+
+/// Opens stream `index` on `channel` and creates a watch on each of `keys`, one at a time,
+/// recording each creation in `rec`. Returns the open stream, or `None` when it failed (the
+/// watches not created are counted as errors).
+pub async fn open_stream(
+    index: usize,
+    channel: Channel,
+    keys: Vec<Bytes>,
+    plan: &StreamPlan,
+    rec: &Recorder,
+    stop: &Stop,
+) -> Option<OpenStream> {
+    let fail_rest = |from: usize, error: &str| {
+        for _ in from..keys.len() {
+            rec.err(index, error);
+        }
+    };
+    let (tx, rx) = unbounded();
+    let mut client = WatchClient::new(channel).max_decoding_message_size(MAX_RESPONSE);
+    let first = keys.first().cloned().unwrap_or_default();
+    // The first create goes out with the call: a gRPC server may hold the stream's response
+    // headers until it has something to answer.
+    let mut sent = Instant::now();
+    if tx.unbounded_send(create_request(first, plan.prev_kv)).is_err() {
+        fail_rest(0, "watch stream closed");
+        return None;
+    }
+    let mut responses = match tokio::time::timeout(plan.timeout, client.watch(rx)).await {
+        Ok(Ok(r)) => r.into_inner(),
+        Ok(Err(status)) => {
+            fail_rest(0, &status_text(&status));
+            if is_fatal(&status) {
+                stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
+            }
+            return None;
+        }
+        Err(_) => {
+            fail_rest(0, &format!("opening the watch stream timed out after {:?}", plan.timeout));
+            return None;
+        }
+    };
+    for (w, key) in keys.iter().enumerate() {
+        if stop.is_stopped() {
+            return None;
+        }
+        if w > 0 {
+            sent = Instant::now();
+            if tx.unbounded_send(create_request(key.clone(), plan.prev_kv)).is_err() {
+                fail_rest(w, "watch stream closed");
+                return None;
+            }
+        }
+        match tokio::time::timeout(plan.timeout, responses.message()).await {
+            Ok(Ok(Some(r))) if r.created && !r.canceled => rec.ok(index, sent, Instant::now()),
+            Ok(Ok(Some(r))) if r.canceled => {
+                rec.err(index, &format!("watch canceled: {}", r.cancel_reason));
+            }
+            Ok(Ok(Some(_))) => rec.err(index, "unexpected watch response before created"),
+            Ok(Ok(None)) => {
+                fail_rest(w, "watch stream closed by the server");
+                return None;
+            }
+            Ok(Err(status)) => {
+                fail_rest(w, &status_text(&status));
+                if is_fatal(&status) {
+                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
+                }
+                return None;
+            }
+            Err(_) => {
+                fail_rest(w, &format!("watch creation timed out after {:?}", plan.timeout));
+                return None;
+            }
+        }
+    }
+    Some(OpenStream { index, requests: tx, responses })
+}
+
+/// Opens `streams` streams (stream `s` on client `s mod clients`), creating on each the watches
+/// `keys_of(s)` lists. Shows progress over all watches. Returns the open streams, the creation
+/// recorder and the time the creation took.
+pub async fn open_streams(
+    settings: &Settings,
+    stop: &Stop,
+    channels: &[Channel],
+    streams: usize,
+    keys_of: impl Fn(usize) -> Vec<Bytes>,
+    plan: StreamPlan,
+) -> (Vec<OpenStream>, Arc<Recorder>, Duration) {
+    let rec = Arc::new(Recorder::new("watch-create", streams, settings.sample));
+    let total: u64 = (0..streams).map(|s| keys_of(s).len() as u64).sum();
+    let progress = {
+        let r = rec.clone();
+        Progress::start(settings, total, move || r.completed())
+    };
+    let start = Instant::now();
+    let plan = Arc::new(plan);
+    let mut set = JoinSet::new();
+    for s in 0..streams {
+        let channel = channel_for(channels, s % settings.clients);
+        let keys = keys_of(s);
+        let (plan, rec, stop) = (plan.clone(), rec.clone(), stop.clone());
+        set.spawn(async move { open_stream(s, channel, keys, &plan, &rec, &stop).await });
+    }
+    let mut open = Vec::with_capacity(streams);
+    while let Some(r) = set.join_next().await {
+        if let Ok(Some(s)) = r {
+            open.push(s);
+        }
+    }
+    open.sort_by_key(|s| s.index);
+    let took = start.elapsed();
+    progress.finish(rec.completed());
+    (open, rec, took)
+}
+
+/// Receives events on `stream` until `remaining` reaches zero, recording each event's latency
+/// from the send time its value carries (`base` + nanoseconds).
+async fn receive_events(
+    mut stream: OpenStream,
+    rec: Arc<Recorder>,
+    remaining: Arc<AtomicI64>,
+    base: Instant,
+    done: Arc<watch::Sender<bool>>,
+) -> UnboundedSender<WatchRequest> {
+    loop {
+        match stream.responses.message().await {
+            Ok(Some(r)) => {
+                let now = Instant::now();
+                if r.canceled {
+                    rec.err(stream.index, &format!("watch canceled: {}", r.cancel_reason));
+                }
+                for ev in &r.events {
+                    let sent = ev
+                        .kv
+                        .as_ref()
+                        .and_then(|kv| kv.value.get(..8))
+                        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                        .map(|b| base + Duration::from_nanos(u64::from_le_bytes(b)))
+                        .filter(|t| *t <= now)
+                        .unwrap_or(now);
+                    rec.ok(stream.index, sent, now);
+                    if remaining.fetch_sub(1, Ordering::AcqRel) <= 1 {
+                        done.send_replace(true);
+                        return stream.requests;
+                    }
+                }
+            }
+            Ok(None) => {
+                rec.err(stream.index, "watch stream closed by the server");
+                return stream.requests;
+            }
+            Err(status) => {
+                rec.err(stream.index, &status_text(&status));
+                return stream.requests;
+            }
+        }
+    }
+}
+
+/// Puts whose value starts with the send time (nanoseconds since `base`, little-endian).
+struct StampedPutWorker {
+    kv: KvClient<Channel>,
+    keys: Arc<Vec<Bytes>>,
+    base: Instant,
+    value_size: usize,
+}
+
+fn stamped_value(base: Instant, size: usize) -> Bytes {
+    let ns = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    let mut v = Vec::with_capacity(size.max(8));
+    v.extend_from_slice(&ns.to_le_bytes());
+    v.resize(size.max(8), b'x');
+    Bytes::from(v)
+}
+
+impl Worker for StampedPutWorker {
+    fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
+        let key = self.keys[(i % self.keys.len() as u64) as usize].clone();
+        let req = PutRequest { key, value: stamped_value(self.base, self.value_size), ..Default::default() };
+        (0, async move { self.kv.put(req).await.map(|_| ()).map_err(OpError::from) })
+    }
+}
+
+/// The event phase of the watch commands: receivers on every stream, `put_total` puts to
+/// `keys` at `put_rate`, one putter per channel of `put_channels`, until `expected` events
+/// arrived (or the run stops).
+pub struct EventPhase {
+    /// The keys the puts go to, in turn.
+    pub keys: Arc<Vec<Bytes>>,
+    /// Puts in all.
+    pub put_total: u64,
+    /// Puts per second (0 is no limit).
+    pub put_rate: u64,
+    /// One putter on each.
+    pub put_channels: Vec<Channel>,
+    /// The puts' value size (at least the 8 bytes of the send time).
+    pub value_size: usize,
+    /// Events the streams are to receive in all.
+    pub expected: u64,
+}
+
+/// Runs `phase` over `streams`. Returns the event recorder, the put recorder and the phase's
+/// wall time.
+pub async fn run_events(
+    settings: &Settings,
+    stop: &Stop,
+    streams: Vec<OpenStream>,
+    phase: EventPhase,
+) -> (Arc<Recorder>, Arc<Recorder>, Duration) {
+    let events = Arc::new(Recorder::new("watch", streams.len(), settings.sample));
+    let puts = Arc::new(Recorder::new("put", phase.put_channels.len(), settings.sample));
+    let remaining = Arc::new(AtomicI64::new(i64::try_from(phase.expected).unwrap_or(i64::MAX)));
+    // Nothing to wait for when no event is expected (no puts, or no watcher on their keys).
+    let done = Arc::new(watch::channel(phase.expected == 0).0);
+    let base = Instant::now();
+    let mut receivers = JoinSet::new();
+    for s in streams {
+        receivers.spawn(receive_events(s, events.clone(), remaining.clone(), base, done.clone()));
+    }
+    let progress = {
+        let r = events.clone();
+        Progress::start(settings, phase.expected, move || r.completed())
+    };
+    let dog = {
+        let (r, remaining) = (events.clone(), remaining.clone());
+        watchdog(stop.clone(), settings.stall_timeout, "watch event", move || {
+            (r.succeeded(), remaining.load(Ordering::Relaxed) > 0)
+        })
+    };
+    let workers: Vec<StampedPutWorker> = phase
+        .put_channels
+        .iter()
+        .map(|c| StampedPutWorker {
+            kv: kv_client(c.clone()),
+            keys: phase.keys.clone(),
+            base,
+            value_size: phase.value_size,
+        })
+        .collect();
+    run_load(
+        settings,
+        stop,
+        Plan::new(phase.put_total, phase.put_rate).quiet(),
+        std::slice::from_ref(&puts),
+        workers,
+    )
+    .await;
+    // Wait for the events: all arrived, every receiver ended, or the run stopped.
+    let mut done_rx = done.subscribe();
+    let mut stop_rx = stop.subscribe();
+    let mut senders = Vec::new();
+    loop {
+        tokio::select! {
+            _ = done_rx.wait_for(|d| *d) => break,
+            _ = Stop::stopped(&mut stop_rx) => break,
+            next = receivers.join_next() => match next {
+                Some(Ok(tx)) => senders.push(tx),
+                Some(Err(_)) => {}
+                None => break,
+            },
+        }
+    }
+    let took = base.elapsed();
+    receivers.abort_all();
+    drop(senders);
+    dog.abort();
+    progress.finish(events.completed());
+    (events, puts, took)
+}
+
+/// Notes the puts that failed, by error (warnings: the events are the report).
+pub fn note_put_errors(out: &Out, puts: &Recorder) {
+    let s = puts.stats(Duration::ZERO);
+    for e in &s.error_distribution {
+        out.note(format!("warning: [{}] puts failed: {}", e.count, e.error));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watchers_spread_evenly_over_streams() {
+        assert_eq!((0..100).map(|s| watchers_on(s, 1000, 100)).sum::<usize>(), 1000);
+        assert_eq!(
+            (0..7).map(|s| watchers_on(s, 1000, 7)).collect::<Vec<_>>(),
+            vec![143, 143, 143, 143, 143, 143, 142]
+        );
+        assert_eq!(watchers_on(0, 1, 1), 1);
+    }
+
+    #[test]
+    fn stamped_values_carry_the_send_time() {
+        let base = Instant::now() - Duration::from_millis(5);
+        let v = stamped_value(base, 32);
+        assert_eq!(v.len(), 32);
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&v[..8]);
+        let ns = u64::from_le_bytes(b);
+        assert!(ns >= 5_000_000, "{ns}");
+        assert_eq!(stamped_value(base, 0).len(), 8);
+    }
+}
