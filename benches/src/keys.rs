@@ -1,5 +1,6 @@
 //! Keys as etcd benchmark makes them (a zig-zag varint of the key number at the start of a
-//! zero-filled key of `--key-size` bytes), a small fast PRNG, and etcd's prefix range end.
+//! zero-filled key of `--key-size` bytes), the check that `--key-size` holds `--key-space-size`,
+//! and a small fast PRNG.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -34,20 +35,6 @@ pub fn varint_key(n: u64, size: usize) -> Vec<u8> {
     let _ = put_varint(&mut key, n as i64);
     key.truncate(size);
     key
-}
-
-/// The end of the range holding every key with `prefix` (etcd's `GetPrefixRangeEnd`): the prefix
-/// with its last byte below 0xff incremented and the rest dropped, or `\0` (all keys) when no
-/// such byte exists.
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
 }
 
 /// xorshift64*: a fast, small, non-cryptographic PRNG, one per client task.
@@ -143,14 +130,6 @@ mod tests {
     fn keys_are_zero_filled() {
         assert_eq!(varint_key(64, 8), vec![128, 1, 0, 0, 0, 0, 0, 0]);
         assert_eq!(varint_key(1, 1), vec![2]);
-    }
-
-    #[test]
-    fn prefix_ends_match_etcd() {
-        assert_eq!(prefix_end(b"abc"), b"abd".to_vec());
-        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
-        assert_eq!(prefix_end(b"\xff\xff"), vec![0]);
-        assert_eq!(prefix_end(b""), vec![0]);
     }
 
     #[test]

@@ -21,7 +21,7 @@
 //!   the report in etcd's text format or as JSON.
 //! - [`format`]: Go-compatible number and byte-size formatting for the report.
 //! - [`cpu`]: the client's own CPU use.
-//! - [`keys`]: etcd benchmark's key encoding (zig-zag varints), a small PRNG, range ends.
+//! - [`keys`]: etcd benchmark's key encoding (zig-zag varints) and a small PRNG.
 //! - [`conn`]: endpoints, dialing one gRPC channel per connection, error texts.
 //! - [`watch_streams`]: watch streams opened one create at a time and events timed from the
 //!   put that caused them, for the watch commands.

@@ -2,7 +2,6 @@
 //! `--limit`, `--count-only`, `--keys-only` and `--prefix`.
 
 use crate::conn::{channel_for, connect, kv_client};
-use crate::keys::prefix_end;
 use crate::output::Out;
 use crate::report::Recorder;
 use crate::runner::{run_load, OpError, Plan, Worker};
@@ -10,6 +9,7 @@ use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::RangeRequest;
+use actcd_proto::key_range::prefix_end;
 use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;

@@ -10,7 +10,6 @@
 //!   server: Lock(name `stmlock`, the lease) answers with the held key, Unlock deletes it.
 
 use crate::conn::{status_text, MAX_RESPONSE};
-use crate::keys::prefix_end;
 use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
@@ -23,6 +22,7 @@ use actcd_proto::etcdserverpb::{
     Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest, PutRequest,
     RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, WatchCreateRequest, WatchRequest,
 };
+use actcd_proto::key_range::prefix_end;
 use actcd_proto::mvccpb::event::EventType;
 use bytes::Bytes;
 use futures::StreamExt;
