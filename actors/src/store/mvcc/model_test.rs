@@ -1,9 +1,8 @@
 //! Model-based tests of the store core on a real RocksDB: random commands, group-committed in
-//! random batch sizes, with restarts, compared after every step with a plain model that keeps
-//! a full copy of the key space at every revision.
+//! random batch sizes, with restarts, compared after every step with etcd's sequential model
+//! (actcd-test-support's `etcd_model`, the one the linearizability checker uses).
 
-use std::collections::BTreeMap;
-
+use actcd_test_support::etcd_model::{self, Request, Response};
 use bytes::Bytes;
 use proptest::prelude::*;
 
@@ -19,60 +18,64 @@ use super::writer::{StoreConfig, StoreCore};
 /// (value, create_revision, mod_revision, version) of a live key.
 type Live = (Vec<u8>, i64, i64, i64);
 
-/// The model: the key space after each revision (index = revision).
+/// etcd's sequential model of the store (shared with the linearizability checker), and the
+/// revision compacted up to: the model keeps every revision, so what a compaction hides is this
+/// test's to check.
+#[derive(Clone)]
 struct Model {
-    snapshots: Vec<BTreeMap<Vec<u8>, Live>>,
+    etcd: etcd_model::Model,
     compacted: i64,
 }
 
 impl Model {
     fn new() -> Self {
-        // Revisions 0 and 1 are both the empty store.
-        Self { snapshots: vec![BTreeMap::new(), BTreeMap::new()], compacted: 0 }
+        Self { etcd: etcd_model::Model::new(), compacted: 0 }
     }
 
     fn current(&self) -> i64 {
-        self.snapshots.len() as i64 - 1
+        self.etcd.revision()
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) {
-        let rev = self.current() + 1;
-        let mut next = self.snapshots[self.current() as usize].clone();
-        let (create, version) = match next.get(key) {
-            Some((_, c, _, v)) => (*c, v + 1),
-            None => (rev, 1),
+        let put = PutRequest {
+            key: Bytes::copy_from_slice(key),
+            value: Bytes::copy_from_slice(value),
+            ..Default::default()
         };
-        next.insert(key.to_vec(), (value.to_vec(), create, rev, version));
-        self.snapshots.push(next);
+        self.etcd.apply(&Request::Put(put));
     }
 
     fn delete(&mut self, key: &[u8], end: &[u8]) -> usize {
-        let mut next = self.snapshots[self.current() as usize].clone();
-        let doomed: Vec<Vec<u8>> = next.keys().filter(|k| in_range(k, key, end)).cloned().collect();
-        for k in &doomed {
-            next.remove(k);
+        let delete = DeleteRangeRequest {
+            key: Bytes::copy_from_slice(key),
+            range_end: Bytes::copy_from_slice(end),
+            ..Default::default()
+        };
+        match self.etcd.apply(&Request::Delete(delete)).0 {
+            Response::Delete(r) => r.deleted as usize,
+            other => panic!("a delete answered {other:?}"),
         }
-        if !doomed.is_empty() {
-            self.snapshots.push(next);
-        }
-        doomed.len()
     }
 
-    fn range(&self, key: &[u8], end: &[u8], rev: i64) -> Vec<(Vec<u8>, Live)> {
-        let at = if rev <= 0 { self.current() } else { rev };
-        self.snapshots[at as usize]
-            .iter()
-            .filter(|(k, _)| in_range(k, key, end))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
-    }
-}
-
-fn in_range(k: &[u8], key: &[u8], end: &[u8]) -> bool {
-    match end {
-        [] => k == key,
-        [0] => k >= key,
-        _ => k >= key && k < end,
+    /// The live keys of [key, end) at `rev` (0: the current revision). A range changes nothing,
+    /// but the model answers every request through `apply`.
+    fn range(&mut self, key: &[u8], end: &[u8], rev: i64) -> Vec<(Vec<u8>, Live)> {
+        let range = RangeRequest {
+            key: Bytes::copy_from_slice(key),
+            range_end: Bytes::copy_from_slice(end),
+            revision: rev,
+            ..Default::default()
+        };
+        match self.etcd.apply(&Request::Range(range)).0 {
+            Response::Range(r) => r
+                .kvs
+                .into_iter()
+                .map(|kv| {
+                    (kv.key.to_vec(), (kv.value.to_vec(), kv.create_revision, kv.mod_revision, kv.version))
+                })
+                .collect(),
+            other => panic!("a range answered {other:?}"),
+        }
     }
 }
 
@@ -114,7 +117,7 @@ fn open(dir: &std::path::Path) -> StoreCore<RocksEngine> {
         .expect("store opens")
 }
 
-fn check_read(view: &ReadView<RocksEngine>, model: &Model, k: u8, e: u8, r: u8) {
+fn check_read(view: &ReadView<RocksEngine>, model: &mut Model, k: u8, e: u8, r: u8) {
     let (key, end) = (key(k), end(k, e));
     let current = model.current();
     let rev = i64::from(r) % (current + 2);
@@ -186,14 +189,14 @@ proptest! {
                         model.compacted = rev;
                     }
                 }
-                Step::Read(k, e, r) => check_read(&store.read_view(), &committed, k, e, r),
+                Step::Read(k, e, r) => check_read(&store.read_view(), &mut committed, k, e, r),
                 Step::Commit => {
                     store.commit(std::mem::take(&mut batch)).expect("commit");
-                    committed = Model { snapshots: model.snapshots.clone(), compacted: model.compacted };
+                    committed = model.clone();
                 }
                 Step::Restart => {
                     store.commit(std::mem::take(&mut batch)).expect("commit");
-                    committed = Model { snapshots: model.snapshots.clone(), compacted: model.compacted };
+                    committed = model.clone();
                     drop(store);
                     store = open(dir.path());
                     prop_assert_eq!(store.read_view().revision(), model.current().max(model.compacted));
@@ -204,8 +207,8 @@ proptest! {
         let view = store.read_view();
         for k in 0..6 {
             for r in 0..=model.current() as u8 {
-                check_read(&view, &model, k, 1, r);
-                check_read(&view, &model, k, 0, r);
+                check_read(&view, &mut model, k, 1, r);
+                check_read(&view, &mut model, k, 0, r);
             }
         }
     }
