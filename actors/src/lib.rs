@@ -8,6 +8,7 @@
 //! - [`conn`]: the conn family: the ConnActor of one client connection.
 //! - [`identity`]: the member identity stamped on response headers.
 //! - [`failpoints`]: test-build failpoints at the group commit's boundaries.
+//! - [`metric_names`]: every metric name exported, and the actor kinds that label them.
 //!
 //! Imports run one way, never in a circle: conn → watch → store and lease → store, the store
 //! publishing to the watch tree through a `Recipient` of its own message; nothing under
@@ -18,5 +19,6 @@ pub mod conn;
 pub mod failpoints;
 pub mod identity;
 pub mod lease;
+pub mod metric_names;
 pub mod store;
 pub mod watch;

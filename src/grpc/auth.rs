@@ -5,7 +5,7 @@
 //! and AuthEnable says that authentication is not built yet.
 
 use actcd_proto::errors::EtcdError;
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
 use actcd_proto::etcdserverpb::auth_server::Auth;
 use actcd_proto::etcdserverpb::{

@@ -58,9 +58,9 @@ pub fn preinitialise() {
     for m in services::methods() {
         let (service, method, kind) = (m.service, m.name, m.kind.label());
         let labels = [("grpc_type", kind), ("grpc_service", service), ("grpc_method", method)];
-        metrics::counter!("grpc_server_started_total", &labels).absolute(0);
-        metrics::counter!("grpc_server_msg_received_total", &labels).absolute(0);
-        metrics::counter!("grpc_server_msg_sent_total", &labels).absolute(0);
+        metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_STARTED_TOTAL, &labels).absolute(0);
+        metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_MSG_RECEIVED_TOTAL, &labels).absolute(0);
+        metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_MSG_SENT_TOTAL, &labels).absolute(0);
         for code in CODES {
             let labels = [
                 ("grpc_type", kind),
@@ -68,7 +68,7 @@ pub fn preinitialise() {
                 ("grpc_method", method),
                 ("grpc_code", code),
             ];
-            metrics::counter!("grpc_server_handled_total", &labels).absolute(0);
+            metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_HANDLED_TOTAL, &labels).absolute(0);
         }
     }
 }
@@ -111,11 +111,12 @@ impl Call {
     fn finish(&self, code: &'static str) {
         let [kind, service, method] = self.labels();
         let labels = [kind, service, method, ("grpc_code", code)];
-        metrics::counter!("grpc_server_handled_total", &labels).increment(1);
-        metrics::histogram!("grpc_server_handling_seconds", &self.labels())
+        metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_HANDLED_TOTAL, &labels).increment(1);
+        metrics::histogram!(actcd_actors::metric_names::GRPC_SERVER_HANDLING_SECONDS, &self.labels())
             .record(self.started.elapsed().as_secs_f64());
         if code == "OK" && matches!(self.kind(), MethodKind::Unary | MethodKind::ClientStream) {
-            metrics::counter!("grpc_server_msg_sent_total", &self.labels()).increment(1);
+            metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_MSG_SENT_TOTAL, &self.labels())
+                .increment(1);
         }
     }
 }
@@ -135,9 +136,10 @@ where
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let call = Call { method: labels_of(request.uri().path()), started: Instant::now() };
-        metrics::counter!("grpc_server_started_total", &call.labels()).increment(1);
+        metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_STARTED_TOTAL, &call.labels()).increment(1);
         if matches!(call.kind(), MethodKind::Unary | MethodKind::ServerStream) {
-            metrics::counter!("grpc_server_msg_received_total", &call.labels()).increment(1);
+            metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_MSG_RECEIVED_TOTAL, &call.labels())
+                .increment(1);
         }
         if let Some(refusal) = grpc_go_errors::refuse_content_type(&request) {
             call.finish("InvalidArgument");
@@ -198,11 +200,13 @@ impl HttpBody for Counted {
                     call.finish(code_name(trailers.get("grpc-status")).unwrap_or("Unknown"));
                 }
             } else if let Some(data) = frame.data_ref() {
-                metrics::counter!("etcd_network_client_grpc_sent_bytes_total").increment(data.len() as u64);
+                metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_CLIENT_GRPC_SENT_BYTES_TOTAL)
+                    .increment(data.len() as u64);
             }
             if let (Some(call), true) = (this.call.0.as_ref(), frame.is_data()) {
                 if matches!(call.kind(), MethodKind::BidiStream | MethodKind::ServerStream) {
-                    metrics::counter!("grpc_server_msg_sent_total", &call.labels()).increment(1);
+                    metrics::counter!(actcd_actors::metric_names::GRPC_SERVER_MSG_SENT_TOTAL, &call.labels())
+                        .increment(1);
                 }
             }
         }
@@ -237,7 +241,7 @@ impl HttpBody for ReceivedBytes {
         let polled = self.project().inner.poll_frame(cx);
         if let Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(data) = frame.data_ref() {
-                metrics::counter!("etcd_network_client_grpc_received_bytes_total")
+                metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_CLIENT_GRPC_RECEIVED_BYTES_TOTAL)
                     .increment(data.len() as u64);
             }
         }

@@ -29,14 +29,14 @@ impl Actor for ConnActor {
     type Context = Context<Self>;
 
     fn started(&mut self, _: &mut Self::Context) {
-        metrics::gauge!("actcd_actors", "actor" => "conn").increment(1.0);
-        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "conn")
+        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Conn.label()).increment(1.0);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Conn.label())
             .increment(std::mem::size_of::<Self>() as f64);
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        metrics::gauge!("actcd_actors", "actor" => "conn").decrement(1.0);
-        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "conn")
+        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Conn.label()).decrement(1.0);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Conn.label())
             .decrement(std::mem::size_of::<Self>() as f64);
     }
 }

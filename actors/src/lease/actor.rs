@@ -67,10 +67,10 @@ impl Actor for LeaseActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
-        metrics::gauge!("actcd_actors", "actor" => "lease").set(1.0);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Lease.label()).set(1.0);
         ctx.run_interval(EXPIRY_CHECK, |actor, ctx| {
             actor.revoke_expired(ctx);
-            metrics::gauge!("actcd_actor_heap_bytes", "actor" => "lease")
+            metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Lease.label())
                 .set(actor.lessor.heap_bytes() as f64);
         });
     }

@@ -62,7 +62,7 @@ impl<E: Engine> Handler<Write> for StoreActor<E> {
     type Result = ();
 
     fn handle(&mut self, msg: Write, ctx: &mut Self::Context) {
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "store").increment(1.0);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).increment(1.0);
         if self.group.push(msg) {
             ctx.notify(Flush);
         }
@@ -74,7 +74,7 @@ impl<E: Engine> Handler<Flush> for StoreActor<E> {
 
     fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
         let (outcome, committed) = self.group.flush();
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "store").decrement(outcome.commands as f64);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).decrement(outcome.commands as f64);
         if !outcome.committed {
             let reason = self.group.core().failure().unwrap_or("commit failed").to_owned();
             tracing::error!(commands = outcome.commands, %reason, "the store takes no more writes");

@@ -57,14 +57,16 @@ impl<E: Engine> GroupCommit<E> {
         let committed = self.core.commit(batch);
         // One fsync serves as both etcd's WAL fsync and its backend commit.
         let seconds = started.elapsed().as_secs_f64();
-        metrics::histogram!("etcd_disk_wal_fsync_duration_seconds").record(seconds);
-        metrics::histogram!("etcd_disk_backend_commit_duration_seconds").record(seconds);
-        metrics::histogram!("actcd_store_batch_size").record(commands as f64);
-        metrics::counter!("actcd_store_fsyncs_total").increment(1);
-        metrics::counter!("etcd_server_proposals_committed_total").increment(commands as u64);
-        metrics::counter!("etcd_server_proposals_applied_total").increment(commands as u64);
-        metrics::counter!("etcd_server_proposals_failed_total").increment(failed as u64);
-        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "store")
+        metrics::histogram!(crate::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS).record(seconds);
+        metrics::histogram!(crate::metric_names::ETCD_DISK_BACKEND_COMMIT_DURATION_SECONDS).record(seconds);
+        metrics::histogram!(crate::metric_names::ACTCD_STORE_BATCH_SIZE).record(commands as f64);
+        metrics::counter!(crate::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);
+        metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_COMMITTED_TOTAL)
+            .increment(commands as u64);
+        metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_APPLIED_TOTAL)
+            .increment(commands as u64);
+        metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL).increment(failed as u64);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Store.label())
             .set(self.core.lease_heap_bytes() as f64);
         let outcome = FlushOutcome { commands, committed: committed.is_ok() };
         for (write, result) in writes.into_iter().zip(results) {

@@ -77,16 +77,18 @@ pub struct PendingOutput {
 
 impl PendingOutput {
     fn new(events: usize) -> Self {
-        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(events as f64);
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").increment(1.0);
+        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_PENDING_EVENTS_TOTAL)
+            .increment(events as f64);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Stream.label()).increment(1.0);
         PendingOutput { events }
     }
 }
 
 impl Drop for PendingOutput {
     fn drop(&mut self) {
-        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").decrement(self.events as f64);
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "stream").decrement(1.0);
+        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_PENDING_EVENTS_TOTAL)
+            .decrement(self.events as f64);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Stream.label()).decrement(1.0);
     }
 }
 

@@ -37,7 +37,7 @@ impl Handler<Committed> for WatchRoot {
             // A full shard misses this batch and reads it back from storage: see WatcherGroup.
             match shard.try_send(msg.clone()) {
                 Ok(()) => {
-                    metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "watch_shard").increment(1.0)
+                    metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::WatchShard.label()).increment(1.0)
                 }
                 Err(SendError::Full(_)) => {
                     tracing::debug!(revision = msg.0.revision, "watch shard is behind; it will catch up")

@@ -1,5 +1,6 @@
 //! The WatchShard actor: the actix shell around a [`WatcherGroup`].
 
+use crate::metric_names::ActorKind;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -95,19 +96,22 @@ impl<E: Engine> WatchShard<E> {
     /// Publishes this shard's figures: its own heap gauge, and its share of the totals.
     fn publish(&mut self) {
         let shard = self.index.to_string();
-        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "watch_shard", "shard" => shard)
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::WatchShard.label(), "shard" => shard)
             .set(self.group.heap_bytes() as f64);
         let now = Published {
             watchers: self.group.len() as f64,
             streams: self.group.stream_count() as f64,
             slow: self.group.unsynced_len() as f64,
         };
-        for name in ["etcd_debugging_mvcc_watcher_total", "actcd_watches"] {
+        for name in
+            [crate::metric_names::ETCD_DEBUGGING_MVCC_WATCHER_TOTAL, crate::metric_names::ACTCD_WATCHES]
+        {
             metrics::gauge!(name).increment(now.watchers - self.published.watchers);
         }
-        metrics::gauge!("etcd_debugging_mvcc_watch_stream_total")
+        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_WATCH_STREAM_TOTAL)
             .increment(now.streams - self.published.streams);
-        metrics::gauge!("etcd_debugging_mvcc_slow_watcher_total").increment(now.slow - self.published.slow);
+        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_SLOW_WATCHER_TOTAL)
+            .increment(now.slow - self.published.slow);
         self.published = now;
     }
 
@@ -122,9 +126,10 @@ impl<E: Engine> Actor for WatchShard<E> {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         // Registered at 0 so the series exist before anything is pending.
-        metrics::gauge!("etcd_debugging_mvcc_pending_events_total").increment(0.0);
-        for actor in ["store", "watch_shard", "stream"] {
-            metrics::gauge!("actcd_actor_mailbox_depth", "actor" => actor).increment(0.0);
+        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_PENDING_EVENTS_TOTAL).increment(0.0);
+        for actor in [ActorKind::Store, ActorKind::WatchShard, ActorKind::Stream] {
+            metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => actor.label())
+                .increment(0.0);
         }
         ctx.run_interval(SYNC_INTERVAL, |shard, _| shard.sync());
         ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| {
@@ -142,7 +147,7 @@ impl<E: Engine> Handler<Committed> for WatchShard<E> {
     type Result = ();
 
     fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
-        metrics::gauge!("actcd_actor_mailbox_depth", "actor" => "watch_shard").decrement(1.0);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::WatchShard.label()).decrement(1.0);
         self.group.on_committed(&msg.0, &self.view, &mut self.outboxes);
     }
 }

@@ -157,8 +157,8 @@ impl<E: Engine> Actor for StreamActor<E> {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
-        metrics::gauge!("actcd_actors", "actor" => "stream").increment(1.0);
-        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "stream")
+        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Stream.label()).increment(1.0);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Stream.label())
             .increment(std::mem::size_of::<Self>() as f64);
         let outbox = ctx.address().downgrade().recipient();
         let quota = self.quota.clone();
@@ -166,8 +166,8 @@ impl<E: Engine> Actor for StreamActor<E> {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        metrics::gauge!("actcd_actors", "actor" => "stream").decrement(1.0);
-        metrics::gauge!("actcd_actor_heap_bytes", "actor" => "stream")
+        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Stream.label()).decrement(1.0);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Stream.label())
             .decrement(std::mem::size_of::<Self>() as f64);
         // Cleanup must not be lost, and it is one message per stream, not a fan-out: do_send
         // queues it even when the shard's mailbox is full.

@@ -13,8 +13,7 @@ use actcd_proto::etcdserverpb::{
 use super::messages::{ShardRequest, StreamId, WatchSpec};
 
 /// etcd's error texts for refused watch creations.
-const DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream";
-const EMPTY_RANGE: &str = "mvcc: watcher range is empty";
+use actcd_proto::errors::mvcc::{DUPLICATE_WATCH_ID as DUPLICATE_ID, EMPTY_WATCHER_RANGE as EMPTY_RANGE};
 
 /// A stream's watches and the rules for creating and canceling them.
 #[derive(Debug, Default)]

@@ -1,6 +1,6 @@
 //! The write seam: every change to the store is a [`Command`] applied in order by the single
 //! writer. Revisions are assigned when a command is applied, never before, so a replicated log
-//! can later sit in front of [`super::core::StoreCore::apply`] and feed it the same commands.
+//! can later sit in front of [`super::writer::StoreCore::apply`] and feed it the same commands.
 
 use actcd_proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantRequest,

@@ -1,5 +1,5 @@
 //! The store's typed errors. The gRPC edge maps each variant to etcd's code and message text in
-//! one place (`src/status.rs`), so the store never speaks gRPC.
+//! one place (`src/grpc/status.rs`, with the texts of `actcd_proto::errors`), so the store never speaks gRPC.
 
 use thiserror::Error;
 
@@ -29,10 +29,10 @@ pub enum StoreError {
     #[error("request is too large")]
     RequestTooLarge,
     /// The requested revision is older than the last compaction.
-    #[error("mvcc: required revision has been compacted")]
+    #[error("{}", actcd_proto::errors::mvcc::COMPACTED)]
     Compacted,
     /// The requested revision is newer than the store's revision.
-    #[error("mvcc: required revision is a future revision")]
+    #[error("{}", actcd_proto::errors::mvcc::FUTURE_REVISION)]
     FutureRevision,
     /// A put or revoke named a lease that does not exist.
     #[error("requested lease not found")]
@@ -44,7 +44,7 @@ pub enum StoreError {
     #[error("too large lease TTL")]
     LeaseTtlTooLarge,
     /// The database is over `--quota-backend-bytes`.
-    #[error("mvcc: database space exceeded")]
+    #[error("{}", actcd_proto::errors::mvcc::NO_SPACE)]
     NoSpace,
     /// A CORRUPT alarm is raised: no writes until it is cleared.
     #[error("corrupt cluster")]

@@ -124,7 +124,7 @@ pub enum IndexError {
 impl fmt::Display for IndexError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::RevisionNotFound => f.write_str("mvcc: revision not found"),
+            Self::RevisionNotFound => f.write_str(actcd_proto::errors::mvcc::REVISION_NOT_FOUND),
             Self::OutOfOrder { last, rev } => write!(
                 f,
                 "revision {}.{} is not after the key's newest revision {}.{}",

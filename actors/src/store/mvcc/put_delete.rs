@@ -47,7 +47,7 @@ impl<E: Engine> View for TxnCtx<'_, E> {
     }
 
     fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
-        metrics::counter!("etcd_mvcc_range_total").increment(1);
+        metrics::counter!(crate::metric_names::ETCD_MVCC_RANGE_TOTAL).increment(1);
         let cur = self.read_rev();
         let at = range::read_revision(req.revision, cur, self.compacted)?;
         let plan = range::plan_range(self.index, req, at);
@@ -84,7 +84,7 @@ impl<E: Engine> TxnCtx<'_, E> {
 
     /// Applies a put.
     pub fn put(&mut self, req: &PutRequest) -> Result<PutResponse, StoreError> {
-        metrics::counter!("etcd_mvcc_put_total").increment(1);
+        metrics::counter!(crate::metric_names::ETCD_MVCC_PUT_TOTAL).increment(1);
         self.check_lease(req.lease)?;
         // A revoke deletes all of a lease's keys in one revision: it must stay possible.
         if self.leases.is_full_for(&req.key, req.lease, Revision::MAX_SUB as usize + 1) {
@@ -122,7 +122,7 @@ impl<E: Engine> TxnCtx<'_, E> {
 
     /// Applies a delete of a key or range.
     pub fn delete(&mut self, req: &DeleteRangeRequest) -> Result<DeleteRangeResponse, StoreError> {
-        metrics::counter!("etcd_mvcc_delete_total").increment(1);
+        metrics::counter!(crate::metric_names::ETCD_MVCC_DELETE_TOTAL).increment(1);
         let at = self.read_rev();
         let mut keys: Vec<Vec<u8>> = Vec::new();
         let mut revisions = Vec::new();

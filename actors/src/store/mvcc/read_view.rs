@@ -49,7 +49,7 @@ impl<E: Engine> View for Pinned<'_, E> {
     }
 
     fn range(&self, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
-        metrics::counter!("etcd_mvcc_range_total").increment(1);
+        metrics::counter!(crate::metric_names::ETCD_MVCC_RANGE_TOTAL).increment(1);
         let compacted = self.shared.compacted.load(Ordering::Acquire);
         let at = range::read_revision(req.revision, self.current, compacted)?;
         let plan = range::plan_range(&*self.shared.read_index()?, req, at);

@@ -192,11 +192,17 @@ impl Engine for RocksEngine {
         let all = [Family::History, Family::Meta, Family::Lease];
         let sum = |name: &str| all.iter().map(|f| self.property(*f, name)).sum::<u64>();
         vec![
-            ("actcd_rocksdb_memtable_bytes", sum("rocksdb.cur-size-all-mem-tables")),
+            (crate::metric_names::ACTCD_ROCKSDB_MEMTABLE_BYTES, sum("rocksdb.cur-size-all-mem-tables")),
             // The block cache is shared by the families: read it once.
-            ("actcd_rocksdb_block_cache_bytes", self.property(Family::History, "rocksdb.block-cache-usage")),
-            ("actcd_rocksdb_estimated_keys", sum("rocksdb.estimate-num-keys")),
-            ("actcd_rocksdb_pending_compaction_bytes", sum("rocksdb.estimate-pending-compaction-bytes")),
+            (
+                crate::metric_names::ACTCD_ROCKSDB_BLOCK_CACHE_BYTES,
+                self.property(Family::History, "rocksdb.block-cache-usage"),
+            ),
+            (crate::metric_names::ACTCD_ROCKSDB_ESTIMATED_KEYS, sum("rocksdb.estimate-num-keys")),
+            (
+                crate::metric_names::ACTCD_ROCKSDB_PENDING_COMPACTION_BYTES,
+                sum("rocksdb.estimate-pending-compaction-bytes"),
+            ),
         ]
     }
 

@@ -126,7 +126,7 @@ impl<E: Engine> StoreCore<E> {
                 self.in_txn(batch, |ctx| ctx.delete(req)).map(CommandResponse::DeleteRange)
             }
             Command::Txn(req) => {
-                metrics::counter!("etcd_mvcc_txn_total").increment(1);
+                metrics::counter!(crate::metric_names::ETCD_MVCC_TXN_TOTAL).increment(1);
                 validate::check_txn(req, self.config.max_txn_ops)?;
                 self.check_quota(txn_quota_cost(req))?;
                 self.in_txn(batch, |ctx| {
