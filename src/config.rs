@@ -1,12 +1,16 @@
 //! The server's command-line flags, named as etcd names them and with etcd's defaults, and the
 //! two parsers their values need: `http://host:port` URLs to socket addresses, and Go-style
-//! durations as etcd's flags take them.
+//! durations as etcd's flags take them. The tunables etcd has no flag for (watch shards, stream
+//! threads) default to the machine's cores; the mailbox capacities are here too, without flags.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use actcd_actors::mailboxes::Mailboxes;
+use actcd_actors::store::group_commit::DEFAULT_BATCH_LIMIT;
 use anyhow::{bail, Context};
+use clap::builder::RangedU64ValueParser;
 use clap::Parser;
 
 /// etcd's default `--max-request-bytes`: 1.5 MiB.
@@ -57,6 +61,27 @@ pub struct Config {
     /// Log level: debug, info, warn, error, panic or fatal.
     #[arg(long = "log-level", default_value = "info", value_parser = ["debug", "info", "warn", "error", "panic", "fatal"])]
     pub log_level: String,
+
+    /// Maximum writes committed by one fsync (0 defaults to 10000, as etcd).
+    #[arg(long = "backend-batch-limit", default_value_t = 0)]
+    pub backend_batch_limit: usize,
+
+    /// Watch shards: threads that match committed events to watchers (default: one per core).
+    #[arg(long = "watch-shards", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub watch_shards: usize,
+
+    /// Threads shared by the watch streams, keep-alive streams and connections (default: one per core).
+    #[arg(long = "stream-threads", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub stream_threads: usize,
+
+    /// Mailbox capacities of the long-lived actors (no flags: see [`Mailboxes`]).
+    #[arg(skip)]
+    pub mailboxes: Mailboxes,
+}
+
+/// The machine's cores, as the process may use them.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 impl Config {
@@ -66,6 +91,15 @@ impl Config {
             DEFAULT_QUOTA_BYTES
         } else {
             self.quota_backend_bytes
+        }
+    }
+
+    /// The effective batch limit.
+    pub fn batch_limit(&self) -> usize {
+        if self.backend_batch_limit == 0 {
+            DEFAULT_BATCH_LIMIT
+        } else {
+            self.backend_batch_limit
         }
     }
 

@@ -44,10 +44,6 @@ use crate::transport::range_backpressure::RangeBackpressureLayer;
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
 const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
-/// Watch shards: one per core of the machine this is tuned for.
-const WATCH_SHARDS: usize = 2;
-/// Arbiters (threads) shared by the stream and connection actors.
-const STREAM_ARBITERS: usize = 2;
 
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
@@ -90,9 +86,12 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let identity = Identity::new(&config.name, &config.advertise_client_urls);
         // Each shard and the writer get an arbiter (a thread) of their own: the writer's
         // fsyncs and a shard's catch-up reads block only themselves. Streams share a few.
-        let shard_config = ShardConfig { progress_interval: config.watch_progress_notify_interval };
+        let shard_config = ShardConfig {
+            progress_interval: config.watch_progress_notify_interval,
+            mailbox: config.mailboxes.watch_shard,
+        };
         let mut arbiters = Vec::new();
-        let shards: Vec<_> = (0..WATCH_SHARDS)
+        let shards: Vec<_> = (0..config.watch_shards)
             .map(|index| {
                 let arbiter = Arbiter::new();
                 let view = view.clone();
@@ -103,14 +102,19 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                 shard
             })
             .collect();
-        let root = WatchRoot::new(shards.iter().map(|s| s.clone().recipient()).collect()).start();
+        let root = WatchRoot::new(
+            shards.iter().map(|s| s.clone().recipient()).collect(),
+            config.mailboxes.watch_root,
+        )
+        .start();
         let store_arbiter = Arbiter::new();
         let subscriber = Some(root.recipient());
         let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
+        let (store_mailbox, batch_limit) = (config.mailboxes.store, config.batch_limit());
         let writer = StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| {
-            StoreActor::new(core, subscriber).with_fail_stop(fail_stop_tx)
+            StoreActor::new(core, subscriber, store_mailbox, batch_limit).with_fail_stop(fail_stop_tx)
         });
-        let stream_arbiters: Vec<Arbiter> = (0..STREAM_ARBITERS).map(|_| Arbiter::new()).collect();
+        let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
             view: view.clone(),
             writer,
@@ -120,7 +124,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             alarms,
             engine: maintenance_engine,
         };
-        let leases = LeaseActor::new(store.writer.clone().recipient(), initial_leases).start();
+        let leases =
+            LeaseActor::new(store.writer.clone().recipient(), initial_leases, config.mailboxes.lease).start();
         let stream_pool = ArbiterPool::new(stream_arbiters.iter().map(Arbiter::handle).collect());
         let lease = Arc::new(LeaseService::new(store.clone(), leases, Arc::clone(&stream_pool)));
         let connections = Arc::new(Connections::default());

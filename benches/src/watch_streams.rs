@@ -19,7 +19,8 @@ use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::watch_request::RequestUnion;
 use actcd_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchRequest, WatchResponse};
 use bytes::Bytes;
-use futures::channel::mpsc::{unbounded, UnboundedSender};
+use futures::channel::mpsc::{self, Sender};
+use futures::SinkExt;
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -54,7 +55,7 @@ pub struct OpenStream {
     /// The stream's number in its command.
     pub index: usize,
     /// Kept so the client side of the stream stays open.
-    requests: UnboundedSender<WatchRequest>,
+    requests: Sender<WatchRequest>,
     responses: Streaming<WatchResponse>,
 }
 
@@ -93,13 +94,15 @@ pub async fn open_stream(
             rec.err(index, error);
         }
     };
-    let (tx, rx) = unbounded();
+    // One request in flight: a create is sent only once the previous one's `created` has come
+    // back, so a send never waits; if one did, it would wait rather than queue.
+    let (mut tx, rx) = mpsc::channel(1);
     let mut client = WatchClient::new(channel).max_decoding_message_size(MAX_RESPONSE);
     let first = keys.first().cloned().unwrap_or_default();
     // The first create goes out with the call: a gRPC server may hold the stream's response
     // headers until it has something to answer.
     let mut sent = Instant::now();
-    if tx.unbounded_send(create_request(first, plan.prev_kv)).is_err() {
+    if tx.send(create_request(first, plan.prev_kv)).await.is_err() {
         fail_rest(0, "watch stream closed");
         return None;
     }
@@ -123,7 +126,7 @@ pub async fn open_stream(
         }
         if w > 0 {
             sent = Instant::now();
-            if tx.unbounded_send(create_request(key.clone(), plan.prev_kv)).is_err() {
+            if tx.send(create_request(key.clone(), plan.prev_kv)).await.is_err() {
                 fail_rest(w, "watch stream closed");
                 return None;
             }
@@ -200,7 +203,7 @@ async fn receive_events(
     remaining: Arc<AtomicI64>,
     base: Instant,
     done: Arc<watch::Sender<bool>>,
-) -> UnboundedSender<WatchRequest> {
+) -> Sender<WatchRequest> {
     loop {
         match stream.responses.message().await {
             Ok(Some(r)) => {

@@ -7,6 +7,7 @@
 use bytes::Bytes;
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 
+use actcd_proto::key_range::prefix_end;
 use actcd_proto::etcdserverpb::{
     compare, request_op, CompactionRequest, Compare, DeleteRangeRequest, LeaseGrantRequest,
     LeaseRevokeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
@@ -37,20 +38,9 @@ pub fn range_end(u: &mut Unstructured<'_>, key: &[u8]) -> Result<Bytes> {
     Ok(match u.int_in_range(0..=3)? {
         0 => Bytes::new(),
         1 => Bytes::from_static(b"\0"),
-        2 => prefix_end(key),
+        2 => prefix_end(key).into(),
         _ => self::key(u)?,
     })
-}
-
-fn prefix_end(key: &[u8]) -> Bytes {
-    let mut end = key.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end.into();
-        }
-    }
-    Bytes::from_static(b"\0")
 }
 
 /// A lease id: one of 0..=4 mostly, anything sometimes.

@@ -20,6 +20,7 @@ use actcd_proto::etcdserverpb::{
     AuthUserRevokeRoleRequest, AuthUserRevokeRoleResponse, AuthenticateRequest, AuthenticateResponse,
 };
 
+use crate::grpc::status::Unsupported;
 use crate::grpc::store_handle::StoreHandle;
 
 /// The auth store's revision on a fresh etcd (set once when the store is created).
@@ -48,7 +49,7 @@ impl Auth for AuthService {
         &self,
         _: Request<AuthEnableRequest>,
     ) -> Result<Response<AuthEnableResponse>, Status> {
-        Err(Status::unimplemented("actcd: authentication is not supported yet (no users, roles or tokens)"))
+        Err(Unsupported::Authentication.status())
     }
 
     async fn auth_disable(

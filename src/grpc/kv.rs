@@ -12,7 +12,7 @@ use actcd_proto::etcdserverpb::{
     RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
 
-use crate::grpc::status::to_status;
+use crate::grpc::status::{to_status, unexpected_answer};
 use crate::grpc::store_handle::StoreHandle;
 
 /// The KV service.
@@ -35,10 +35,6 @@ impl KvService {
     }
 }
 
-fn unexpected(resp: CommandResponse) -> Status {
-    Status::internal(format!("writer answered with the wrong response kind: {resp:?}"))
-}
-
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
@@ -56,7 +52,7 @@ impl Kv for KvService {
                 self.store.identity.fill(&mut resp.header);
                 Ok(Response::new(resp))
             }
-            other => Err(unexpected(other)),
+            other => Err(unexpected_answer(other)),
         }
     }
 
@@ -72,7 +68,7 @@ impl Kv for KvService {
                 self.store.identity.fill(&mut resp.header);
                 Ok(Response::new(resp))
             }
-            other => Err(unexpected(other)),
+            other => Err(unexpected_answer(other)),
         }
     }
 
@@ -90,7 +86,7 @@ impl Kv for KvService {
                 self.store.identity.fill(&mut resp.header);
                 Ok(Response::new(resp))
             }
-            other => Err(unexpected(other)),
+            other => Err(unexpected_answer(other)),
         }
     }
 
@@ -104,7 +100,7 @@ impl Kv for KvService {
                 self.store.identity.fill(&mut resp.header);
                 Ok(Response::new(resp))
             }
-            other => Err(unexpected(other)),
+            other => Err(unexpected_answer(other)),
         }
     }
 }

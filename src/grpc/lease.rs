@@ -24,7 +24,7 @@ use actcd_proto::etcdserverpb::{
 };
 
 use crate::grpc::arbiter_pool::ArbiterPool;
-use crate::grpc::status::to_status;
+use crate::grpc::status::{to_status, unexpected_answer};
 use crate::grpc::store_handle::StoreHandle;
 use crate::transport::grpc_go_errors::stream_receive_error;
 
@@ -78,7 +78,7 @@ impl Lease for LeaseService {
                 }
                 Err(StoreError::LeaseExists) if req.id == 0 => continue,
                 Err(err) => return Err(to_status(err)),
-                Ok(other) => return Err(Status::internal(format!("unexpected answer {other:?}"))),
+                Ok(other) => return Err(unexpected_answer(other)),
             }
         }
         Err(to_status(StoreError::LeaseExists))
@@ -95,7 +95,7 @@ impl Lease for LeaseService {
                 self.store.identity.fill(&mut resp.header);
                 Ok(Response::new(resp))
             }
-            other => Err(Status::internal(format!("unexpected answer {other:?}"))),
+            other => Err(unexpected_answer(other)),
         }
     }
 

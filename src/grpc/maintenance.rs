@@ -8,7 +8,7 @@ use actcd_proto::errors::EtcdError;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
 use actcd_actors::store::mvcc::engine::Engine;
 use actcd_actors::store::mvcc::hash;
@@ -24,7 +24,7 @@ use actcd_proto::etcdserverpb::{
     SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
 };
 
-use crate::grpc::status::{task_status, to_status};
+use crate::grpc::status::{snapshot_read_failed, task_status, to_status, unknown_alarm_action, Unsupported};
 use crate::grpc::store_handle::StoreHandle;
 
 /// The version actcd reports: clients gate features (such as progress requests) on a
@@ -99,12 +99,6 @@ fn member_not_found() -> Status {
     EtcdError::MemberNotFound.status()
 }
 
-fn needs_replication(what: &str) -> Status {
-    Status::unimplemented(format!(
-        "actcd: {what} needs replication, which actcd does not have yet: it runs as a single-member cluster"
-    ))
-}
-
 /// Streams `reader`'s payload in etcd's framing: chunks with the bytes still to come, then
 /// the SHA-256. Stops when the client goes away; dropping `reader` removes its checkpoint.
 fn send_snapshot(
@@ -125,10 +119,7 @@ fn send_snapshot(
                 Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(err) => {
                     tracing::error!(%err, "snapshot read failed");
-                    let _ = out.blocking_send(Err(Status::new(
-                        Code::Unknown,
-                        format!("actcd: snapshot read failed: {err}"),
-                    )));
+                    let _ = out.blocking_send(Err(snapshot_read_failed(err)));
                     return;
                 }
             }
@@ -162,8 +153,7 @@ fn send_snapshot(
 impl Maintenance for MaintenanceService {
     async fn alarm(&self, request: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
         let req = request.into_inner();
-        let action = AlarmAction::try_from(req.action)
-            .map_err(|_| Status::invalid_argument(format!("actcd: unknown alarm action {}", req.action)))?;
+        let action = AlarmAction::try_from(req.action).map_err(|_| unknown_alarm_action(req.action))?;
         // etcd's alarm store knows no other types; an unknown one matches nothing.
         let alarm = AlarmType::try_from(req.alarm).unwrap_or(AlarmType::None);
         let alarms = self
@@ -280,16 +270,14 @@ impl Maintenance for MaintenanceService {
     }
 
     async fn downgrade(&self, _: Request<DowngradeRequest>) -> Result<Response<DowngradeResponse>, Status> {
-        Err(Status::unimplemented(
-            "actcd: downgrade is not supported: a single actcd member has no cluster version to lower",
-        ))
+        Err(Unsupported::Downgrade.status())
     }
 }
 
 #[tonic::async_trait]
 impl Cluster for MaintenanceService {
     async fn member_add(&self, _: Request<MemberAddRequest>) -> Result<Response<MemberAddResponse>, Status> {
-        Err(needs_replication("adding a member"))
+        Err(Unsupported::Membership("adding a member").status())
     }
 
     async fn member_remove(
@@ -299,7 +287,7 @@ impl Cluster for MaintenanceService {
         if !self.is_self(request.get_ref().id) {
             return Err(member_not_found());
         }
-        Err(needs_replication("removing a member"))
+        Err(Unsupported::Membership("removing a member").status())
     }
 
     async fn member_update(
@@ -309,7 +297,7 @@ impl Cluster for MaintenanceService {
         if !self.is_self(request.get_ref().id) {
             return Err(member_not_found());
         }
-        Err(needs_replication("changing a member's peer URLs"))
+        Err(Unsupported::Membership("changing a member's peer URLs").status())
     }
 
     async fn member_promote(

@@ -1,9 +1,10 @@
-//! The one place where store errors become gRPC statuses: each store error is named as the
-//! etcd error it is, whose code and text `actcd_proto::errors` owns.
+//! The one place where errors become gRPC statuses: each store error is named as the etcd error
+//! it is, whose code and text `actcd_proto::errors` owns; and actcd's own answers, for what etcd
+//! does and actcd does not, each text starting "actcd:" so that no one takes it for etcd's.
 
 use tonic::{Code, Status};
 
-use actcd_actors::store::StoreError;
+use actcd_actors::store::{CommandResponse, StoreError};
 use actcd_proto::errors::EtcdError;
 
 /// Maps a store error to the status etcd answers with.
@@ -34,4 +35,49 @@ pub fn to_status(err: StoreError) -> Status {
 /// A blocking maintenance task that did not finish (it panicked or the runtime is stopping).
 pub fn task_status(err: tokio::task::JoinError) -> Status {
     Status::new(Code::Unknown, format!("actcd: maintenance task failed: {err}"))
+}
+
+/// A snapshot stream whose checkpoint could not be read to its end.
+pub fn snapshot_read_failed(err: std::io::Error) -> Status {
+    Status::new(Code::Unknown, format!("actcd: snapshot read failed: {err}"))
+}
+
+/// The writer answered a command with another command's response: a bug, never a client's
+/// fault.
+pub fn unexpected_answer(resp: CommandResponse) -> Status {
+    Status::internal(format!("actcd: the writer answered with the wrong response kind: {resp:?}"))
+}
+
+/// An alarm action outside etcd's three.
+pub fn unknown_alarm_action(action: i32) -> Status {
+    Status::invalid_argument(format!("actcd: unknown alarm action {action}"))
+}
+
+/// What etcd does and actcd does not (yet).
+#[derive(Debug, Clone, Copy)]
+pub enum Unsupported {
+    /// AuthEnable: there are no users, roles or tokens.
+    Authentication,
+    /// Downgrade: a single member has no cluster version to lower.
+    Downgrade,
+    /// A membership change, named in words ("adding a member").
+    Membership(&'static str),
+}
+
+impl Unsupported {
+    /// codes.Unimplemented, with a text that says what is missing.
+    pub fn status(self) -> Status {
+        Status::unimplemented(match self {
+            Unsupported::Authentication => {
+                "actcd: authentication is not supported yet (no users, roles or tokens)".to_owned()
+            }
+            Unsupported::Downgrade => {
+                "actcd: downgrade is not supported: a single actcd member has no cluster version to lower"
+                    .to_owned()
+            }
+            Unsupported::Membership(what) => format!(
+                "actcd: {what} needs replication, which actcd does not have yet: it runs as a single-member cluster"
+            ),
+        })
+    }
 }

@@ -23,6 +23,24 @@ fn flag_defaults_match_etcd() {
     assert_eq!((c.max_txn_ops, c.max_request_bytes, c.quota_bytes()), (128, 1_572_864, 2 << 30));
     assert_eq!(c.data_dir, std::path::PathBuf::from("default.actcd"));
     assert_eq!(c.listen_client_urls, ["http://127.0.0.1:2379"]);
+    assert_eq!(c.batch_limit(), 10_000, "etcd's defaultBatchLimit");
+    let cores = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        (c.watch_shards, c.stream_threads),
+        (cores, cores),
+        "the tunables default to the machine's cores"
+    );
+    let tuned = Config::parse_from([
+        "actcd",
+        "--watch-shards",
+        "3",
+        "--stream-threads",
+        "1",
+        "--backend-batch-limit",
+        "64",
+    ]);
+    assert_eq!((tuned.watch_shards, tuned.stream_threads, tuned.batch_limit()), (3, 1, 64));
+    assert!(Config::try_parse_from(["actcd", "--watch-shards", "0"]).is_err(), "a server needs a shard");
     assert!(listen_addrs(&["https://127.0.0.1:2379".into()], "x").is_err());
     assert!(listen_addrs(&["127.0.0.1:2379".into()], "x").is_err());
     assert_eq!(

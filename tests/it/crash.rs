@@ -23,6 +23,7 @@ use actcd_proto::etcdserverpb::{
     request_op, CompactionRequest, Compare, DeleteRangeRequest, HashKvRequest, LeaseGrantRequest,
     LeaseTimeToLiveRequest, PutRequest, RangeRequest, RequestOp, TxnRequest, WatchCreateRequest,
 };
+use actcd_proto::key_range::prefix_end;
 use actcd_proto::mvccpb::event::EventType;
 
 use crate::harness::Server;
@@ -59,8 +60,7 @@ type Event = (i64, String, Option<String>);
 
 /// One watcher: what it watched and what it received before the kill.
 struct Watched {
-    key: String,
-    range_end: String,
+    prefix: String,
     events: Arc<Mutex<Vec<Event>>>,
 }
 
@@ -202,12 +202,12 @@ async fn write_until_killed(channel: Channel, cycle: usize, writer: usize) -> Wr
     log
 }
 
-/// Opens a watch on `[key, range_end)` from `start` and records its events until the stream
-/// breaks; returns once the watch is created.
-async fn watch(server: &Server, key: String, range_end: String, start: i64, prev_kv: bool) -> Watched {
+/// Opens a watch on the keys under `prefix` from `start` and records its events until the
+/// stream breaks; returns once the watch is created.
+async fn watch(server: &Server, prefix: String, start: i64, prev_kv: bool) -> Watched {
     let create = WatchCreateRequest {
-        key: key.clone().into(),
-        range_end: range_end.clone().into(),
+        key: prefix.clone().into(),
+        range_end: prefix_end(prefix.as_bytes()).into(),
         start_revision: start,
         prev_kv,
         ..Default::default()
@@ -231,16 +231,7 @@ async fn watch(server: &Server, key: String, range_end: String, start: i64, prev
             }
         }
     });
-    Watched { key, range_end, events }
-}
-
-/// The end of the prefix range of `prefix` (ASCII prefixes only).
-fn prefix_end(prefix: &str) -> String {
-    let mut end = prefix.as_bytes().to_vec();
-    if let Some(last) = end.last_mut() {
-        *last += 1;
-    }
-    String::from_utf8(end).unwrap()
+    Watched { prefix, events }
 }
 
 async fn current_revision(kv: &mut KvClient<Channel>) -> i64 {
@@ -432,7 +423,7 @@ impl History {
             );
             let last_seen = events.last().map_or(0, |e| e.0);
             let seen: HashSet<i64> = events.iter().map(|e| e.0).collect();
-            let watches = |k: &String| *k >= watched.key && *k < watched.range_end;
+            let watches = |k: &String| k.starts_with(&watched.prefix);
             let missing: Vec<i64> = acked
                 .iter()
                 .filter(|a| a.revision <= last_seen && a.effects.iter().any(|(k, _)| watches(k)))
@@ -442,7 +433,7 @@ impl History {
             assert!(
                 missing.is_empty(),
                 "cycle {n}: the watch on {} missed acknowledged revisions {missing:?}",
-                watched.key
+                watched.prefix
             );
             self.events_checked += events.len();
         }
@@ -506,8 +497,8 @@ async fn kill_9_loop_under_mixed_load_loses_no_acknowledged_write() {
             let prefix = format!("c{n}/");
             let one_writer = format!("c{n}/w0/");
             let watched = vec![
-                watch(&server, prefix.clone(), prefix_end(&prefix), start_revision + 1, true).await,
-                watch(&server, one_writer.clone(), prefix_end(&one_writer), start_revision + 1, false).await,
+                watch(&server, prefix.clone(), start_revision + 1, true).await,
+                watch(&server, one_writer.clone(), start_revision + 1, false).await,
             ];
             let mut writers = Vec::new();
             for w in 0..WRITERS {

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use actcd_proto::etcdserverpb::WatchResponse;
+use actcd_proto::key_range::KeyRange;
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
 
@@ -183,13 +184,9 @@ pub fn check_bookmark(responses: &[WatchResponse], index: usize, at: i64) -> Res
 
 /// The model's events a watch of [key, range_end) asking for prev_kv or not would get.
 pub fn expected_events(all: &[Event], key: &[u8], range_end: &[u8], prev_kv: bool) -> Vec<Event> {
-    let inside = |k: &[u8]| match range_end {
-        [] => k == key,
-        [0] => k >= key,
-        end => k >= key && k < end,
-    };
+    let range = KeyRange::new(key, range_end);
     all.iter()
-        .filter(|e| inside(self::key(e)))
+        .filter(|e| range.contains(self::key(e)))
         .map(|e| Event { prev_kv: if prev_kv { e.prev_kv.clone() } else { None }, ..e.clone() })
         .collect()
 }

@@ -18,24 +18,24 @@ use super::messages::{Forget, Remaining, Renew, Track};
 const EXPIRY_CHECK: Duration = Duration::from_millis(500);
 /// Revokes started per check: etcd revokes expired leases at about 1000 per second.
 const REVOKES_PER_CHECK: usize = 500;
-/// Mailbox capacity: keep-alive streams wait (`send`) when it is full.
-const MAILBOX_CAPACITY: usize = 1024;
 
 /// The actor of all leases' deadlines.
 pub struct LeaseActor {
     lessor: Lessor,
     store: Recipient<Write>,
+    /// Mailbox capacity: keep-alive streams wait (`send`) when it is full.
+    mailbox: usize,
 }
 
 impl LeaseActor {
     /// A lease actor revoking through `store`, tracking `leases` ((id, ttl)) from now.
-    pub fn new(store: Recipient<Write>, leases: Vec<(i64, i64)>) -> Self {
+    pub fn new(store: Recipient<Write>, leases: Vec<(i64, i64)>, mailbox: usize) -> Self {
         let mut lessor = Lessor::default();
         let now = Instant::now();
         for (id, ttl) in leases {
             lessor.track(id, ttl, now);
         }
-        Self { lessor, store }
+        Self { lessor, store, mailbox }
     }
 
     fn revoke_expired(&mut self, ctx: &mut Context<Self>) {
@@ -66,7 +66,7 @@ impl Actor for LeaseActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        ctx.set_mailbox_capacity(self.mailbox);
         metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Lease.label()).set(1.0);
         ctx.run_interval(EXPIRY_CHECK, |actor, ctx| {
             actor.revoke_expired(ctx);

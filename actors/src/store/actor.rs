@@ -4,22 +4,19 @@
 //! How batches form: a [`Write`] only queues its command and, if no flush is pending, schedules
 //! one with `ctx.notify`. Actix drains every message already in the mailbox before it runs a
 //! notified item, so all writes that arrived while the previous batch was fsyncing are applied
-//! and committed together: one WriteBatch, one fsync, then every answer.
+//! and committed together: one WriteBatch, one fsync, then every answer. A burst that fills a
+//! batch to its limit (etcd's `--backend-batch-limit`) is committed then and there, and the
+//! scheduled flush takes what came after.
 
 use std::sync::Arc;
 
 use actix::{Actor, ActorContext, AsyncContext, Context, Handler, Message, Recipient};
 use tokio::sync::oneshot;
 
-use super::group_commit::GroupCommit;
+use super::group_commit::{GroupCommit, Queued};
 use super::messages::{Committed, LeaseKeys, LeaseList, Write};
 use super::mvcc::engine::Engine;
 use super::mvcc::writer::StoreCore;
-
-/// Mailbox capacity. A full mailbox parks each sender until there is room (actix gives every
-/// sender one slot beyond it), so a burst of writers waits instead of growing memory; the
-/// number of writers is bounded by the gRPC edge's concurrency limits.
-const MAILBOX_CAPACITY: usize = 4096;
 
 /// Commits the queued writes. Private: only the actor schedules its own flushes.
 #[derive(Message)]
@@ -29,6 +26,9 @@ struct Flush;
 /// The single writer, on its own arbiter thread so that its fsyncs block nothing else.
 pub struct StoreActor<E: Engine> {
     group: GroupCommit<E>,
+    /// Mailbox capacity ([`crate::mailboxes::Mailboxes::store`]): a full mailbox parks each
+    /// sender until there is room, so a burst of writers waits instead of growing memory.
+    mailbox: usize,
     /// Where committed events go (the watch root).
     subscriber: Option<Recipient<Committed>>,
     /// Told once, with the reason, when a commit fails and the writer stops.
@@ -36,9 +36,15 @@ pub struct StoreActor<E: Engine> {
 }
 
 impl<E: Engine> StoreActor<E> {
-    /// Wraps an opened store; committed events go to `subscriber`.
-    pub fn new(core: StoreCore<E>, subscriber: Option<Recipient<Committed>>) -> Self {
-        Self { group: GroupCommit::new(core), subscriber, fail_stop: None }
+    /// Wraps an opened store; committed events go to `subscriber`. A batch takes at most
+    /// `batch_limit` writes.
+    pub fn new(
+        core: StoreCore<E>,
+        subscriber: Option<Recipient<Committed>>,
+        mailbox: usize,
+        batch_limit: usize,
+    ) -> Self {
+        Self { group: GroupCommit::new(core, batch_limit), mailbox, subscriber, fail_stop: None }
     }
 
     /// Sends the reason to `fail_stop` when a commit fails. The process is expected to exit
@@ -54,7 +60,7 @@ impl<E: Engine> Actor for StoreActor<E> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        ctx.set_mailbox_capacity(self.mailbox);
     }
 }
 
@@ -63,8 +69,10 @@ impl<E: Engine> Handler<Write> for StoreActor<E> {
 
     fn handle(&mut self, msg: Write, ctx: &mut Self::Context) {
         metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).increment(1.0);
-        if self.group.push(msg) {
-            ctx.notify(Flush);
+        match self.group.push(msg) {
+            Queued::FirstOfBatch => ctx.notify(Flush),
+            Queued::Joined => {}
+            Queued::Full => self.flush(ctx),
         }
     }
 }
@@ -73,6 +81,12 @@ impl<E: Engine> Handler<Flush> for StoreActor<E> {
     type Result = ();
 
     fn handle(&mut self, _: Flush, ctx: &mut Self::Context) {
+        self.flush(ctx);
+    }
+}
+
+impl<E: Engine> StoreActor<E> {
+    fn flush(&mut self, ctx: &mut Context<Self>) {
         let (outcome, committed) = self.group.flush();
         metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).decrement(outcome.commands as f64);
         if !outcome.committed {

@@ -13,6 +13,25 @@ use super::mvcc::writer::{CommittedEvents, StoreCore};
 pub struct GroupCommit<E> {
     core: StoreCore<E>,
     queue: Vec<Write>,
+    /// The most writes one batch takes (etcd's `--backend-batch-limit`): a batch that reaches
+    /// it is committed at once rather than when the mailbox is drained, which bounds both the
+    /// queue and the time the first write of a long burst waits for its fsync.
+    limit: usize,
+}
+
+/// etcd's default backend batch limit.
+pub const DEFAULT_BATCH_LIMIT: usize = 10_000;
+
+/// What the writer must do once a write is queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queued {
+    /// The first write of a new batch: schedule a flush, to run once the mailbox is drained.
+    FirstOfBatch,
+    /// Joined the batch a flush is already scheduled for.
+    Joined,
+    /// The batch reached its limit: flush now. (The flush scheduled for it finds the next
+    /// batch, or nothing.)
+    Full,
 }
 
 /// What one flush did, for metrics and tests.
@@ -25,9 +44,9 @@ pub struct FlushOutcome {
 }
 
 impl<E: Engine> GroupCommit<E> {
-    /// Wraps an opened store.
-    pub fn new(core: StoreCore<E>) -> Self {
-        Self { core, queue: Vec::new() }
+    /// Wraps an opened store; batches take at most `limit` writes (at least one).
+    pub fn new(core: StoreCore<E>, limit: usize) -> Self {
+        Self { core, queue: Vec::new(), limit: limit.max(1) }
     }
 
     /// The store.
@@ -35,16 +54,25 @@ impl<E: Engine> GroupCommit<E> {
         &self.core
     }
 
-    /// Queues a write; returns true if it is the first of a new batch (a flush must be scheduled).
-    pub fn push(&mut self, write: Write) -> bool {
+    /// Queues a write and says when to flush.
+    pub fn push(&mut self, write: Write) -> Queued {
         self.queue.push(write);
-        self.queue.len() == 1
+        if self.queue.len() >= self.limit {
+            Queued::Full
+        } else if self.queue.len() == 1 {
+            Queued::FirstOfBatch
+        } else {
+            Queued::Joined
+        }
     }
 
     /// Applies every queued write into one batch, commits it, then answers each write: with
     /// its result if the commit succeeded, with the commit's error otherwise. Returns what it
-    /// did and, if it committed, the batch's events.
+    /// did and, if it committed, the batch's events. With nothing queued it commits nothing.
     pub fn flush(&mut self) -> (FlushOutcome, Option<CommittedEvents>) {
+        if self.queue.is_empty() {
+            return (FlushOutcome { commands: 0, committed: self.core.failure().is_none() }, None);
+        }
         let writes = std::mem::take(&mut self.queue);
         let mut batch = Batch::default();
         let results: Vec<_> = writes.iter().map(|w| self.core.apply(&w.command, &mut batch)).collect();
@@ -110,12 +138,13 @@ mod tests {
     fn a_flush_commits_all_queued_writes_at_once_and_answers_after() {
         let core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("store");
         let view = core.read_view();
-        let mut group = GroupCommit::new(core);
+        let mut group = GroupCommit::new(core, DEFAULT_BATCH_LIMIT);
 
         let mut answers = Vec::new();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             let (write, mut answer) = put(key);
-            assert_eq!(group.push(write), i == 0, "only the first write of a batch schedules a flush");
+            let queued = if i == 0 { Queued::FirstOfBatch } else { Queued::Joined };
+            assert_eq!(group.push(write), queued, "only the first write of a batch schedules a flush");
             assert!(answer.try_recv().is_err(), "no answer before the commit");
             answers.push(answer);
         }
@@ -152,6 +181,32 @@ mod tests {
         assert_eq!(view.revision(), 5);
     }
 
+    #[test]
+    fn a_batch_at_its_limit_is_committed_at_once_and_the_flush_after_it_is_empty() {
+        let core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("store");
+        let view = core.read_view();
+        let mut group = GroupCommit::new(core, 2);
+        let (a, _) = put("a");
+        let (b, _) = put("b");
+        let (c, _) = put("c");
+        assert_eq!(group.push(a), Queued::FirstOfBatch);
+        assert_eq!(group.push(b), Queued::Full);
+        assert_eq!(group.flush().0, FlushOutcome { commands: 2, committed: true });
+        assert_eq!(view.revision(), 3);
+        // The flush scheduled for the first batch: nothing is queued, nothing is committed.
+        let (outcome, events) = group.flush();
+        assert_eq!(outcome, FlushOutcome { commands: 0, committed: true });
+        assert!(events.is_none());
+        assert_eq!(group.push(c), Queued::FirstOfBatch);
+        assert_eq!(group.flush().0.commands, 1);
+        assert_eq!(view.revision(), 4);
+
+        // A limit of one commits every write alone.
+        let mut single = GroupCommit::new(group.core, 0);
+        let (d, _) = put("d");
+        assert_eq!(single.push(d), Queued::Full);
+    }
+
     /// An engine whose commits fail while `failing` is set, as after an fsync error.
     struct FailingEngine {
         inner: MemoryEngine,
@@ -185,7 +240,7 @@ mod tests {
         let engine = FailingEngine { inner: MemoryEngine::new(), failing: Arc::clone(&failing) };
         let core = StoreCore::open(engine, StoreConfig::default()).expect("store");
         let view = core.read_view();
-        let mut group = GroupCommit::new(core);
+        let mut group = GroupCommit::new(core, DEFAULT_BATCH_LIMIT);
         let (first, _) = put("a");
         group.push(first);
         assert!(group.flush().0.committed);

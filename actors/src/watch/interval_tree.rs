@@ -7,6 +7,7 @@
 use std::cmp::Ordering;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
+use actcd_proto::key_range::KeyRange;
 use smallvec::SmallVec;
 
 /// Slots of the watchers sharing one range (most ranges have one or two watchers).
@@ -22,6 +23,15 @@ pub enum End {
 }
 
 impl End {
+    /// Where `range` ends. A single key `k` is the range `[k, k\0)`.
+    pub fn of(range: KeyRange<'_>) -> Self {
+        match range {
+            KeyRange::Key(key) => End::Key([key, &[0]].concat().into()),
+            KeyRange::From(_) => End::Infinity,
+            KeyRange::Between(_, end) => End::Key(end.into()),
+        }
+    }
+
     fn after(&self, key: &[u8]) -> bool {
         match self {
             End::Key(end) => &**end > key,
@@ -193,11 +203,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn end(e: &[u8]) -> End {
-        if e == [0] {
-            End::Infinity
-        } else {
-            End::Key(e.into())
-        }
+        End::of(KeyRange::new(b"", e))
     }
 
     proptest! {

@@ -4,6 +4,7 @@
 
 use std::hash::BuildHasher;
 
+use actcd_proto::key_range::KeyRange;
 use hashbrown::{DefaultHashBuilder, HashTable};
 
 use super::interval_tree::{End, IntervalTree};
@@ -18,13 +19,6 @@ pub struct RangeIndex {
     ranges: IntervalTree,
 }
 
-fn end_of(range_end: &[u8]) -> End {
-    match range_end {
-        [0] => End::Infinity,
-        end => End::Key(end.into()),
-    }
-}
-
 fn key_of(slots: &WatchSlab, slot: u32) -> &[u8] {
     slots.get(slot).map_or(&[], |w| w.key())
 }
@@ -33,29 +27,31 @@ impl RangeIndex {
     /// Indexes watcher `slot` (already in `slots`) under its key or range.
     pub fn insert(&mut self, slots: &WatchSlab, slot: u32) {
         let Some(w) = slots.get(slot) else { return };
-        if w.range_end().is_empty() {
-            let hasher = &self.hasher;
-            let hash = hasher.hash_one(w.key());
-            self.exact.insert_unique(hash, slot, |s| hasher.hash_one(key_of(slots, *s)));
-        } else {
-            self.ranges.insert(w.key(), end_of(w.range_end()), slot);
+        match w.range() {
+            KeyRange::Key(key) => {
+                let hasher = &self.hasher;
+                let hash = hasher.hash_one(key);
+                self.exact.insert_unique(hash, slot, |s| hasher.hash_one(key_of(slots, *s)));
+            }
+            range => self.ranges.insert(range.start(), End::of(range), slot),
         }
     }
 
     /// Removes watcher `slot` (still in `slots`); returns whether it was there.
     pub fn remove(&mut self, slots: &WatchSlab, slot: u32) -> bool {
         let Some(w) = slots.get(slot) else { return false };
-        if w.range_end().is_empty() {
-            let hash = self.hasher.hash_one(w.key());
-            match self.exact.find_entry(hash, |s| *s == slot) {
-                Ok(entry) => {
-                    entry.remove();
-                    true
+        match w.range() {
+            KeyRange::Key(key) => {
+                let hash = self.hasher.hash_one(key);
+                match self.exact.find_entry(hash, |s| *s == slot) {
+                    Ok(entry) => {
+                        entry.remove();
+                        true
+                    }
+                    Err(_) => false,
                 }
-                Err(_) => false,
             }
-        } else {
-            self.ranges.remove(w.key(), &end_of(w.range_end()), slot)
+            range => self.ranges.remove(range.start(), &End::of(range), slot),
         }
     }
 

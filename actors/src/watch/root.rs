@@ -6,18 +6,18 @@ use actix::prelude::*;
 
 use crate::store::messages::Committed;
 
-/// Mailbox capacity; the store drops batches for a full root (the tree catches up from storage).
-const MAILBOX_CAPACITY: usize = 1024;
-
 /// The root of the watch tree.
 pub struct WatchRoot {
     shards: Vec<Recipient<Committed>>,
+    /// Mailbox capacity; the store drops batches for a full root (the tree catches up from
+    /// storage).
+    mailbox: usize,
 }
 
 impl WatchRoot {
     /// A root fanning out to `shards`.
-    pub fn new(shards: Vec<Recipient<Committed>>) -> Self {
-        Self { shards }
+    pub fn new(shards: Vec<Recipient<Committed>>, mailbox: usize) -> Self {
+        Self { shards, mailbox }
     }
 }
 
@@ -25,7 +25,7 @@ impl Actor for WatchRoot {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        ctx.set_mailbox_capacity(self.mailbox);
     }
 }
 

@@ -21,15 +21,14 @@ use super::watcher_group::{Delivery, Outbox, SyncLimits, WatcherGroup};
 const SYNC_INTERVAL: Duration = Duration::from_millis(100);
 /// How often a shard checks that committed batches still arrive.
 const STALL_CHECK_INTERVAL: Duration = Duration::from_millis(500);
-/// Mailbox capacity. Streams wait (`send`) when it is full; the root drops batches for a full
-/// shard (`try_send`) and the shard catches up from storage.
-const MAILBOX_CAPACITY: usize = 1024;
-
-/// Timing of a shard.
+/// Timing and mailbox of a shard.
 #[derive(Debug, Clone, Copy)]
 pub struct ShardConfig {
     /// Periodic progress notifications (etcd's --watch-progress-notify-interval, 10 min).
     pub progress_interval: Duration,
+    /// Mailbox capacity. Streams wait (`send`) when it is full; the root drops batches for a
+    /// full shard (`try_send`) and the shard catches up from storage.
+    pub mailbox: usize,
 }
 
 /// The streams' outboxes, sent to with `try_send`: a full stream never blocks the shard. The
@@ -124,7 +123,7 @@ impl<E: Engine> Actor for WatchShard<E> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        ctx.set_mailbox_capacity(self.config.mailbox);
         // Registered at 0 so the series exist before anything is pending.
         metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_PENDING_EVENTS_TOTAL).increment(0.0);
         for actor in [ActorKind::Store, ActorKind::WatchShard, ActorKind::Stream] {

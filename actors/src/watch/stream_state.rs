@@ -12,8 +12,9 @@ use actcd_proto::etcdserverpb::{
 
 use super::messages::{ShardRequest, StreamId, WatchSpec};
 
-/// etcd's error texts for refused watch creations.
 use actcd_proto::errors::mvcc::{DUPLICATE_WATCH_ID as DUPLICATE_ID, EMPTY_WATCHER_RANGE as EMPTY_RANGE};
+/// etcd's error texts for refused watch creations.
+use actcd_proto::key_range::KeyRange;
 
 /// A stream's watches and the rules for creating and canceling them.
 #[derive(Debug, Default)]
@@ -121,7 +122,7 @@ impl StreamState {
             watch: None,
         };
         let range_end = req.range_end;
-        if !range_end.is_empty() && range_end.as_ref() != [0] && key.as_ref() >= range_end.as_ref() {
+        if KeyRange::new(&key, &range_end).is_empty() {
             return refused(EMPTY_RANGE);
         }
         let watch_id = if req.watch_id == 0 {

@@ -1,6 +1,8 @@
 //! One watch's record in its shard, made from the [`WatchSpec`] its stream sent: what it covers,
 //! where its next event comes from, and how it filters.
 
+use actcd_proto::key_range::KeyRange;
+
 use super::messages::{StreamId, WatchSpec};
 
 /// Flag bits of a [`Watcher`].
@@ -121,6 +123,12 @@ impl Watcher {
         self.keys.parts().1
     }
 
+    /// The key and range end, read by etcd's rule.
+    pub fn range(&self) -> KeyRange<'_> {
+        let (key, range_end) = self.keys.parts();
+        KeyRange::new(key, range_end)
+    }
+
     /// The next revision this watcher has not been sent.
     pub fn next_rev(&self) -> i64 {
         (self.revision_and_flags as i64) >> 8
@@ -137,12 +145,7 @@ impl Watcher {
 
     /// True when `key` is in the watched key or range.
     pub fn covers(&self, key: &[u8]) -> bool {
-        let (start, end) = self.keys.parts();
-        match end {
-            [] => key == start,
-            [0] => key >= start,
-            end => key >= start && key < end,
-        }
+        self.range().contains(key)
     }
 
     /// True when the watcher wants an event of this type (`is_delete`).

@@ -18,6 +18,7 @@ use actcd_proto::etcdserverpb::{
     DeleteRangeResponse, PutRequest, PutResponse, RangeRequest, RangeResponse, ResponseHeader, ResponseOp,
     TxnRequest, TxnResponse,
 };
+use actcd_proto::key_range::KeyRange;
 use actcd_proto::mvccpb::event::EventType;
 use actcd_proto::mvccpb::{Event, KeyValue};
 
@@ -153,19 +154,15 @@ impl Model {
         self.keys.get(key)?.iter().rev().find(|v| v.revision <= at)?.kv.as_ref()
     }
 
-    /// The live key-values of [key, range_end) at revision `at`, by key (etcd's range_end
-    /// rules: empty = the key alone, "\0" = every key from `key` on).
+    /// The live key-values of `key` and `range_end` at revision `at`, by key.
     fn live(&self, key: &Bytes, range_end: &[u8], at: i64) -> Vec<&KeyValue> {
-        let upper = match range_end {
-            [] => return self.get(key, at).into_iter().collect(),
-            [0] => Bound::Unbounded,
-            end => Bound::Excluded(Bytes::copy_from_slice(end)),
+        let range = KeyRange::new(key, range_end);
+        let upper = match range {
+            KeyRange::Key(key) => return self.get(key, at).into_iter().collect(),
+            _ if range.is_empty() => return Vec::new(),
+            KeyRange::From(_) => Bound::Unbounded,
+            KeyRange::Between(_, end) => Bound::Excluded(Bytes::copy_from_slice(end)),
         };
-        if let Bound::Excluded(end) = &upper {
-            if end <= key {
-                return Vec::new();
-            }
-        }
         self.keys.range((Bound::Included(key.clone()), upper)).filter_map(|(k, _)| self.get(k, at)).collect()
     }
 

@@ -9,6 +9,8 @@
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
+use actcd_proto::key_range::KeyRange;
+
 use super::key_index::KeyEntry;
 pub use super::key_index::{IndexError, KeyAt};
 use super::revision::Revision;
@@ -135,11 +137,9 @@ impl Index {
     /// Visits the keys that exist at `at_rev` in the range given by `key`
     /// and `range_end`, in key order, and returns how many there are.
     ///
-    /// The range follows etcd: an empty `range_end` means just `key`,
-    /// `range_end == [0]` means every key `>= key`, and anything else means
-    /// `[key, range_end)`. At most `limit` keys are visited (0 = no limit),
-    /// but the returned count always covers the whole range, like etcd's
-    /// `count`.
+    /// The range is read by etcd's rule ([`KeyRange`]). At most `limit`
+    /// keys are visited (0 = no limit), but the returned count always
+    /// covers the whole range, like etcd's `count`.
     pub fn range(
         &self,
         key: &[u8],
@@ -148,8 +148,9 @@ impl Index {
         limit: usize,
         mut visit: impl FnMut(&[u8], KeyAt),
     ) -> usize {
-        let end = match range_end {
-            [] => {
+        let range = KeyRange::new(key, range_end);
+        let end = match range {
+            KeyRange::Key(key) => {
                 return match self.get(key, at_rev) {
                     Some(found) => {
                         visit(key, found);
@@ -158,11 +159,11 @@ impl Index {
                     None => 0,
                 };
             }
-            [0] => Bound::Unbounded,
+            KeyRange::From(_) => Bound::Unbounded,
             // BTreeSet::range panics on an inverted range; etcd returns
             // nothing.
-            end if key >= end => return 0,
-            end => Bound::Excluded(end),
+            KeyRange::Between(..) if range.is_empty() => return 0,
+            KeyRange::Between(_, end) => Bound::Excluded(end),
         };
         let mut count = 0;
         for entry in self.keys.range::<[u8], _>((Bound::Included(key), end)) {
@@ -489,11 +490,7 @@ mod tests {
                             e if e == KEYS.len() => b"",
                             _ => b"\0",
                         };
-                        let in_range = |key: &[u8]| match end {
-                            [] => key == start,
-                            [0] => key >= start,
-                            _ => key >= start && key < end,
-                        };
+                        let in_range = |key: &[u8]| KeyRange::new(start, end).contains(key);
                         let live: Vec<(Vec<u8>, KeyAt)> = model
                             .history
                             .keys()

@@ -7,6 +7,7 @@ use std::ops::Bound::{Included, Unbounded};
 use actcd_proto::etcdserverpb::{
     request_op, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
 };
+use actcd_proto::key_range::KeyRange;
 
 use super::error::StoreError;
 
@@ -90,14 +91,16 @@ struct Deleted {
 
 impl Deleted {
     fn add(&mut self, begin: &[u8], end: &[u8]) {
-        if end.is_empty() {
-            self.keys.insert(begin.to_vec());
-        } else if end == b"\0" {
-            if self.from_key.as_deref().is_none_or(|lowest| begin < lowest) {
-                self.from_key = Some(begin.to_vec());
+        match KeyRange::new(begin, end) {
+            KeyRange::Key(key) => {
+                self.keys.insert(key.to_vec());
             }
-        } else {
-            self.add_range(begin.to_vec(), end.to_vec());
+            KeyRange::From(begin) => {
+                if self.from_key.as_deref().is_none_or(|lowest| begin < lowest) {
+                    self.from_key = Some(begin.to_vec());
+                }
+            }
+            KeyRange::Between(begin, end) => self.add_range(begin.to_vec(), end.to_vec()),
         }
     }
 
