@@ -15,7 +15,6 @@ use tonic::transport::Server;
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::store::actor::StoreActor;
-use actcd_actors::store::mvcc::alarm::Alarms;
 use actcd_actors::store::mvcc::snapshot;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
@@ -61,14 +60,14 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
         .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
-    let alarms = Arc::new(
-        Alarms::load(engine.clone())
-            .with_context(|| format!("cannot load alarms from {}", config.data_dir.display()))?,
-    );
     snapshot::clear_scratch(&snapshot_scratch(&config.data_dir))
         .context("cannot remove the snapshot checkpoints a previous run left")?;
     let maintenance_engine = engine.clone();
-    let store_config = StoreConfig { max_txn_ops: config.max_txn_ops, quota_bytes: config.quota_bytes() };
+    let store_config = StoreConfig {
+        max_txn_ops: config.max_txn_ops,
+        quota_bytes: config.quota_bytes(),
+        max_request_bytes: config.max_request_bytes,
+    };
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
@@ -110,9 +109,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let store_arbiter = Arbiter::new();
         let subscriber = Some(root.recipient());
         let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
-        let (store_mailbox, batch_limit) = (config.mailboxes.store, config.batch_limit());
+        let (member_id, store_mailbox, batch_limit) =
+            (identity.member_id, config.mailboxes.store, config.batch_limit());
         let writer = StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| {
-            StoreActor::new(core, subscriber, store_mailbox, batch_limit).with_fail_stop(fail_stop_tx)
+            StoreActor::new(core, member_id, subscriber, store_mailbox, batch_limit)
+                .with_fail_stop(fail_stop_tx)
         });
         let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
@@ -120,8 +121,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             writer,
             identity,
             max_txn_ops: config.max_txn_ops,
-            max_request_bytes: config.max_request_bytes,
-            alarms,
             engine: maintenance_engine,
         };
         let leases =

@@ -5,8 +5,8 @@
 //!   client request may fail after it changed the store (that would fail-stop every write);
 //! - a command moves the revision by at most one; commits publish events inside their range;
 //! - reads never see damaged data;
-//! - reopening on the committed records gives the same revision, keys, leases, compaction
-//!   revision and applied index (what a restart would give).
+//! - reopening on the committed records gives the same revision, keys, leases, alarms,
+//!   compaction revision and applied index (what a restart would give).
 #![no_main]
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 
 use actcd_actors::store::mvcc::memory::MemoryEngine;
 use actcd_actors::store::{Batch, StoreConfig, StoreCore, StoreError};
-use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse};
+use actcd_proto::etcdserverpb::{AlarmMember, AlarmType, RangeRequest, RangeResponse};
 
 /// Steps per input: enough for compactions, leases and reopens to meet.
 const MAX_STEPS: usize = 48;
@@ -28,6 +28,7 @@ struct State {
     compacted: i64,
     applied_index: u64,
     leases: Vec<(i64, i64)>,
+    alarms: Vec<AlarmMember>,
     kvs: RangeResponse,
 }
 
@@ -41,6 +42,7 @@ fn state(core: &Core) -> State {
         compacted: view.compacted_revision(),
         applied_index: view.applied_index(),
         leases,
+        alarms: view.alarms(AlarmType::None).expect("alarms read"),
         kvs: view.range(&all).expect("a full range at the current revision reads"),
     }
 }

@@ -9,7 +9,7 @@ use libfuzzer_sys::arbitrary::{Result, Unstructured};
 
 use actcd_proto::key_range::prefix_end;
 use actcd_proto::etcdserverpb::{
-    compare, request_op, CompactionRequest, Compare, DeleteRangeRequest, LeaseGrantRequest,
+    compare, request_op, AlarmRequest, CompactionRequest, Compare, DeleteRangeRequest, LeaseGrantRequest,
     LeaseRevokeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
 };
 
@@ -151,7 +151,7 @@ fn request_op(u: &mut Unstructured<'_>, current: i64, depth: u32) -> Result<Requ
 
 /// A write command as a client (or the lease actor) would send it to the store's writer.
 pub fn command(u: &mut Unstructured<'_>, current: i64) -> Result<Command> {
-    Ok(match u.int_in_range(0..=10)? {
+    Ok(match u.int_in_range(0..=11)? {
         0..=2 => Command::Put(put(u)?),
         3 | 4 => Command::DeleteRange(delete(u)?),
         5..=7 => Command::Txn(txn(u, current, 0)?),
@@ -162,6 +162,13 @@ pub fn command(u: &mut Unstructured<'_>, current: i64) -> Result<Command> {
             ttl: if u.ratio(1, 4)? { u.arbitrary()? } else { i64::from(u.int_in_range(-1i8..=100)?) },
             id: lease(u)?,
         }),
-        _ => Command::LeaseRevoke(LeaseRevokeRequest { id: lease(u)? }),
+        10 => Command::LeaseRevoke(LeaseRevokeRequest { id: lease(u)? }),
+        // GET, ACTIVATE, DEACTIVATE or an unknown action; of NONE, NOSPACE, CORRUPT or an
+        // unknown type; by one of two members.
+        _ => Command::Alarm(AlarmRequest {
+            action: u.int_in_range(0..=3)?,
+            member_id: u.int_in_range(1..=2)?,
+            alarm: u.int_in_range(0..=3)?,
+        }),
     })
 }

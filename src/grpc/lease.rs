@@ -15,7 +15,7 @@ use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::keepalive::KeepAliveStream;
 use actcd_actors::lease::messages::{Forget, Remaining, Track};
 use actcd_actors::store::messages::{LeaseKeys, LeaseList};
-use actcd_actors::store::{Command, CommandResponse, StoreError};
+use actcd_actors::store::StoreError;
 use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,
@@ -24,7 +24,7 @@ use actcd_proto::etcdserverpb::{
 };
 
 use crate::grpc::arbiter_pool::ArbiterPool;
-use crate::grpc::status::{to_status, unexpected_answer};
+use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
 use crate::transport::grpc_go_errors::stream_receive_error;
 
@@ -70,15 +70,14 @@ impl Lease for LeaseService {
         for _ in 0..ID_ATTEMPTS {
             let id = if req.id != 0 { req.id } else { self.fresh_id() };
             let grant = LeaseGrantRequest { id, ttl: req.ttl };
-            match self.store.write_raw(Command::LeaseGrant(grant)).await {
-                Ok(CommandResponse::LeaseGrant(mut resp)) => {
+            match self.store.write_raw(grant).await {
+                Ok(mut resp) => {
                     let _ = self.leases.send(Track { id, ttl: resp.ttl }).await;
                     self.store.identity.fill(&mut resp.header);
                     return Ok(Response::new(resp));
                 }
                 Err(StoreError::LeaseExists) if req.id == 0 => continue,
                 Err(err) => return Err(to_status(err)),
-                Ok(other) => return Err(unexpected_answer(other)),
             }
         }
         Err(to_status(StoreError::LeaseExists))
@@ -89,14 +88,10 @@ impl Lease for LeaseService {
         request: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
         let id = request.get_ref().id;
-        match self.store.write(Command::LeaseRevoke(request.into_inner())).await? {
-            CommandResponse::LeaseRevoke(mut resp) => {
-                let _ = self.leases.send(Forget(id)).await;
-                self.store.identity.fill(&mut resp.header);
-                Ok(Response::new(resp))
-            }
-            other => Err(unexpected_answer(other)),
-        }
+        let mut resp = self.store.write(request.into_inner()).await?;
+        let _ = self.leases.send(Forget(id)).await;
+        self.store.identity.fill(&mut resp.header);
+        Ok(Response::new(resp))
     }
 
     async fn lease_keep_alive(

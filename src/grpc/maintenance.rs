@@ -154,23 +154,15 @@ impl Maintenance for MaintenanceService {
     async fn alarm(&self, request: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
         let req = request.into_inner();
         let action = AlarmAction::try_from(req.action).map_err(|_| unknown_alarm_action(req.action))?;
-        // etcd's alarm store knows no other types; an unknown one matches nothing.
-        let alarm = AlarmType::try_from(req.alarm).unwrap_or(AlarmType::None);
-        let alarms = self
-            .blocking(move |store| {
-                let member = req.member_id;
-                let found = match action {
-                    AlarmAction::Get => store.alarms.list(alarm),
-                    AlarmAction::Activate => {
-                        store.alarms.activate(member, alarm).map(|a| a.into_iter().collect())
-                    }
-                    AlarmAction::Deactivate => {
-                        store.alarms.deactivate(member, alarm).map(|a| a.into_iter().collect())
-                    }
-                };
-                found.map_err(to_status)
-            })
-            .await?;
+        let alarms = match action {
+            // etcd's alarm store knows no other types; an unknown one matches nothing.
+            AlarmAction::Get => self
+                .store
+                .view
+                .alarms(AlarmType::try_from(req.alarm).unwrap_or(AlarmType::None))
+                .map_err(to_status)?,
+            AlarmAction::Activate | AlarmAction::Deactivate => self.store.write(req).await?.alarms,
+        };
         Ok(Response::new(AlarmResponse { header: self.header(), alarms }))
     }
 
@@ -181,8 +173,8 @@ impl Maintenance for MaintenanceService {
         let applied = view.applied_index();
         let errors = self
             .store
-            .alarms
-            .list(AlarmType::None)
+            .view
+            .alarms(AlarmType::None)
             .map_err(to_status)?
             .into_iter()
             .map(|a| {

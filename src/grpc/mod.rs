@@ -1,11 +1,12 @@
 //! The etcd v3 gRPC services, as one member answers them. Each is a thin edge over the actors:
-//! it checks a request, sends it to the store through the shared [`store_handle::StoreHandle`]
-//! (reads on the read view, writes to the StoreActor) or starts the actor that owns a stream,
-//! and turns the answer, or the store's error, into etcd's response or status. The services
+//! it decodes a request, submits it to the store through the shared [`store_handle::StoreHandle`]
+//! (reads on the read view, writes as typed requests to the StoreActor, which makes every check
+//! a write gets) or starts the actor that owns a stream, and turns the answer, or the store's
+//! error, into etcd's response or status. The services
 //! know the actors and what the transport leaves in each request; neither knows the services.
 //!
 //! # Layout
-//! - [`kv`]: KV: reads on the read view, writes through the StoreActor, etcd's size check.
+//! - [`kv`]: KV: reads on the read view, writes through the StoreActor.
 //! - [`watch`]: Watch: one StreamActor per stream, attached to its connection's ConnActor.
 //! - [`lease`]: Lease: grants and revokes through the StoreActor; deadlines, time-to-live and
 //!   keep-alive streams in the LeaseActor.
@@ -13,9 +14,9 @@
 //!   the one member.
 //! - [`auth`]: Auth while authentication is disabled.
 //! - [`health`]: the standard grpc.health.v1 service, which etcd serves on its client port too.
-//! - [`store_handle`]: the read view, writer, alarms and engine every service reaches the store by.
+//! - [`store_handle`]: the read view, the typed write API and the engine every service reaches the store by.
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
-//! - [`status`]: store errors as gRPC statuses, with etcd's codes and texts.
+//! - [`status`]: store errors as gRPC statuses, with etcd's codes and texts, and actcd's own.
 
 pub mod arbiter_pool;
 pub mod auth;

@@ -4,7 +4,7 @@
 
 use tonic::{Code, Status};
 
-use actcd_actors::store::{CommandResponse, StoreError};
+use actcd_actors::store::StoreError;
 use actcd_proto::errors::EtcdError;
 
 /// Maps a store error to the status etcd answers with.
@@ -26,6 +26,8 @@ pub fn to_status(err: StoreError) -> Status {
         StoreError::NoSpace => EtcdError::NoSpace,
         StoreError::CorruptAlarm => EtcdError::Corrupt,
         StoreError::Stopped(_) => EtcdError::Stopped,
+        // A bug in actcd, not a client's doing.
+        StoreError::WrongAnswer(_) => return Status::internal(err.to_string()),
         // etcd answers errors it has no name for with codes.Unknown and the error's own text.
         _ => return Status::new(Code::Unknown, err.to_string()),
     };
@@ -40,12 +42,6 @@ pub fn task_status(err: tokio::task::JoinError) -> Status {
 /// A snapshot stream whose checkpoint could not be read to its end.
 pub fn snapshot_read_failed(err: std::io::Error) -> Status {
     Status::new(Code::Unknown, format!("actcd: snapshot read failed: {err}"))
-}
-
-/// The writer answered a command with another command's response: a bug, never a client's
-/// fault.
-pub fn unexpected_answer(resp: CommandResponse) -> Status {
-    Status::internal(format!("actcd: the writer answered with the wrong response kind: {resp:?}"))
 }
 
 /// An alarm action outside etcd's three.

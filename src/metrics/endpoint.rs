@@ -62,7 +62,7 @@ async fn health(
     let unhealthy = |reason: String| {
         json(StatusCode::SERVICE_UNAVAILABLE, format!(r#"{{"health":"false","reason":"{reason}"}}"#))
     };
-    let alarms = store.alarms.list(AlarmType::None).unwrap_or_default();
+    let alarms = store.view.alarms(AlarmType::None).unwrap_or_default();
     for alarm in alarms {
         let name = AlarmType::try_from(alarm.alarm).map(|a| a.as_str_name()).unwrap_or("UNKNOWN");
         if !excluded.iter().any(|e| e == name) {

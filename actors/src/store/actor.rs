@@ -36,15 +36,16 @@ pub struct StoreActor<E: Engine> {
 }
 
 impl<E: Engine> StoreActor<E> {
-    /// Wraps an opened store; committed events go to `subscriber`. A batch takes at most
-    /// `batch_limit` writes.
+    /// Wraps the opened store of member `member_id`; committed events go to `subscriber`. A
+    /// batch takes at most `batch_limit` writes.
     pub fn new(
         core: StoreCore<E>,
+        member_id: u64,
         subscriber: Option<Recipient<Committed>>,
         mailbox: usize,
         batch_limit: usize,
     ) -> Self {
-        Self { group: GroupCommit::new(core, batch_limit), mailbox, subscriber, fail_stop: None }
+        Self { group: GroupCommit::new(core, batch_limit, member_id), mailbox, subscriber, fail_stop: None }
     }
 
     /// Sends the reason to `fail_stop` when a commit fails. The process is expected to exit

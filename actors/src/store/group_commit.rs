@@ -3,10 +3,20 @@
 //! answered before its batch is durable, and a failed commit acknowledges no write of its batch.
 //! A plain struct that tests drive directly; when a batch forms is the StoreActor's business
 //! (see [`super::actor`]).
+//!
+//! A write the quota refuses raises NOSPACE for this member, as etcd's server does when an
+//! apply answers ErrNoSpace: here by applying the Alarm command into the same batch, so the
+//! alarm is durable and listed before the refused client hears its answer. (On a replicated
+//! log this becomes a proposal: the state machine itself never picks a member id.)
+
+use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
 
 use super::messages::Write;
 use super::mvcc::batch::Batch;
+use super::mvcc::command::Command;
 use super::mvcc::engine::Engine;
+use super::mvcc::error::StoreError;
 use super::mvcc::writer::{CommittedEvents, StoreCore};
 
 /// Queued writes and the store they are applied to.
@@ -17,6 +27,8 @@ pub struct GroupCommit<E> {
     /// it is committed at once rather than when the mailbox is drained, which bounds both the
     /// queue and the time the first write of a long burst waits for its fsync.
     limit: usize,
+    /// This member's id, for the NOSPACE alarm it raises.
+    member_id: u64,
 }
 
 /// etcd's default backend batch limit.
@@ -44,9 +56,10 @@ pub struct FlushOutcome {
 }
 
 impl<E: Engine> GroupCommit<E> {
-    /// Wraps an opened store; batches take at most `limit` writes (at least one).
-    pub fn new(core: StoreCore<E>, limit: usize) -> Self {
-        Self { core, queue: Vec::new(), limit: limit.max(1) }
+    /// Wraps an opened store for member `member_id`; batches take at most `limit` writes (at
+    /// least one).
+    pub fn new(core: StoreCore<E>, limit: usize, member_id: u64) -> Self {
+        Self { core, queue: Vec::new(), limit: limit.max(1), member_id }
     }
 
     /// The store.
@@ -75,7 +88,20 @@ impl<E: Engine> GroupCommit<E> {
         }
         let writes = std::mem::take(&mut self.queue);
         let mut batch = Batch::default();
-        let results: Vec<_> = writes.iter().map(|w| self.core.apply(&w.command, &mut batch)).collect();
+        let mut results = Vec::with_capacity(writes.len());
+        for write in &writes {
+            let result = self.core.apply(&write.command, &mut batch);
+            if matches!(result, Err(StoreError::NoSpace)) && !self.core.alarms().has(AlarmType::Nospace) {
+                let raise = AlarmRequest {
+                    action: AlarmAction::Activate as i32,
+                    member_id: self.member_id,
+                    alarm: AlarmType::Nospace as i32,
+                };
+                // Its answer goes nowhere: the refused write answers NoSpace itself.
+                let _ = self.core.apply(&Command::Alarm(raise), &mut batch);
+            }
+            results.push(result);
+        }
         let commands = writes.len();
         let failed = results.iter().filter(|r| r.is_err()).count();
         // Applied in memory only: nothing of the batch may be readable, watched or answered.
@@ -117,7 +143,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
+    use actcd_proto::etcdserverpb::{AlarmMember, PutRequest, RangeRequest};
     use bytes::Bytes;
     use tokio::sync::oneshot;
 
@@ -138,7 +164,7 @@ mod tests {
     fn a_flush_commits_all_queued_writes_at_once_and_answers_after() {
         let core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("store");
         let view = core.read_view();
-        let mut group = GroupCommit::new(core, DEFAULT_BATCH_LIMIT);
+        let mut group = GroupCommit::new(core, DEFAULT_BATCH_LIMIT, 1);
 
         let mut answers = Vec::new();
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
@@ -185,7 +211,7 @@ mod tests {
     fn a_batch_at_its_limit_is_committed_at_once_and_the_flush_after_it_is_empty() {
         let core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("store");
         let view = core.read_view();
-        let mut group = GroupCommit::new(core, 2);
+        let mut group = GroupCommit::new(core, 2, 1);
         let (a, _) = put("a");
         let (b, _) = put("b");
         let (c, _) = put("c");
@@ -202,9 +228,31 @@ mod tests {
         assert_eq!(view.revision(), 4);
 
         // A limit of one commits every write alone.
-        let mut single = GroupCommit::new(group.core, 0);
+        let mut single = GroupCommit::new(group.core, 0, 1);
         let (d, _) = put("d");
         assert_eq!(single.push(d), Queued::Full);
+    }
+
+    #[test]
+    fn a_write_over_the_quota_raises_nospace_in_its_own_batch() {
+        let config = StoreConfig { quota_bytes: 1024, ..StoreConfig::default() };
+        let core = StoreCore::open(MemoryEngine::new(), config).expect("store");
+        let view = core.read_view();
+        let mut group = GroupCommit::new(core, DEFAULT_BATCH_LIMIT, 42);
+        let (reply, mut answer) = oneshot::channel();
+        let big = PutRequest { key: "k".into(), value: vec![0; 2048].into(), ..Default::default() };
+        group.push(Write { command: Command::Put(big), reply });
+        let (small, mut small_answer) = put("small");
+        group.push(small);
+        assert_eq!(view.alarms(AlarmType::None), Ok(vec![]));
+        group.flush();
+        assert!(matches!(answer.try_recv(), Ok(Err(StoreError::NoSpace))));
+        let raised = AlarmMember { member_id: 42, alarm: AlarmType::Nospace as i32 };
+        assert_eq!(view.alarms(AlarmType::None), Ok(vec![raised]), "durable and listed with the batch");
+        assert!(
+            matches!(small_answer.try_recv(), Ok(Err(StoreError::NoSpace))),
+            "a put after the alarm in the same batch is refused by it"
+        );
     }
 
     /// An engine whose commits fail while `failing` is set, as after an fsync error.
@@ -240,7 +288,7 @@ mod tests {
         let engine = FailingEngine { inner: MemoryEngine::new(), failing: Arc::clone(&failing) };
         let core = StoreCore::open(engine, StoreConfig::default()).expect("store");
         let view = core.read_view();
-        let mut group = GroupCommit::new(core, DEFAULT_BATCH_LIMIT);
+        let mut group = GroupCommit::new(core, DEFAULT_BATCH_LIMIT, 1);
         let (first, _) = put("a");
         group.push(first);
         assert!(group.flush().0.committed);

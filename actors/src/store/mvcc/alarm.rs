@@ -1,134 +1,112 @@
-//! Alarms (etcd's alarm store): which member raised which alarm, kept in the meta column
-//! family so that they survive a restart, and the writes each active alarm refuses.
+//! Alarms (etcd's alarm store): which member raised which alarm, and the writes each active
+//! alarm refuses. The list is state machine state like any key: an Alarm command changes it,
+//! inside the batch that makes it durable (the meta record [`ALARMS_KEY`]), and readers see the
+//! change with that batch, never before.
 //!
 //! - NOSPACE (raised when a write finds the store over `--quota-backend-bytes`): puts, txns
 //!   that put, and lease grants are refused; reads, deletes and compaction still go through,
 //!   so an operator can make room, defragment and disarm.
-//! - CORRUPT: every write is refused.
+//! - CORRUPT: every write but an Alarm command is refused (etcd's corrupt applier refuses the
+//!   KV and lease writes and still applies alarms, so that the alarm can be disarmed).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
-
-use actcd_proto::etcdserverpb::{request_op::Request, AlarmMember, AlarmType, RequestOp, TxnRequest};
+use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+use actcd_proto::etcdserverpb::{
+    request_op::Request, AlarmMember, AlarmRequest, AlarmType, RequestOp, TxnRequest,
+};
 
 use super::command::Command;
 use super::engine::{Engine, Family, WriteSet};
 use super::error::StoreError;
 
 /// The meta record holding the active alarms: 12 bytes each, member id (u64 BE) then alarm
-/// type (i32 BE).
+/// type (i32 BE), sorted by (member, type).
 pub const ALARMS_KEY: &[u8] = b"alarms";
 
-/// The active alarms of this member's store.
-pub struct Alarms<E> {
-    engine: E,
-    active: Mutex<Vec<AlarmMember>>,
-    nospace: AtomicBool,
-    corrupt: AtomicBool,
-}
+/// The active alarms, sorted by (member, type).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AlarmList(Vec<AlarmMember>);
 
-impl<E: Engine> Alarms<E> {
-    /// Loads the alarms stored in `engine` (none in a new store).
-    pub fn load(engine: E) -> Result<Self, StoreError> {
-        let active = match engine.get(Family::Meta, ALARMS_KEY)? {
-            Some(bytes) => decode(&bytes)?,
-            None => Vec::new(),
-        };
-        let alarms = Self {
-            engine,
-            active: Mutex::new(Vec::new()),
-            nospace: AtomicBool::new(false),
-            corrupt: AtomicBool::new(false),
-        };
-        alarms.publish(&active);
-        *alarms.lock()? = active;
-        Ok(alarms)
-    }
-
-    fn lock(&self) -> Result<MutexGuard<'_, Vec<AlarmMember>>, StoreError> {
-        self.active.lock().map_err(|_| StoreError::Stopped("alarm lock poisoned".into()))
-    }
-
-    fn publish(&self, active: &[AlarmMember]) {
-        let has = |t: AlarmType| active.iter().any(|a| a.alarm == t as i32);
-        self.nospace.store(has(AlarmType::Nospace), Ordering::Release);
-        self.corrupt.store(has(AlarmType::Corrupt), Ordering::Release);
-    }
-
-    fn store(&self, active: &[AlarmMember]) -> Result<(), StoreError> {
-        let mut set = WriteSet::default();
-        if active.is_empty() {
-            set.delete(Family::Meta, ALARMS_KEY.to_vec());
-        } else {
-            set.put(Family::Meta, ALARMS_KEY.to_vec(), encode(active));
+impl AlarmList {
+    /// The alarms stored in `engine` (none in a new store).
+    pub fn load(engine: &impl Engine) -> Result<Self, StoreError> {
+        match engine.get(Family::Meta, ALARMS_KEY)? {
+            Some(bytes) => decode(&bytes).map(Self),
+            None => Ok(Self::default()),
         }
-        self.engine.commit(&set)
     }
 
     /// The active alarms of type `alarm`, or all of them for [`AlarmType::None`].
-    pub fn list(&self, alarm: AlarmType) -> Result<Vec<AlarmMember>, StoreError> {
-        let active = self.lock()?;
-        Ok(active.iter().filter(|a| alarm == AlarmType::None || a.alarm == alarm as i32).cloned().collect())
+    pub fn list(&self, alarm: AlarmType) -> Vec<AlarmMember> {
+        self.0.iter().filter(|a| alarm == AlarmType::None || a.alarm == alarm as i32).cloned().collect()
     }
 
-    /// Raises `alarm` for `member_id` (durably) and answers it, or the same alarm already
-    /// raised; nothing for [`AlarmType::None`].
-    pub fn activate(&self, member_id: u64, alarm: AlarmType) -> Result<Option<AlarmMember>, StoreError> {
-        if alarm == AlarmType::None {
-            return Ok(None);
-        }
-        let member = AlarmMember { member_id, alarm: alarm as i32 };
-        let mut active = self.lock()?;
-        if active.contains(&member) {
-            return Ok(Some(member));
-        }
-        let mut next = active.clone();
-        next.push(member);
-        next.sort_by_key(|a| (a.member_id, a.alarm));
-        self.store(&next)?;
-        self.publish(&next);
-        *active = next;
-        Ok(Some(member))
-    }
-
-    /// Clears `alarm` of `member_id` (durably) and answers it, or nothing if it was not raised.
-    pub fn deactivate(&self, member_id: u64, alarm: AlarmType) -> Result<Option<AlarmMember>, StoreError> {
-        let member = AlarmMember { member_id, alarm: alarm as i32 };
-        let mut active = self.lock()?;
-        if !active.contains(&member) {
-            return Ok(None);
-        }
-        let next: Vec<_> = active.iter().filter(|a| **a != member).cloned().collect();
-        self.store(&next)?;
-        self.publish(&next);
-        *active = next;
-        Ok(Some(member))
-    }
-
-    /// True while a NOSPACE alarm is raised.
-    pub fn no_space(&self) -> bool {
-        self.nospace.load(Ordering::Acquire)
+    /// True while some member has raised `alarm`.
+    pub fn has(&self, alarm: AlarmType) -> bool {
+        self.0.iter().any(|a| a.alarm == alarm as i32)
     }
 
     /// Refuses `command` if an active alarm forbids it: [`StoreError::CorruptAlarm`] for any
     /// write under CORRUPT, [`StoreError::NoSpace`] for one that adds data under NOSPACE.
-    pub fn check(&self, command: &Command) -> Result<(), StoreError> {
-        if self.corrupt.load(Ordering::Acquire) {
-            return Err(StoreError::CorruptAlarm);
-        }
-        if !self.no_space() {
+    pub fn gate(&self, command: &Command) -> Result<(), StoreError> {
+        if matches!(command, Command::Alarm(_)) {
             return Ok(());
+        }
+        if self.has(AlarmType::Corrupt) {
+            return Err(StoreError::CorruptAlarm);
         }
         let adds_data = match command {
             Command::Put(_) | Command::LeaseGrant(_) => true,
             Command::Txn(txn) => txn_puts(txn),
             _ => false,
         };
-        if adds_data {
+        if adds_data && self.has(AlarmType::Nospace) {
             return Err(StoreError::NoSpace);
         }
         Ok(())
     }
+
+    /// Applies an Alarm request as etcd's alarm store does, recording a change in `writes`;
+    /// answers the alarms it raised, cleared or (for GET) lists. An unknown action changes
+    /// nothing and answers nothing; raising [`AlarmType::None`] does nothing.
+    pub fn apply(&mut self, req: &AlarmRequest, writes: &mut WriteSet) -> Vec<AlarmMember> {
+        // etcd's alarm store knows no other types; an unknown one matches nothing.
+        let alarm = AlarmType::try_from(req.alarm).unwrap_or(AlarmType::None);
+        let member = AlarmMember { member_id: req.member_id, alarm: alarm as i32 };
+        match AlarmAction::try_from(req.action) {
+            Ok(AlarmAction::Get) => self.list(alarm),
+            Ok(AlarmAction::Activate) if alarm == AlarmType::None => Vec::new(),
+            Ok(AlarmAction::Activate) => {
+                if let Err(at) = self.0.binary_search_by_key(&(member.member_id, member.alarm), key) {
+                    self.0.insert(at, member);
+                    self.record(writes);
+                }
+                vec![member]
+            }
+            Ok(AlarmAction::Deactivate) => {
+                match self.0.binary_search_by_key(&(member.member_id, member.alarm), key) {
+                    Ok(at) => {
+                        self.0.remove(at);
+                        self.record(writes);
+                        vec![member]
+                    }
+                    Err(_) => Vec::new(),
+                }
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn record(&self, writes: &mut WriteSet) {
+        if self.0.is_empty() {
+            writes.delete(Family::Meta, ALARMS_KEY.to_vec());
+        } else {
+            writes.put(Family::Meta, ALARMS_KEY.to_vec(), encode(&self.0));
+        }
+    }
+}
+
+fn key(a: &AlarmMember) -> (u64, i32) {
+    (a.member_id, a.alarm)
 }
 
 /// Whether either branch of `txn` (or of a txn nested in it) puts.
@@ -156,7 +134,7 @@ fn decode(bytes: &[u8]) -> Result<Vec<AlarmMember>, StoreError> {
     if bytes.len() % 12 != 0 {
         return Err(StoreError::Corrupt(format!("alarm record of {} bytes", bytes.len())));
     }
-    Ok(bytes
+    let mut active: Vec<AlarmMember> = bytes
         .chunks_exact(12)
         .map(|c| {
             let (id, alarm) = c.split_at(8);
@@ -166,18 +144,25 @@ fn decode(bytes: &[u8]) -> Result<Vec<AlarmMember>, StoreError> {
             alarm_bytes.copy_from_slice(alarm);
             AlarmMember { member_id: u64::from_be_bytes(id_bytes), alarm: i32::from_be_bytes(alarm_bytes) }
         })
-        .collect())
+        .collect();
+    // Sorted on the way in, so a record written by an older actcd (sorted too) or edited by
+    // hand still gives a list the binary searches can use.
+    active.sort_by_key(key);
+    active.dedup();
+    Ok(active)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::mvcc::rocks::RocksEngine;
-    use actcd_proto::etcdserverpb::{DeleteRangeRequest, LeaseGrantRequest, PutRequest, RequestOp};
+    use actcd_proto::etcdserverpb::{DeleteRangeRequest, LeaseGrantRequest, PutRequest};
+
+    fn request(action: AlarmAction, member_id: u64, alarm: AlarmType) -> AlarmRequest {
+        AlarmRequest { action: action as i32, member_id, alarm: alarm as i32 }
+    }
 
     #[test]
-    fn alarms_persist_and_gate_writes_that_add_data() {
-        let dir = tempfile::tempdir().expect("dir");
+    fn alarms_gate_the_writes_that_add_data_and_corrupt_gates_all_but_alarms() {
         let put = Command::Put(PutRequest { key: "k".into(), ..Default::default() });
         let delete = Command::DeleteRange(DeleteRangeRequest { key: "k".into(), ..Default::default() });
         let put_op = RequestOp {
@@ -192,29 +177,42 @@ mod tests {
             }],
             ..Default::default()
         };
-        let read_txn = Command::Txn(TxnRequest::default());
-        {
-            let alarms = Alarms::load(RocksEngine::open(dir.path()).expect("engine")).expect("alarms");
-            assert_eq!(alarms.check(&put), Ok(()));
-            assert_eq!(alarms.activate(7, AlarmType::None), Ok(None));
-            let raised = alarms.activate(7, AlarmType::Nospace).expect("activate");
-            assert_eq!(raised, Some(AlarmMember { member_id: 7, alarm: AlarmType::Nospace as i32 }));
-            assert_eq!(alarms.activate(7, AlarmType::Nospace), Ok(raised));
-            assert_eq!(alarms.check(&put), Err(StoreError::NoSpace));
-            assert_eq!(alarms.check(&Command::Txn(nested.clone())), Err(StoreError::NoSpace));
-            assert_eq!(alarms.check(&delete), Ok(()));
-            assert_eq!(alarms.check(&read_txn), Ok(()));
-            let grant = Command::LeaseGrant(LeaseGrantRequest { ttl: 10, id: 1 });
-            assert_eq!(alarms.check(&grant), Err(StoreError::NoSpace));
-            assert_eq!(alarms.deactivate(8, AlarmType::Nospace), Ok(None));
-        }
-        let alarms = Alarms::load(RocksEngine::open(dir.path()).expect("engine")).expect("alarms");
-        assert_eq!(alarms.list(AlarmType::None).expect("list").len(), 1, "survives a restart");
-        assert!(alarms.no_space());
-        assert_eq!(alarms.list(AlarmType::Corrupt).expect("list"), vec![]);
-        assert!(alarms.deactivate(7, AlarmType::Nospace).expect("deactivate").is_some());
-        assert_eq!(alarms.check(&put), Ok(()));
-        alarms.activate(7, AlarmType::Corrupt).expect("activate");
-        assert_eq!(alarms.check(&delete), Err(StoreError::CorruptAlarm));
+        let grant = Command::LeaseGrant(LeaseGrantRequest { ttl: 10, id: 1 });
+        let disarm = Command::Alarm(request(AlarmAction::Deactivate, 7, AlarmType::Nospace));
+
+        let mut alarms = AlarmList::default();
+        let mut writes = WriteSet::default();
+        assert_eq!(alarms.gate(&put), Ok(()));
+        assert_eq!(alarms.apply(&request(AlarmAction::Activate, 7, AlarmType::None), &mut writes), vec![]);
+        assert!(writes.is_empty(), "raising NONE changes nothing");
+        let raised = alarms.apply(&request(AlarmAction::Activate, 7, AlarmType::Nospace), &mut writes);
+        assert_eq!(raised, vec![AlarmMember { member_id: 7, alarm: AlarmType::Nospace as i32 }]);
+        assert_eq!(alarms.gate(&put), Err(StoreError::NoSpace));
+        assert_eq!(alarms.gate(&Command::Txn(nested)), Err(StoreError::NoSpace));
+        assert_eq!(alarms.gate(&grant), Err(StoreError::NoSpace));
+        assert_eq!(alarms.gate(&delete), Ok(()));
+        assert_eq!(alarms.gate(&Command::Txn(TxnRequest::default())), Ok(()));
+        assert_eq!(
+            alarms.apply(&request(AlarmAction::Deactivate, 8, AlarmType::Nospace), &mut writes),
+            vec![]
+        );
+
+        alarms.apply(&request(AlarmAction::Activate, 3, AlarmType::Corrupt), &mut writes);
+        assert_eq!(alarms.gate(&delete), Err(StoreError::CorruptAlarm));
+        assert_eq!(alarms.gate(&disarm), Ok(()), "an alarm can always be disarmed");
+        let listed: Vec<u64> = alarms.list(AlarmType::None).iter().map(|a| a.member_id).collect();
+        assert_eq!(listed, [3, 7], "sorted by member");
+        assert_eq!(alarms.list(AlarmType::Corrupt).len(), 1);
+        assert_eq!(alarms.apply(&request(AlarmAction::Get, 0, AlarmType::Nospace), &mut writes).len(), 1);
+    }
+
+    #[test]
+    fn the_record_round_trips_and_a_torn_one_is_corrupt() {
+        let mut alarms = AlarmList::default();
+        let mut writes = WriteSet::default();
+        alarms.apply(&request(AlarmAction::Activate, 9, AlarmType::Nospace), &mut writes);
+        alarms.apply(&request(AlarmAction::Activate, 2, AlarmType::Corrupt), &mut writes);
+        assert_eq!(decode(&encode(&alarms.0)).map(AlarmList), Ok(alarms.clone()));
+        assert!(matches!(decode(&[0; 13]), Err(StoreError::Corrupt(_))));
     }
 }

@@ -26,6 +26,8 @@ pub struct Batch {
     /// removes) only once its record is durable, so a crash before the fsync can never have
     /// answered ErrCompacted for history that is still there after the restart.
     pub compaction: Option<i64>,
+    /// The alarm list after this batch's Alarm commands, published once it is durable.
+    pub alarms: Option<super::alarm::AlarmList>,
 }
 
 /// Values as a command inside the batch sees them: the batch's own writes, then the engine.

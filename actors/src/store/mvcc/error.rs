@@ -61,6 +61,10 @@ pub enum StoreError {
     /// A stored record could not be decoded: the data dir is damaged or of another format.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// The writer answered a command with another command's response: a bug in actcd, never
+    /// a client's doing.
+    #[error("actcd: the writer answered with the wrong response kind: {0}")]
+    WrongAnswer(String),
 }
 
 #[cfg(feature = "rocksdb")]

@@ -5,7 +5,9 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, TxnRequest, TxnResponse};
+use actcd_proto::etcdserverpb::{
+    AlarmMember, AlarmType, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+};
 use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
 
 use super::codec;
@@ -168,7 +170,15 @@ impl<E: Engine> ReadView<E> {
         self.pinned().range(req)
     }
 
-    /// KV.Txn for a txn that writes nothing ([`txn::is_read_only`]).
+    /// The active alarms of type `alarm` (all for [`AlarmType::None`]), as of the last commit.
+    pub fn alarms(&self, alarm: AlarmType) -> Result<Vec<AlarmMember>, StoreError> {
+        let alarms =
+            self.shared.alarms.read().map_err(|_| StoreError::Stopped("alarm lock poisoned".into()))?;
+        Ok(alarms.list(alarm))
+    }
+
+    /// KV.Txn for a txn that writes nothing ([`txn::is_read_only`]), checked as etcd checks
+    /// any txn, at one revision.
     pub fn read_only_txn(&self, req: &TxnRequest, max_txn_ops: usize) -> Result<TxnResponse, StoreError> {
         validate::check_txn(req, max_txn_ops)?;
         txn::run_read_only(&self.pinned(), req)

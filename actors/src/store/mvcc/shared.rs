@@ -8,6 +8,7 @@
 use std::sync::atomic::{AtomicI64, AtomicU64};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use super::alarm::AlarmList;
 use super::error::StoreError;
 use super::index::Index;
 
@@ -26,6 +27,8 @@ pub(super) struct Shared<E> {
     pub(super) db_size: AtomicU64,
     /// Commands applied and durable (etcd's applied index).
     pub(super) applied_index: AtomicU64,
+    /// The active alarms, as of the last commit.
+    pub(super) alarms: RwLock<AlarmList>,
 }
 
 impl<E> Shared<E> {

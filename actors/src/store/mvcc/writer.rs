@@ -1,7 +1,9 @@
 //! The single writer, [`StoreCore`]: applies commands in order into a [`Batch`], then commits
 //! the batch with one engine write and one fsync, then makes it visible to readers at once (the
-//! rule is in [`super::shared`]). Every write rule sits on this path (validation, quota, the
-//! fit in one revision, compaction), so a replicated log can feed it the same commands.
+//! rule is in [`super::shared`]). Every write rule sits on this path, once, in etcd's order:
+//! validation, the request size, the active alarms, the quota, then the fit in one revision
+//! and compaction's bounds; so a replicated log can feed it the same commands and the gRPC edge
+//! only decodes, submits and encodes.
 //!
 //! A command that fails before it changes anything leaves the store as it was; one that fails
 //! after a change, or a commit that fails, stops the writer for good (fail-stop): it can no
@@ -10,9 +12,12 @@
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use actcd_proto::etcdserverpb::{CompactionRequest, CompactionResponse, ResponseHeader, TxnRequest};
+use actcd_proto::etcdserverpb::{
+    AlarmRequest, AlarmResponse, CompactionRequest, CompactionResponse, ResponseHeader, TxnRequest,
+};
 use actcd_proto::mvccpb::Event;
 
+use super::alarm::AlarmList;
 use super::batch::Batch;
 use super::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY};
 use super::command::{Command, CommandResponse};
@@ -33,11 +38,14 @@ pub struct StoreConfig {
     pub max_txn_ops: usize,
     /// etcd's `--quota-backend-bytes`; writes that would pass it are refused.
     pub quota_bytes: u64,
+    /// etcd's `--max-request-bytes`: a bigger marshalled request is refused.
+    pub max_request_bytes: usize,
 }
 
 impl Default for StoreConfig {
+    /// etcd's defaults.
     fn default() -> Self {
-        Self { max_txn_ops: 128, quota_bytes: 2 << 30 }
+        Self { max_txn_ops: 128, quota_bytes: 2 << 30, max_request_bytes: 1536 * 1024 }
     }
 }
 
@@ -69,6 +77,8 @@ pub struct StoreCore<E> {
     failed: Option<String>,
     /// Leases and their keys (writer-owned: only commands change them).
     pub(super) leases: LeaseIndex,
+    /// The active alarms as applied, ahead of what readers see until the commit.
+    alarms: AlarmList,
 }
 
 impl<E: Engine> StoreCore<E> {
@@ -76,7 +86,9 @@ impl<E: Engine> StoreCore<E> {
     /// the history records (see [`super::recovery`]).
     pub fn open(engine: E, config: StoreConfig) -> Result<Self, StoreError> {
         let Recovered { index, leases, current, compacted, applied_index } = recover(&engine)?;
+        let alarms = AlarmList::load(&engine)?;
         let shared = Shared {
+            alarms: RwLock::new(alarms.clone()),
             db_size: AtomicU64::new(engine.size_bytes()),
             engine,
             index: RwLock::new(index),
@@ -84,7 +96,7 @@ impl<E: Engine> StoreCore<E> {
             compacted: AtomicI64::new(compacted),
             applied_index: AtomicU64::new(applied_index),
         };
-        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None, leases })
+        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None, leases, alarms })
     }
 
     /// A handle for concurrent readers.
@@ -107,6 +119,11 @@ impl<E: Engine> StoreCore<E> {
         self.current
     }
 
+    /// The active alarms as applied (durable at the next commit).
+    pub fn alarms(&self) -> &AlarmList {
+        &self.alarms
+    }
+
     /// Applies one command into `batch`. Its changes become durable and visible at
     /// [`StoreCore::commit`]; its answer must not reach the client before that.
     pub fn apply(&mut self, command: &Command, batch: &mut Batch) -> Result<CommandResponse, StoreError> {
@@ -116,18 +133,25 @@ impl<E: Engine> StoreCore<E> {
         self.applied_index += 1;
         batch.commands += 1;
         match command {
+            Command::Put(req) => validate::check_put(req)?,
+            Command::DeleteRange(req) => validate::check_delete(req)?,
+            Command::Txn(req) => validate::check_txn(req, self.config.max_txn_ops)?,
+            _ => {}
+        }
+        if command.encoded_len() > self.config.max_request_bytes {
+            return Err(StoreError::RequestTooLarge);
+        }
+        self.alarms.gate(command)?;
+        match command {
             Command::Put(req) => {
-                validate::check_put(req)?;
                 self.check_quota(KV_QUOTA_OVERHEAD + (req.key.len() + req.value.len()) as u64)?;
                 self.in_txn(batch, |ctx| ctx.put(req)).map(CommandResponse::Put)
             }
             Command::DeleteRange(req) => {
-                validate::check_delete(req)?;
                 self.in_txn(batch, |ctx| ctx.delete(req)).map(CommandResponse::DeleteRange)
             }
             Command::Txn(req) => {
                 metrics::counter!(crate::metric_names::ETCD_MVCC_TXN_TOTAL).increment(1);
-                validate::check_txn(req, self.config.max_txn_ops)?;
                 self.check_quota(txn_quota_cost(req))?;
                 self.in_txn(batch, |ctx| {
                     let decision = txn::decide(ctx, req)?;
@@ -142,6 +166,17 @@ impl<E: Engine> StoreCore<E> {
             Command::Compact(req) => self.compact(req, batch).map(CommandResponse::Compact),
             Command::LeaseGrant(req) => self.lease_grant(req, batch).map(CommandResponse::LeaseGrant),
             Command::LeaseRevoke(req) => self.lease_revoke(req, batch).map(CommandResponse::LeaseRevoke),
+            Command::Alarm(req) => Ok(CommandResponse::Alarm(self.alarm(req, batch))),
+        }
+    }
+
+    /// Raises or clears an alarm; readers see the new list with the batch.
+    fn alarm(&mut self, req: &AlarmRequest, batch: &mut Batch) -> AlarmResponse {
+        let alarms = self.alarms.apply(req, &mut batch.writes);
+        batch.alarms = Some(self.alarms.clone());
+        AlarmResponse {
+            header: Some(ResponseHeader { revision: self.current, ..Default::default() }),
+            alarms,
         }
     }
 
@@ -174,6 +209,10 @@ impl<E: Engine> StoreCore<E> {
         fail::fail_point!("store::after_fsync");
         if let Some(revision) = batch.compaction {
             self.finish_compaction(revision)?;
+        }
+        if let Some(alarms) = batch.alarms {
+            *self.shared.alarms.write().map_err(|_| StoreError::Stopped("alarm lock poisoned".into()))? =
+                alarms;
         }
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.applied_index.store(self.applied_index, Ordering::Release);
