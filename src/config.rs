@@ -1,6 +1,6 @@
 //! The server's command-line flags, named as etcd names them and with etcd's defaults, and the
-//! two parsers their values need: `http://host:port` URLs to socket addresses, and Go-style
-//! durations as etcd's flags take them. The tunables etcd has no flag for (watch shards, stream
+//! two parsers their values need: `http://host:port` URLs to socket addresses, and durations as
+//! etcd's flags take them (Go's, read by `actcd_proto::go_duration`). The tunables etcd has no flag for (watch shards, stream
 //! threads) default to the machine's cores; the mailbox capacities are here too, without flags.
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use actcd_actors::mailboxes::Mailboxes;
 use actcd_actors::store::group_commit::DEFAULT_BATCH_LIMIT;
+use actcd_proto::go_duration;
 use anyhow::{bail, Context};
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
@@ -135,33 +136,12 @@ pub fn listen_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<SocketAdd
     Ok(addrs)
 }
 
-/// Parses Go-style durations as etcd's flags take them: `10m`, `1m30s`, `500ms`, `2h`.
+/// Parses a duration flag as etcd's flags take them (Go's `time.ParseDuration`: `10m`,
+/// `1m30s`, `500ms`); none of the flags that take one means anything at zero.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let mut total = Duration::ZERO;
-    let mut rest = text.trim();
-    if rest.is_empty() {
-        return Err("empty duration".into());
+    match go_duration::parse(text) {
+        Ok(d) if d.is_zero() => Err(format!("duration {text:?} must be positive")),
+        Ok(d) => Ok(d),
+        Err(err) => Err(err.to_string()),
     }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(digits);
-        let value: f64 = number.parse().map_err(|_| format!("invalid duration {text:?}"))?;
-        let unit_len = tail.find(|c: char| c.is_ascii_digit()).unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let seconds = match unit {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return Err(format!("invalid duration {text:?}: unit {unit:?}")),
-        };
-        total += Duration::from_secs_f64(value * seconds);
-        rest = tail;
-    }
-    if total.is_zero() {
-        return Err(format!("duration {text:?} must be positive"));
-    }
-    Ok(total)
 }

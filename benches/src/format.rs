@@ -1,6 +1,6 @@
 //! Go-compatible number formatting, so that the report reads exactly like etcd benchmark's:
 //! `%4.4f` and `%g` numbers and go-humanize byte sizes (Go's durations are in
-//! `actcd_test_support::go_duration`).
+//! `actcd_proto::go_duration`).
 
 /// Formats `x` as Go's `fmt.Sprintf("%g", x)`: the shortest representation that reads back as
 /// `x`, in exponent form when the decimal exponent is below -4 or at least 6.

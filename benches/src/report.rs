@@ -7,7 +7,7 @@
 //! text format ([`Stats::to_text`]) or serializes as JSON.
 
 use crate::format::{go_g, num};
-use actcd_test_support::go_duration::format as go_duration;
+use actcd_proto::go_duration::format as go_duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

@@ -2,7 +2,7 @@
 //! from hanging), checked and turned into the [`Settings`] a command runs with: endpoints as
 //! URIs, counts above zero, bounds above zero.
 
-use actcd_test_support::go_duration::parse as parse_go_duration;
+use actcd_proto::go_duration::parse as parse_go_duration;
 use clap::{ArgAction, Args};
 use std::time::Duration;
 

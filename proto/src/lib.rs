@@ -8,6 +8,7 @@
 //! - [`codec`]: the protobuf codec of every RPC (prost's, with small initial buffers).
 //! - [`errors`]: etcd's error texts and the gRPC code of each.
 //! - [`key_range`]: etcd's rule for a request's `key` and `range_end`, and prefix ends.
+//! - [`go_duration`]: Go's duration text (`1m30s`), as etcd's flags and reports write it.
 //! - [`services`]: every service and method the protos define (generated, not hand-kept).
 //!
 //! Field names and numbers are etcd's, so any etcd client talks to a server built on these types.
@@ -15,6 +16,7 @@
 
 pub mod codec;
 pub mod errors;
+pub mod go_duration;
 pub mod key_range;
 pub mod services;
 

@@ -13,7 +13,7 @@ use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{CompactionRequest, HashKvRequest, PutRequest, RangeRequest, StatusRequest};
-use actcd_test_support::go_duration::{self, parse as parse_go_duration};
+use actcd_proto::go_duration::{self, parse as parse_go_duration};
 use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;

@@ -30,7 +30,7 @@ use actcd_bench::output::Out;
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
 use actcd_proto::etcdserverpb::PutRequest;
-use actcd_test_support::go_duration::parse as parse_go_duration;
+use actcd_proto::go_duration::parse as parse_go_duration;
 use actcd_test_support::procfs;
 use actcd_test_support::server::{self as launcher, Kind};
 use bytes::Bytes;

@@ -28,7 +28,7 @@ use actcd_bench::runner::watchdog;
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
 use actcd_bench::watch_streams::{open_stream, OpenStream, StreamPlan};
-use actcd_test_support::go_duration::parse as parse_go_duration;
+use actcd_proto::go_duration::parse as parse_go_duration;
 use actcd_test_support::procfs::{self, Proc};
 use bytes::Bytes;
 use clap::{ArgAction, Args};

@@ -3,7 +3,6 @@
 //!
 //! # Layout
 //! - [`etcd_model`]: a sequential model of etcd's store, for checking what a server answers.
-//! - [`go_duration`]: Go's duration text (`1m30s`), parsed and printed as Go does.
 //! - [`kv_only`]: an in-process server of KV puts and ranges only.
 //! - [`procfs`]: a process's memory, CPU time, files and sockets, and the machine, from `/proc`.
 //! - [`server`]: actcd or etcd started on free loopback ports, stopped by its pid.
@@ -11,7 +10,6 @@
 #![deny(missing_docs)]
 
 pub mod etcd_model;
-pub mod go_duration;
 pub mod kv_only;
 pub mod module_graph;
 pub mod procfs;
