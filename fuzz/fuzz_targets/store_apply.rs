@@ -127,7 +127,7 @@ fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
     // A small quota now and then, so NOSPACE refusals are exercised too.
     let quota_bytes = if u.ratio(1, 4).unwrap_or(false) { 4096 } else { StoreConfig::default().quota_bytes };
-    let config = StoreConfig { max_txn_ops: 8, quota_bytes };
+    let config = StoreConfig { max_txn_ops: 8, quota_bytes, ..StoreConfig::default() };
     let engine = MemoryEngine::new();
     let mut core = StoreCore::open(engine.clone(), config).expect("an empty store opens");
     let mut batch = Batch::default();
