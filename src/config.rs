@@ -10,6 +10,11 @@ use std::time::Duration;
 use actcd_actors::mailboxes::Mailboxes;
 use actcd_actors::store::group_commit::DEFAULT_BATCH_LIMIT;
 use actcd_proto::go_duration;
+
+use crate::membership::{
+    BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
+    DEFAULT_INITIAL_CLUSTER,
+};
 use anyhow::{bail, Context};
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
@@ -38,6 +43,22 @@ pub struct Config {
     /// This member's client URLs to advertise to the rest of the cluster.
     #[arg(long = "advertise-client-urls", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     pub advertise_client_urls: Vec<String>,
+
+    /// Initial cluster configuration for bootstrapping (name=peer-URL pairs, comma-separated).
+    #[arg(long = "initial-cluster", default_value = DEFAULT_INITIAL_CLUSTER)]
+    pub initial_cluster: String,
+
+    /// Initial cluster state: new (bootstrap) or existing (join a running cluster).
+    #[arg(long = "initial-cluster-state", default_value = "new", value_parser = ["new", "existing"])]
+    pub initial_cluster_state: String,
+
+    /// Initial cluster token for the cluster during bootstrap: part of every member id.
+    #[arg(long = "initial-cluster-token", default_value = DEFAULT_CLUSTER_TOKEN)]
+    pub initial_cluster_token: String,
+
+    /// This member's peer URLs to advertise to the rest of the cluster (comma-separated).
+    #[arg(long = "initial-advertise-peer-urls", default_value = DEFAULT_ADVERTISE_PEER_URL, value_delimiter = ',')]
+    pub initial_advertise_peer_urls: Vec<String>,
 
     /// URLs to serve /metrics, /health and /version on (comma-separated, http only).
     #[arg(long = "listen-metrics-urls", default_value = "http://127.0.0.1:2381", value_delimiter = ',')]
@@ -93,6 +114,27 @@ impl Config {
         } else {
             self.quota_backend_bytes
         }
+    }
+
+    /// The cluster this member bootstraps into, from the bootstrap flags as etcd reads them.
+    /// Refused until replication exists: a cluster of more than this member, and joining one.
+    pub fn initial_cluster(&self) -> anyhow::Result<InitialCluster> {
+        if self.initial_cluster_state == "existing" {
+            bail!("--initial-cluster-state existing (joining a running cluster) is not supported yet: actcd does not replicate");
+        }
+        let cluster = InitialCluster::from_flags(BootstrapFlags {
+            name: &self.name,
+            initial_cluster: &self.initial_cluster,
+            advertise_peer_urls: &self.initial_advertise_peer_urls,
+            token: &self.initial_cluster_token,
+        })?;
+        if cluster.members.len() > 1 {
+            bail!(
+                "--initial-cluster names {} members, but actcd does not replicate yet: give it this member alone",
+                cluster.members.len()
+            );
+        }
+        Ok(cluster)
     }
 
     /// The effective batch limit.

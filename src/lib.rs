@@ -8,6 +8,8 @@
 //!
 //! # Layout
 //! - [`config`]: command-line flags with etcd's names.
+//! - [`membership`]: the initial cluster from etcd's bootstrap flags, and etcd's member and
+//!   cluster ids.
 //! - [`server`]: process wiring: store, StoreActor, watch tree, listeners, shutdown.
 //! - [`metrics`]: the metrics URLs: the Prometheus recorder and sampled series, and the server of
 //!   /metrics, /health and /version.
@@ -19,6 +21,7 @@
 
 pub mod config;
 pub mod grpc;
+pub mod membership;
 pub mod metrics;
 pub mod server;
 pub mod snapshot;

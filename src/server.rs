@@ -15,13 +15,14 @@ use tonic::transport::Server;
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::store::actor::StoreActor;
+use actcd_actors::store::mvcc::member::MemberIds;
 use actcd_actors::store::mvcc::snapshot;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer, watch_server::WatchServer,
+    maintenance_server::MaintenanceServer, watch_server::WatchServer, Member,
 };
 use actcd_proto::health::health_server::HealthServer;
 
@@ -34,6 +35,7 @@ use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::{snapshot_scratch, MaintenanceService};
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::watch::WatchService;
+use crate::membership::InitialCluster;
 use crate::metrics::endpoint;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget};
 use crate::transport::connections::{incoming, ConnInfo, Connections};
@@ -46,6 +48,7 @@ const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
+    let cluster = config.initial_cluster()?;
     let client_addrs = listen_addrs(&config.listen_client_urls, "listen-client-urls")?;
     let prometheus = crate::metrics::prometheus::install(config.quota_bytes())?;
     let metrics_addrs = if config.listen_metrics_urls.is_empty() {
@@ -67,6 +70,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         max_txn_ops: config.max_txn_ops,
         quota_bytes: config.quota_bytes(),
         max_request_bytes: config.max_request_bytes,
+        member: Some(MemberIds { cluster_id: cluster.cluster_id, member_id: cluster.member_id }),
     };
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
@@ -82,7 +86,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .expect("the tokio runtime must start")
     });
     system.block_on(async move {
-        let identity = Identity::new(&config.name, &config.advertise_client_urls);
+        let identity = Identity::new(cluster.cluster_id, cluster.member_id);
         // Each shard and the writer get an arbiter (a thread) of their own: the writer's
         // fsyncs and a shard's catch-up reads block only themselves. Streams share a few.
         let shard_config = ShardConfig {
@@ -137,7 +141,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             connections: Arc::clone(&connections),
             next_stream: AtomicU64::new(0),
         });
-        let services = Services { store, watch, lease, connections, budget, prometheus, fail_stop };
+        let services = Services { store, watch, lease, connections, budget, prometheus, fail_stop, cluster };
         serve(&config, services, client_listeners, metrics_listeners).await
     })
 }
@@ -153,6 +157,8 @@ struct Services {
     prometheus: PrometheusHandle,
     /// Gets the reason when the writer stops after a failed commit.
     fail_stop: tokio::sync::oneshot::Receiver<String>,
+    /// The members and ids from the bootstrap flags.
+    cluster: InitialCluster,
 }
 
 fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> {
@@ -231,15 +237,15 @@ fn grpc_router(
 > {
     let store = services.store.clone();
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
-    let maintenance = || {
-        MaintenanceService::new(
-            store.clone(),
-            config.name.clone(),
-            config.advertise_client_urls.clone(),
-            config.quota_bytes(),
-            &config.data_dir,
-        )
+    let member = Member {
+        id: services.cluster.member_id,
+        name: config.name.clone(),
+        peer_ur_ls: services.cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
+        client_ur_ls: config.advertise_client_urls.clone(),
+        is_learner: false,
     };
+    let maintenance =
+        || MaintenanceService::new(store.clone(), member.clone(), config.quota_bytes(), &config.data_dir);
     Server::builder()
         .layer(GrpcMetricsLayer)
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))

@@ -1,6 +1,7 @@
 //! `actcd snapshot restore FILE --data-dir DIR`: turns a snapshot that `etcdctl snapshot save`
 //! took from actcd back into a data dir. The snapshot's SHA-256 is verified and the store is
-//! opened once before the data dir appears, so a damaged file never becomes a data dir.
+//! opened once before the data dir appears, so a damaged file never becomes a data dir. The
+//! restored dir belongs to no member until one starts on it (see `store::mvcc::member`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -8,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use actcd_actors::store::mvcc::snapshot;
+use actcd_actors::store::mvcc::{member, snapshot};
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 
 /// Commands on snapshot files.
@@ -49,7 +50,9 @@ pub fn run(args: &[OsString]) -> ExitCode {
         SnapshotCommand::Restore { file, data_dir } => {
             let mut revision = 0;
             let restored = snapshot::restore(&file, &data_dir, |dir| {
-                let core = StoreCore::open(RocksEngine::open(dir)?, StoreConfig::default())?;
+                let engine = RocksEngine::open(dir)?;
+                member::unbind(&engine)?;
+                let core = StoreCore::open(engine, StoreConfig::default())?;
                 revision = core.current_revision();
                 Ok(())
             });

@@ -15,16 +15,9 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// Derives stable ids from the member name and its advertised URLs, as etcd derives them
-    /// from its configuration, so a restart keeps them.
-    pub fn new(name: &str, advertise_urls: &[String]) -> Self {
-        let mut seed = name.to_string();
-        for url in advertise_urls {
-            seed.push('\n');
-            seed.push_str(url);
-        }
-        let member_id = fnv1a(seed.as_bytes()).max(1);
-        let cluster_id = fnv1a(&member_id.to_be_bytes()).max(1);
+    /// The identity of member `member_id` of cluster `cluster_id` (derived from the bootstrap
+    /// flags as etcd derives them, and bound to the data dir at its first start).
+    pub fn new(cluster_id: u64, member_id: u64) -> Self {
         Self { cluster_id, member_id, raft_term: 1 }
     }
 
@@ -42,8 +35,4 @@ impl Identity {
         self.fill(&mut h);
         h
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }

@@ -48,32 +48,20 @@ pub fn snapshot_scratch(data_dir: &Path) -> PathBuf {
 #[derive(Clone)]
 pub struct MaintenanceService {
     store: StoreHandle,
-    name: String,
-    client_urls: Vec<String>,
+    /// This member, as MemberList shows it.
+    member: Member,
     quota_bytes: u64,
     scratch: PathBuf,
 }
 
 impl MaintenanceService {
-    /// Services for the member `name` advertising `client_urls`, whose data dir is `data_dir`.
-    pub fn new(
-        store: StoreHandle,
-        name: String,
-        client_urls: Vec<String>,
-        quota_bytes: u64,
-        data_dir: &Path,
-    ) -> Self {
-        Self { store, name, client_urls, quota_bytes, scratch: snapshot_scratch(data_dir) }
+    /// Services for `member`, whose data dir is `data_dir`.
+    pub fn new(store: StoreHandle, member: Member, quota_bytes: u64, data_dir: &Path) -> Self {
+        Self { store, member, quota_bytes, scratch: snapshot_scratch(data_dir) }
     }
 
     fn member(&self) -> Member {
-        Member {
-            id: self.store.identity.member_id,
-            name: self.name.clone(),
-            peer_ur_ls: Vec::new(),
-            client_ur_ls: self.client_urls.clone(),
-            is_learner: false,
-        }
+        self.member.clone()
     }
 
     fn header(&self) -> Option<ResponseHeader> {

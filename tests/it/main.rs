@@ -24,6 +24,7 @@ mod hostile_frames;
 mod lease;
 mod linearizability;
 mod maintenance;
+mod membership;
 mod metrics;
 mod pause;
 mod setup;

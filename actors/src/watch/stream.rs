@@ -274,7 +274,7 @@ mod tests {
                 id: 1,
                 shard: shard.downgrade().recipient(),
                 view: core.read_view(),
-                identity: Identity::new("test", &[]),
+                identity: Identity::new(1, 2),
                 max_bytes: 1 << 20,
                 conn: None,
             };

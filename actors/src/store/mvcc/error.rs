@@ -61,6 +61,14 @@ pub enum StoreError {
     /// A stored record could not be decoded: the data dir is damaged or of another format.
     #[error("corrupt data: {0}")]
     Corrupt(String),
+    /// The data dir belongs to another cluster or member than the flags name.
+    #[error("the data dir belongs to {stored}, not {given}")]
+    OtherMember {
+        /// The ids the data dir holds.
+        stored: String,
+        /// The ids the flags give.
+        given: String,
+    },
     /// The writer answered a command with another command's response: a bug in actcd, never
     /// a client's doing.
     #[error("actcd: the writer answered with the wrong response kind: {0}")]

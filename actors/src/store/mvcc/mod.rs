@@ -25,6 +25,7 @@
 //! - [`error`]: the typed errors.
 //! - [`lease_index`]: which leases exist and which keys each holds.
 //! - [`alarm`]: active alarms and the writes they refuse.
+//! - [`member`]: the cluster and member a data dir belongs to.
 //! - [`hash`]: hashes of the stored state (etcd's HashKV).
 //! - [`snapshot`]: checkpoint snapshots and their restore.
 
@@ -40,6 +41,7 @@ pub mod index;
 pub mod key_index;
 pub mod lease_commands;
 pub mod lease_index;
+pub mod member;
 pub mod memory;
 pub mod put_delete;
 pub mod range;

@@ -24,6 +24,7 @@ use super::command::{Command, CommandResponse};
 use super::engine::{Engine, Family, WriteSet};
 use super::error::StoreError;
 use super::lease_index::LeaseIndex;
+use super::member::{self, MemberIds};
 use super::put_delete::TxnCtx;
 use super::read_view::ReadView;
 use super::recovery::{recover, Recovered};
@@ -40,12 +41,15 @@ pub struct StoreConfig {
     pub quota_bytes: u64,
     /// etcd's `--max-request-bytes`: a bigger marshalled request is refused.
     pub max_request_bytes: usize,
+    /// The cluster and member the data dir must belong to (bound at its first open); `None`
+    /// opens any (tests, fuzzing, snapshot restore).
+    pub member: Option<MemberIds>,
 }
 
 impl Default for StoreConfig {
     /// etcd's defaults.
     fn default() -> Self {
-        Self { max_txn_ops: 128, quota_bytes: 2 << 30, max_request_bytes: 1536 * 1024 }
+        Self { max_txn_ops: 128, quota_bytes: 2 << 30, max_request_bytes: 1536 * 1024, member: None }
     }
 }
 
@@ -86,6 +90,9 @@ impl<E: Engine> StoreCore<E> {
     /// the history records (see [`super::recovery`]).
     pub fn open(engine: E, config: StoreConfig) -> Result<Self, StoreError> {
         let Recovered { index, leases, current, compacted, applied_index } = recover(&engine)?;
+        if let Some(ids) = config.member {
+            member::bind(&engine, ids)?;
+        }
         let alarms = AlarmList::load(&engine)?;
         let shared = Shared {
             alarms: RwLock::new(alarms.clone()),
