@@ -15,6 +15,7 @@ use crate::membership::{
     BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
     DEFAULT_INITIAL_CLUSTER,
 };
+use crate::transport::tls::TlsFlags;
 use anyhow::{bail, Context};
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
@@ -96,6 +97,42 @@ pub struct Config {
     #[arg(long = "stream-threads", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub stream_threads: usize,
 
+    /// Path to the client server TLS cert file.
+    #[arg(long = "cert-file")]
+    pub cert_file: Option<PathBuf>,
+
+    /// Path to the client server TLS key file.
+    #[arg(long = "key-file")]
+    pub key_file: Option<PathBuf>,
+
+    /// Path to the client server TLS trusted CA cert file.
+    #[arg(long = "trusted-ca-file")]
+    pub trusted_ca_file: Option<PathBuf>,
+
+    /// Enable client cert authentication.
+    #[arg(long = "client-cert-auth", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub client_cert_auth: bool,
+
+    /// Path to the client certificate revocation list file.
+    #[arg(long = "client-crl-file")]
+    pub client_crl_file: Option<PathBuf>,
+
+    /// Client TLS using generated certificates.
+    #[arg(long = "auto-tls", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub auto_tls: bool,
+
+    /// Comma-separated list of supported TLS cipher suites between client/server and peers (empty will be auto-populated by the TLS library).
+    #[arg(long = "cipher-suites", value_delimiter = ',')]
+    pub cipher_suites: Vec<String>,
+
+    /// Minimum TLS version supported by etcd: TLS1.2 or TLS1.3.
+    #[arg(long = "tls-min-version")]
+    pub tls_min_version: Option<String>,
+
+    /// Maximum TLS version supported by etcd: TLS1.2 or TLS1.3.
+    #[arg(long = "tls-max-version")]
+    pub tls_max_version: Option<String>,
+
     /// Mailbox capacities of the long-lived actors (no flags: see [`Mailboxes`]).
     #[arg(skip)]
     pub mailboxes: Mailboxes,
@@ -137,6 +174,21 @@ impl Config {
         Ok(cluster)
     }
 
+    /// The client TLS flags.
+    pub fn tls_flags(&self) -> TlsFlags {
+        TlsFlags {
+            cert_file: self.cert_file.clone(),
+            key_file: self.key_file.clone(),
+            trusted_ca_file: self.trusted_ca_file.clone(),
+            client_cert_auth: self.client_cert_auth,
+            client_crl_file: self.client_crl_file.clone(),
+            auto_tls: self.auto_tls,
+            cipher_suites: self.cipher_suites.clone(),
+            min_version: self.tls_min_version.clone(),
+            max_version: self.tls_max_version.clone(),
+        }
+    }
+
     /// The effective batch limit.
     pub fn batch_limit(&self) -> usize {
         if self.backend_batch_limit == 0 {
@@ -159,10 +211,23 @@ impl Config {
 
 /// Resolves `http://host:port` URLs to socket addresses.
 pub fn listen_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<SocketAddr>> {
+    if let Some(url) = urls.iter().find(|u| !u.starts_with("http://")) {
+        bail!("--{flag}: {url:?} is not an http:// URL (TLS and unix sockets are not supported here)");
+    }
+    Ok(listen_client_addrs(urls, flag)?.into_iter().map(|(addr, _)| addr).collect())
+}
+
+/// Resolves `http://host:port` and `https://host:port` URLs to socket addresses, each with
+/// whether it serves TLS.
+pub fn listen_client_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<(SocketAddr, bool)>> {
     let mut addrs = Vec::new();
     for url in urls {
-        let Some(host_port) = url.strip_prefix("http://") else {
-            bail!("--{flag}: {url:?} is not an http:// URL (TLS and unix sockets are not supported)");
+        let (host_port, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => {
+                bail!("--{flag}: {url:?} is not an http:// or https:// URL (unix sockets are not supported)")
+            }
         };
         let host_port = host_port.trim_end_matches('/');
         let addr = host_port
@@ -170,7 +235,7 @@ pub fn listen_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<SocketAdd
             .with_context(|| format!("--{flag}: cannot resolve {url:?}"))?
             .next()
             .with_context(|| format!("--{flag}: {url:?} resolves to no address"))?;
-        addrs.push(addr);
+        addrs.push((addr, tls));
     }
     if addrs.is_empty() {
         bail!("--{flag}: no URL given");

@@ -26,7 +26,7 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::health::health_server::HealthServer;
 
-use crate::config::{listen_addrs, Config};
+use crate::config::{listen_addrs, listen_client_addrs, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::auth::AuthService;
 use crate::grpc::health::HealthService;
@@ -38,9 +38,10 @@ use crate::grpc::watch::WatchService;
 use crate::membership::InitialCluster;
 use crate::metrics::endpoint;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget};
-use crate::transport::connections::{incoming, ConnInfo, Connections};
+use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetricsLayer;
 use crate::transport::range_backpressure::RangeBackpressureLayer;
+use crate::transport::tls::TlsServer;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
@@ -49,7 +50,8 @@ const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let cluster = config.initial_cluster()?;
-    let client_addrs = listen_addrs(&config.listen_client_urls, "listen-client-urls")?;
+    let client_urls = listen_client_addrs(&config.listen_client_urls, "listen-client-urls")?;
+    let tls = client_tls(&config, &client_urls)?;
     let prometheus = crate::metrics::prometheus::install(config.quota_bytes())?;
     let metrics_addrs = if config.listen_metrics_urls.is_empty() {
         Vec::new()
@@ -57,7 +59,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         listen_addrs(&config.listen_metrics_urls, "listen-metrics-urls")?
     };
     // Ports are taken before anything starts, so a port in use is one clear error line.
-    let client_listeners = bind_all(&client_addrs)?;
+    let client_addrs: Vec<SocketAddr> = client_urls.iter().map(|(addr, _)| *addr).collect();
+    let client_listeners: Vec<_> =
+        bind_all(&client_addrs)?.into_iter().zip(client_urls.iter().map(|(_, tls)| *tls)).collect();
     let metrics_listeners = bind_all(&metrics_addrs)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
@@ -142,7 +146,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             next_stream: AtomicU64::new(0),
         });
         let services = Services { store, watch, lease, connections, budget, prometheus, fail_stop, cluster };
-        serve(&config, services, client_listeners, metrics_listeners).await
+        serve(&config, services, client_listeners, tls, metrics_listeners).await
     })
 }
 
@@ -173,17 +177,46 @@ fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> 
         .collect()
 }
 
+/// The TLS of the https client URLs, if any: etcd refuses an https URL without a certificate,
+/// and warns about a certificate that no URL uses.
+fn client_tls(config: &Config, urls: &[(SocketAddr, bool)]) -> anyhow::Result<Option<TlsServer>> {
+    let flags = config.tls_flags();
+    let Some(url) = config.listen_client_urls.iter().zip(urls).find(|(_, (_, tls))| *tls).map(|(u, _)| u)
+    else {
+        if flags.has_certificate() {
+            tracing::warn!("--cert-file/--key-file/--auto-tls are set but no --listen-client-urls is https: ignoring them");
+        }
+        return Ok(None);
+    };
+    if !flags.has_certificate() {
+        anyhow::bail!(
+            "TLS key/cert (--cert-file, --key-file) must be provided for client url {url} with HTTPS scheme"
+        );
+    }
+    let hosts: Vec<String> = config
+        .listen_client_urls
+        .iter()
+        .chain(&config.advertise_client_urls)
+        .filter_map(|u| u.split_once("://").map(|(_, rest)| rest.trim_end_matches('/')))
+        .filter_map(|host_port| {
+            host_port.rsplit_once(':').map(|(host, _)| host.trim_matches(['[', ']']).to_string())
+        })
+        .collect();
+    Ok(Some(TlsServer::new(&flags, &hosts)?))
+}
+
 async fn serve(
     config: &Config,
     services: Services,
-    client_listeners: Vec<std::net::TcpListener>,
+    client_listeners: Vec<(std::net::TcpListener, bool)>,
+    tls: Option<TlsServer>,
     metrics_listeners: Vec<std::net::TcpListener>,
 ) -> anyhow::Result<()> {
     let mut listeners = Vec::new();
-    for listener in client_listeners {
+    for (listener, is_tls) in client_listeners {
         let listener = TcpListener::from_std(listener).context("cannot serve on the client listener")?;
-        tracing::info!(addr = ?listener.local_addr().ok(), "serving client traffic");
-        listeners.push(listener);
+        tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving client traffic");
+        listeners.push((listener, is_tls));
     }
     tokio::spawn(crate::metrics::prometheus::upkeep(services.prometheus.clone()));
     for listener in metrics_listeners {
@@ -196,17 +229,23 @@ async fn serve(
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
-    for listener in listeners {
+    for (listener, is_tls) in listeners {
         let router = grpc_router(config, &services);
         let mut shutdown = shutdown_rx.clone();
-        let incoming = incoming(listener, Arc::clone(&services.connections), Arc::clone(&services.budget));
-        servers.spawn(async move {
-            router
-                .serve_with_incoming_shutdown(incoming, async move {
-                    let _ = shutdown.wait_for(|stop| *stop).await;
-                })
-                .await
-        });
+        let stop = async move {
+            let _ = shutdown.wait_for(|stop| *stop).await;
+        };
+        let (connections, budget) = (Arc::clone(&services.connections), Arc::clone(&services.budget));
+        match (&tls, is_tls) {
+            (Some(tls), true) => {
+                let incoming = incoming_tls(listener, connections, budget, tls.clone());
+                servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
+            }
+            _ => {
+                let incoming = incoming(listener, connections, budget);
+                servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
+            }
+        }
     }
     tokio::select! {
         _ = shutdown_signal() => tracing::info!("shutting down"),

@@ -1,7 +1,8 @@
 //! Seeing each client connection's birth and death under tonic: the server accepts from our own
-//! listener stream, whose sockets carry a connection id and the connection's Range slots
-//! (tonic's `Connected` puts them in every request's extensions) and tell the registry when
-//! they are dropped, that is, when the connection is gone.
+//! listener stream, whose sockets (plain, or through their TLS handshake) carry a connection id
+//! and the connection's Range slots (tonic's `Connected` puts them in every request's
+//! extensions) and tell the registry when they are dropped, that is, when the connection is
+//! gone.
 
 use std::collections::HashMap;
 use std::io;
@@ -14,6 +15,9 @@ use actix::Addr;
 use futures::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Semaphore};
+use tokio_rustls::server::TlsStream;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
 
 use actcd_actors::conn::actor::ConnActor;
@@ -21,6 +25,7 @@ use actcd_actors::conn::messages::ConnectionClosed;
 
 use crate::transport::connection_budget::{accept, Admitted, ConnectionBudget};
 use crate::transport::range_backpressure::RangeSlots;
+use crate::transport::tls::TlsServer;
 
 /// A connection's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -79,20 +84,28 @@ impl Connections {
     }
 }
 
-/// An accepted socket that reports its own end.
-pub struct TrackedStream {
-    inner: Admitted,
+/// An accepted socket (plain, or TLS over it) that reports its own end.
+pub struct TrackedStream<S = Admitted> {
+    inner: S,
     info: ConnInfo,
     registry: Arc<Connections>,
 }
 
-impl Drop for TrackedStream {
+impl<S> TrackedStream<S> {
+    fn new(inner: S, registry: &Arc<Connections>) -> Self {
+        let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
+        let info = ConnInfo { id, range_slots: RangeSlots::default() };
+        Self { inner, info, registry: Arc::clone(registry) }
+    }
+}
+
+impl<S> Drop for TrackedStream<S> {
     fn drop(&mut self) {
         self.registry.closed(self.info.id);
     }
 }
 
-impl Connected for TrackedStream {
+impl<S> Connected for TrackedStream<S> {
     type ConnectInfo = ConnInfo;
 
     fn connect_info(&self) -> ConnInfo {
@@ -100,7 +113,7 @@ impl Connected for TrackedStream {
     }
 }
 
-impl AsyncRead for TrackedStream {
+impl<S: AsyncRead + Unpin> AsyncRead for TrackedStream<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -110,7 +123,7 @@ impl AsyncRead for TrackedStream {
     }
 }
 
-impl AsyncWrite for TrackedStream {
+impl<S: AsyncWrite + Unpin> AsyncWrite for TrackedStream<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
@@ -147,9 +160,49 @@ pub fn incoming(
         let (inner, _) = accept(&listener, &budget).await;
         // Small requests and responses must not wait for Nagle.
         let _ = inner.stream().set_nodelay(true);
-        let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
-        let info = ConnInfo { id, range_slots: RangeSlots::default() };
-        let tracked = TrackedStream { inner, info, registry: Arc::clone(&registry) };
+        let tracked = TrackedStream::new(inner, &registry);
         Some((Ok(tracked), (listener, registry, budget)))
     })
+}
+
+/// TLS handshakes under way at once on one listener. Past it, the accept loop waits for one to
+/// end: the sockets it has not taken wait in the kernel's backlog.
+const HANDSHAKES_IN_FLIGHT: usize = 256;
+/// Connections through their handshake that tonic has not taken yet. When it is full the
+/// handshake tasks wait, holding their permits, so the accept loop stops too.
+const HANDSHAKES_DONE: usize = 64;
+/// A client that has not finished its handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Accepted sockets through their TLS handshake, as a stream for tonic. Handshakes run
+/// concurrently, each in its own task, so that a slow or silent client never holds up the
+/// others; a failed one is dropped (logged at debug: a scan or a plaintext client is not an
+/// error of the server's).
+pub fn incoming_tls(
+    listener: TcpListener,
+    registry: Arc<Connections>,
+    budget: Arc<ConnectionBudget>,
+    tls: TlsServer,
+) -> ReceiverStream<io::Result<TrackedStream<TlsStream<Admitted>>>> {
+    let (done, handed) = mpsc::channel(HANDSHAKES_DONE);
+    let permits = Arc::new(Semaphore::new(HANDSHAKES_IN_FLIGHT));
+    tokio::spawn(async move {
+        while !done.is_closed() {
+            let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
+            let (inner, peer) = accept(&listener, &budget).await;
+            let _ = inner.stream().set_nodelay(true);
+            let (acceptor, done, registry) = (tls.acceptor(), done.clone(), Arc::clone(&registry));
+            tokio::spawn(async move {
+                let _permit = permit;
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(inner)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = done.send(Ok(TrackedStream::new(stream, &registry))).await;
+                    }
+                    Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(handed)
 }

@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!  TcpListener ─ accept(), within the ConnectionBudget ─▶ Admitted (holds a descriptor permit)
+//!    ─▶ (on an https URL: the TLS handshake, in a task of its own)
 //!    ─▶ TrackedStream (ConnInfo: the connection's id and Range slots; its drop ends the ConnActor)
 //!    ─▶ hyper, tonic ─▶ GrpcMetrics (series, grpc-go's texts) ─▶ RangeBackpressure ─▶ a service
 //! ```
@@ -17,6 +18,8 @@
 //!   errors backed off.
 //! - [`connections`]: connection ids, the sockets that report their own end, and the registry of
 //!   connections that have a ConnActor.
+//! - [`tls`]: TLS on the client URLs from etcd's flags: certificates re-read on change, client
+//!   certificates, cipher suites and versions.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
 //! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
@@ -26,3 +29,4 @@ pub mod connections;
 pub mod grpc_go_errors;
 pub mod grpc_metrics;
 pub mod range_backpressure;
+pub mod tls;

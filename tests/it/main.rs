@@ -28,6 +28,7 @@ mod membership;
 mod metrics;
 mod pause;
 mod setup;
+mod tls;
 mod watch;
 mod watch_stream;
 mod watch_validator;

@@ -1,0 +1,376 @@
+//! TLS on the client URLs, from etcd's flags, with rustls: the certificate and key (re-read
+//! when either file changes, as etcd re-reads them on a handshake after a rotation), client
+//! certificates verified against `--trusted-ca-file` and `--client-crl-file` when
+//! `--client-cert-auth` asks for them, a self-signed pair with `--auto-tls`, and the cipher
+//! suites and protocol versions etcd lets an operator pick.
+//!
+//! What rustls cannot do is refused at start, never parsed and ignored: TLS 1.0 and 1.1, and
+//! every cipher suite without forward secrecy or with CBC or RC4 (Go's crypto/tls still offers
+//! them, so etcd's `--cipher-suites` accepts their names). etcd's rule stays: cipher suites
+//! choose among TLS 1.2's; TLS 1.3 always offers its own three.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use rustls::crypto::{ring, CryptoProvider};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
+use rustls::sign::CertifiedKey;
+use rustls::{RootCertStore, ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
+
+/// How often a handshake looks at the files' modification times (a stat of two files).
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Why the TLS flags cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no PEM block of the kind wanted.
+    #[error("{what} {path}: {reason}")]
+    File {
+        /// Which flag's file.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A flag's value names nothing etcd knows.
+    #[error("{0}")]
+    Flag(String),
+    /// rustls refused the configuration.
+    #[error("TLS: {0}")]
+    Rustls(String),
+}
+
+/// etcd's client TLS flags.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFlags {
+    /// `--cert-file`.
+    pub cert_file: Option<PathBuf>,
+    /// `--key-file`.
+    pub key_file: Option<PathBuf>,
+    /// `--trusted-ca-file`.
+    pub trusted_ca_file: Option<PathBuf>,
+    /// `--client-cert-auth`.
+    pub client_cert_auth: bool,
+    /// `--client-crl-file`.
+    pub client_crl_file: Option<PathBuf>,
+    /// `--auto-tls`: a self-signed certificate for these host names when no files are given.
+    pub auto_tls: bool,
+    /// `--cipher-suites` (Go's names).
+    pub cipher_suites: Vec<String>,
+    /// `--tls-min-version`.
+    pub min_version: Option<String>,
+    /// `--tls-max-version`.
+    pub max_version: Option<String>,
+}
+
+impl TlsFlags {
+    /// True when the flags give a certificate (files or `--auto-tls`).
+    pub fn has_certificate(&self) -> bool {
+        (self.cert_file.is_some() && self.key_file.is_some()) || self.auto_tls
+    }
+}
+
+/// The server side of TLS for one set of flags.
+#[derive(Clone)]
+pub struct TlsServer {
+    config: Arc<ServerConfig>,
+}
+
+impl fmt::Debug for TlsServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsServer").field("alpn", &self.config.alpn_protocols).finish()
+    }
+}
+
+impl TlsServer {
+    /// Reads the flags; `hosts` names the self-signed certificate of `--auto-tls`.
+    pub fn new(flags: &TlsFlags, hosts: &[String]) -> Result<Self, TlsError> {
+        let mut provider = ring::default_provider();
+        let versions = versions(flags.min_version.as_deref(), flags.max_version.as_deref())?;
+        if !flags.cipher_suites.is_empty() {
+            if !versions.iter().any(|v| v.version == rustls::ProtocolVersion::TLSv1_2) {
+                return Err(TlsError::Flag(
+                    "cipher suites cannot be configured when only TLS1.3 is enabled".into(),
+                ));
+            }
+            provider.cipher_suites = cipher_suites(&flags.cipher_suites)?;
+        }
+        let provider = Arc::new(provider);
+        let certificate: Arc<dyn ResolvesServerCert> = match (&flags.cert_file, &flags.key_file) {
+            (Some(cert), Some(key)) => Arc::new(ReloadingCert::load(cert, key, Arc::clone(&provider))?),
+            (None, None) if flags.auto_tls => Arc::new(SelfSigned(self_signed(hosts, &provider)?)),
+            _ => return Err(TlsError::Flag("--cert-file and --key-file must be given together".into())),
+        };
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&versions)
+            .map_err(|e| TlsError::Rustls(e.to_string()))?;
+        let builder = if flags.client_cert_auth {
+            let Some(ca) = &flags.trusted_ca_file else {
+                return Err(TlsError::Flag("--client-cert-auth needs --trusted-ca-file".into()));
+            };
+            let mut roots = RootCertStore::empty();
+            for cert in pem_certs("--trusted-ca-file", ca)? {
+                roots.add(cert).map_err(|e| file_error("--trusted-ca-file", ca, e))?;
+            }
+            let mut verifier =
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider));
+            if let Some(crl) = &flags.client_crl_file {
+                let crls = CertificateRevocationListDer::pem_file_iter(crl)
+                    .map_err(|e| file_error("--client-crl-file", crl, e))?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| file_error("--client-crl-file", crl, e))?;
+                verifier = verifier.with_crls(crls);
+            }
+            builder.with_client_cert_verifier(verifier.build().map_err(|e| TlsError::Rustls(e.to_string()))?)
+        } else {
+            builder.with_no_client_auth()
+        };
+        let mut config = builder.with_cert_resolver(certificate);
+        // gRPC is HTTP/2 only; grpc-go clients refuse a server that does not say so.
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Self { config: Arc::new(config) })
+    }
+
+    /// An acceptor for one handshake.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        tokio_rustls::TlsAcceptor::from(Arc::clone(&self.config))
+    }
+}
+
+fn file_error(what: &'static str, path: &Path, reason: impl fmt::Display) -> TlsError {
+    TlsError::File { what, path: path.to_path_buf(), reason: reason.to_string() }
+}
+
+fn pem_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_error(what, path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error(what, path, e))?;
+    if certs.is_empty() {
+        return Err(file_error(what, path, "no CERTIFICATE block"));
+    }
+    Ok(certs)
+}
+
+fn certified_key(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
+    let certs = pem_certs("--cert-file", cert)?;
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| file_error("--key-file", key, e))?;
+    let signing =
+        provider.key_provider.load_private_key(key_der).map_err(|e| file_error("--key-file", key, e))?;
+    let certified = CertifiedKey::new(certs, signing);
+    certified
+        .keys_match()
+        .map_err(|e| file_error("--key-file", key, format!("does not match --cert-file: {e}")))?;
+    Ok(certified)
+}
+
+/// TLS 1.2 and 1.3 between etcd's `--tls-min-version` and `--tls-max-version`.
+fn versions(
+    min: Option<&str>,
+    max: Option<&str>,
+) -> Result<Vec<&'static SupportedProtocolVersion>, TlsError> {
+    let rank = |flag: &str, v: &str| match v {
+        "TLS1.2" => Ok(2),
+        "TLS1.3" => Ok(3),
+        "TLS1.0" | "TLS1.1" => Err(TlsError::Flag(format!(
+            "{flag} {v} is not supported: actcd's TLS library (rustls) speaks TLS1.2 and TLS1.3 only"
+        ))),
+        other => {
+            Err(TlsError::Flag(format!("unexpected TLS version {other:?} (must be one of: TLS1.2, TLS1.3)")))
+        }
+    };
+    let lo = min.map(|v| rank("--tls-min-version", v)).transpose()?.unwrap_or(2);
+    let hi = max.map(|v| rank("--tls-max-version", v)).transpose()?.unwrap_or(3);
+    if lo > hi {
+        return Err(TlsError::Flag(format!(
+            "--tls-max-version {} is lower than --tls-min-version {}",
+            max.unwrap_or_default(),
+            min.unwrap_or_default()
+        )));
+    }
+    Ok([(2, &rustls::version::TLS12), (3, &rustls::version::TLS13)]
+        .into_iter()
+        .filter(|(rank, _)| (lo..=hi).contains(rank))
+        .map(|(_, v)| v)
+        .collect())
+}
+
+/// TLS 1.3's suites, then the TLS 1.2 suites named (Go's names, as etcd takes them).
+fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, TlsError> {
+    use ring::cipher_suite as cs;
+    let mut suites =
+        vec![cs::TLS13_AES_128_GCM_SHA256, cs::TLS13_AES_256_GCM_SHA384, cs::TLS13_CHACHA20_POLY1305_SHA256];
+    for name in names {
+        let suite = match name.as_str() {
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+            "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+            "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305" | "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" => {
+                cs::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+            }
+            "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256" => cs::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+            "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384" => cs::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305" | "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256" => {
+                cs::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
+            }
+            "TLS_RSA_WITH_RC4_128_SHA"
+            | "TLS_RSA_WITH_3DES_EDE_CBC_SHA"
+            | "TLS_RSA_WITH_AES_128_CBC_SHA"
+            | "TLS_RSA_WITH_AES_256_CBC_SHA"
+            | "TLS_RSA_WITH_AES_128_CBC_SHA256"
+            | "TLS_RSA_WITH_AES_128_GCM_SHA256"
+            | "TLS_RSA_WITH_AES_256_GCM_SHA384"
+            | "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA"
+            | "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA"
+            | "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA"
+            | "TLS_ECDHE_RSA_WITH_RC4_128_SHA"
+            | "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA"
+            | "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"
+            | "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA"
+            | "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256"
+            | "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256" => {
+                return Err(TlsError::Flag(format!(
+                    "TLS cipher suite {name:?} is not supported: actcd's TLS library (rustls) offers only ECDHE with AES-GCM or ChaCha20-Poly1305"
+                )))
+            }
+            _ => return Err(TlsError::Flag(format!("unexpected TLS cipher suite {name:?}"))),
+        };
+        if !suites.iter().any(|s| s.suite() == suite.suite()) {
+            suites.push(suite);
+        }
+    }
+    Ok(suites)
+}
+
+/// The files' certificate, re-read when either file's modification time changes. A file
+/// caught half written keeps the old pair (and the next check tries again).
+struct ReloadingCert {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    provider: Arc<CryptoProvider>,
+    state: Mutex<Loaded>,
+}
+
+struct Loaded {
+    stamps: (Option<SystemTime>, Option<SystemTime>),
+    key: Arc<CertifiedKey>,
+    checked: Instant,
+}
+
+impl fmt::Debug for ReloadingCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReloadingCert")
+            .field("cert_file", &self.cert_file)
+            .field("key_file", &self.key_file)
+            .finish()
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+impl ReloadingCert {
+    fn load(cert_file: &Path, key_file: &Path, provider: Arc<CryptoProvider>) -> Result<Self, TlsError> {
+        let stamps = (modified(cert_file), modified(key_file));
+        let key = Arc::new(certified_key(cert_file, key_file, &provider)?);
+        Ok(Self {
+            cert_file: cert_file.to_path_buf(),
+            key_file: key_file.to_path_buf(),
+            provider,
+            state: Mutex::new(Loaded { stamps, key, checked: Instant::now() }),
+        })
+    }
+}
+
+impl ResolvesServerCert for ReloadingCert {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let mut state = self.state.lock().ok()?;
+        if state.checked.elapsed() >= RECHECK {
+            state.checked = Instant::now();
+            let stamps = (modified(&self.cert_file), modified(&self.key_file));
+            if stamps != state.stamps {
+                match certified_key(&self.cert_file, &self.key_file, &self.provider) {
+                    Ok(key) => {
+                        tracing::info!(cert = %self.cert_file.display(), "reloaded the client TLS certificate");
+                        state.key = Arc::new(key);
+                        state.stamps = stamps;
+                    }
+                    Err(err) => tracing::warn!(%err, "keeping the previous client TLS certificate"),
+                }
+            }
+        }
+        Some(Arc::clone(&state.key))
+    }
+}
+
+/// `--auto-tls`'s certificate.
+#[derive(Debug)]
+struct SelfSigned(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for SelfSigned {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(Arc::clone(&self.0))
+    }
+}
+
+fn self_signed(hosts: &[String], provider: &CryptoProvider) -> Result<Arc<CertifiedKey>, TlsError> {
+    let mut names: Vec<String> = hosts.to_vec();
+    names.push("localhost".into());
+    names.sort();
+    names.dedup();
+    let generated = rcgen::generate_simple_self_signed(names)
+        .map_err(|e| TlsError::Rustls(format!("--auto-tls: {e}")))?;
+    let key_der = PrivateKeyDer::try_from(generated.key_pair.serialize_der())
+        .map_err(|e| TlsError::Rustls(format!("--auto-tls: {e}")))?;
+    let signing =
+        provider.key_provider.load_private_key(key_der).map_err(|e| TlsError::Rustls(e.to_string()))?;
+    Ok(Arc::new(CertifiedKey::new(vec![generated.cert.der().clone()], signing)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_and_suites_follow_etcd_and_refuse_what_rustls_cannot_do() {
+        assert_eq!(versions(None, None).unwrap().len(), 2);
+        assert_eq!(versions(Some("TLS1.3"), None).unwrap(), vec![&rustls::version::TLS13]);
+        assert_eq!(versions(None, Some("TLS1.2")).unwrap(), vec![&rustls::version::TLS12]);
+        assert!(versions(Some("TLS1.0"), None).unwrap_err().to_string().contains("not supported"));
+        assert_eq!(
+            versions(Some("SSL3"), None).unwrap_err().to_string(),
+            "unexpected TLS version \"SSL3\" (must be one of: TLS1.2, TLS1.3)"
+        );
+        assert!(versions(Some("TLS1.3"), Some("TLS1.2")).is_err());
+
+        let picked = cipher_suites(&["TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384".into()]).unwrap();
+        assert_eq!(picked.len(), 4, "TLS 1.3's three and the one named");
+        assert!(cipher_suites(&["TLS_RSA_WITH_AES_128_CBC_SHA".into()])
+            .unwrap_err()
+            .to_string()
+            .contains("not supported"));
+        assert_eq!(
+            cipher_suites(&["TLS_NOPE".into()]).unwrap_err().to_string(),
+            "unexpected TLS cipher suite \"TLS_NOPE\""
+        );
+        let only_13 = TlsFlags {
+            auto_tls: true,
+            cipher_suites: vec!["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".into()],
+            min_version: Some("TLS1.3".into()),
+            ..TlsFlags::default()
+        };
+        assert_eq!(
+            TlsServer::new(&only_13, &[]).unwrap_err().to_string(),
+            "cipher suites cannot be configured when only TLS1.3 is enabled"
+        );
+        let auto = TlsFlags { auto_tls: true, ..TlsFlags::default() };
+        assert!(TlsServer::new(&auto, &["127.0.0.1".into()]).is_ok());
+        let half = TlsFlags { cert_file: Some("c.pem".into()), ..TlsFlags::default() };
+        assert!(TlsServer::new(&half, &[]).is_err());
+    }
+}

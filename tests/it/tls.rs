@@ -1,0 +1,261 @@
+//! TLS on the client URLs, with real handshakes: certificates made at test time (rcgen), etcdctl
+//! with --cacert/--cert/--key against an https URL served beside the plain one, refusals at the
+//! handshake (no client certificate, one from another CA, plaintext on the TLS port), the
+//! certificate re-read when its files change, and a handshake restricted by --cipher-suites and
+//! --tls-max-version (checked with openssl s_client).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rcgen::{
+    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+};
+
+use crate::harness::{etcdctl_binary, free_port, Server};
+
+/// A CA and the files of certificates it signed.
+struct Ca {
+    cert: Certificate,
+    key: KeyPair,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        Ca { cert: params.self_signed(&key).unwrap(), key }
+    }
+
+    /// Writes `<name>.pem` and `<name>-key.pem` under `dir`: a certificate for the loopback
+    /// names, for a server or a client.
+    fn issue(&self, dir: &Path, name: &str, purpose: ExtendedKeyUsagePurpose) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![purpose];
+        let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
+        let (cert_file, key_file) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}-key.pem")));
+        // Written whole and renamed, as a certificate manager rotates them.
+        for (path, text) in [(&key_file, key.serialize_pem()), (&cert_file, cert.pem())] {
+            let staged = path.with_extension("tmp");
+            std::fs::write(&staged, text).unwrap();
+            std::fs::rename(&staged, path).unwrap();
+        }
+        (cert_file, key_file)
+    }
+
+    fn write(&self, dir: &Path) -> PathBuf {
+        let path = dir.join("ca.pem");
+        std::fs::write(&path, self.cert.pem()).unwrap();
+        path
+    }
+}
+
+fn etcdctl(endpoint: &str, tls: &[&Path], args: &[&str]) -> (bool, String) {
+    let mut cmd = Command::new(etcdctl_binary());
+    cmd.env("ETCDCTL_API", "3").args([
+        "--endpoints",
+        endpoint,
+        "--dial-timeout",
+        "3s",
+        "--command-timeout",
+        "5s",
+    ]);
+    for (flag, path) in ["--cacert", "--cert", "--key"].iter().zip(tls) {
+        cmd.arg(flag).arg(path);
+    }
+    let out = cmd.args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// What `openssl s_client` sees of the server's certificate (its serial), or None when the
+/// handshake fails.
+fn served_serial(port: u16, extra: &[&str]) -> Option<String> {
+    let out = Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), "-servername", "localhost"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !text.contains("-----BEGIN CERTIFICATE-----") {
+        return None;
+    }
+    let pem: String = text
+        .lines()
+        .skip_while(|l| !l.starts_with("-----BEGIN CERTIFICATE-----"))
+        .take_while(|l| !l.starts_with("-----END CERTIFICATE-----"))
+        .chain(["-----END CERTIFICATE-----"])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut x509 = Command::new("openssl")
+        .args(["x509", "-noout", "-serial"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    x509.stdin.take().unwrap().write_all(pem.as_bytes()).unwrap();
+    let serial = x509.wait_with_output().unwrap();
+    Some(String::from_utf8_lossy(&serial.stdout).trim().to_string())
+}
+
+#[tokio::test]
+async fn client_certificates_are_required_verified_and_rotated() {
+    let (data, pki) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ca = Ca::new("actcd test CA");
+    let ca_file = ca.write(pki.path());
+    let (server_cert, server_key) = ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+    let (client_cert, client_key) = ca.issue(pki.path(), "client", ExtendedKeyUsagePurpose::ClientAuth);
+    let stranger_dir = tempfile::tempdir().unwrap();
+    let (other_cert, other_key) =
+        Ca::new("another CA").issue(stranger_dir.path(), "stranger", ExtendedKeyUsagePurpose::ClientAuth);
+
+    let port = free_port();
+    let https = format!("https://127.0.0.1:{port}");
+    let listen = https.clone();
+    let args = [
+        "--listen-client-urls",
+        listen.as_str(),
+        "--cert-file",
+        server_cert.to_str().unwrap(),
+        "--key-file",
+        server_key.to_str().unwrap(),
+        "--trusted-ca-file",
+        ca_file.to_str().unwrap(),
+        "--client-cert-auth",
+    ];
+    // The launcher's plain URL stays (plain and TLS listeners at once, as etcd allows) and is
+    // what it waits on.
+    let server = Server::actcd(data.path(), &args).await;
+
+    let good = [ca_file.as_path(), client_cert.as_path(), client_key.as_path()];
+    let (ok, out) = etcdctl(&https, &good, &["put", "k", "over tls"]);
+    assert!(ok, "{out}");
+    let (ok, out) = etcdctl(&https, &good, &["get", "k", "--print-value-only"]);
+    assert!(ok && out.trim() == "over tls", "{out}");
+    let (ok, out) = etcdctl(&server.endpoint, &[], &["get", "k", "--print-value-only"]);
+    assert!(ok && out.trim() == "over tls", "the plain URL serves the same store: {out}");
+
+    let (ok, out) = etcdctl(&https, &[ca_file.as_path()], &["get", "k"]);
+    assert!(!ok, "no client certificate must be refused: {out}");
+    let stranger = [ca_file.as_path(), other_cert.as_path(), other_key.as_path()];
+    let (ok, out) = etcdctl(&https, &stranger, &["get", "k"]);
+    assert!(!ok, "a client certificate from another CA must be refused: {out}");
+    let (ok, out) = etcdctl(&format!("http://127.0.0.1:{port}"), &[], &["get", "k"]);
+    assert!(!ok, "plaintext on the TLS port must fail: {out}");
+    // Garbage and half handshakes do not hold up anyone else.
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        use std::io::Write;
+        let _ = s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        idle.push(s);
+    }
+    let (ok, out) = etcdctl(&https, &good, &["put", "k", "still served"]);
+    assert!(ok, "{out}");
+
+    // Rotation: new files at the same paths are served from the next handshake on.
+    let client_args = [
+        "-CAfile",
+        ca_file.to_str().unwrap(),
+        "-cert",
+        client_cert.to_str().unwrap(),
+        "-key",
+        client_key.to_str().unwrap(),
+    ];
+    let before = served_serial(port, &client_args).expect("a handshake with the client certificate");
+    ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let now = served_serial(port, &client_args).expect("a handshake after the rotation");
+        if now != before {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the rotated certificate was never served ({before})");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (ok, out) = etcdctl(&https, &good, &["get", "k", "--print-value-only"]);
+    assert!(ok && out.trim() == "still served", "{out}");
+    drop(idle);
+}
+
+#[tokio::test]
+async fn cipher_suites_and_versions_restrict_the_handshake() {
+    let (data, pki) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ca = Ca::new("actcd test CA");
+    let ca_file = ca.write(pki.path());
+    let (cert, key) = ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+    let port = free_port();
+    let listen = format!("https://127.0.0.1:{port}");
+    let args = [
+        "--listen-client-urls",
+        listen.as_str(),
+        "--cert-file",
+        cert.to_str().unwrap(),
+        "--key-file",
+        key.to_str().unwrap(),
+        "--cipher-suites",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        "--tls-max-version",
+        "TLS1.2",
+    ];
+    let _server = Server::actcd(data.path(), &args).await;
+    let ca = ["-CAfile", ca_file.to_str().unwrap()];
+    assert!(served_serial(
+        port,
+        &[&ca[..], &["-tls1_2", "-cipher", "ECDHE-ECDSA-AES256-GCM-SHA384"]].concat()
+    )
+    .is_some());
+    assert!(
+        served_serial(port, &[&ca[..], &["-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256"]].concat())
+            .is_none(),
+        "a suite outside --cipher-suites must fail the handshake"
+    );
+    assert!(
+        served_serial(port, &[&ca[..], &["-tls1_3"]].concat()).is_none(),
+        "TLS 1.3 is above --tls-max-version"
+    );
+    let (ok, out) = etcdctl(&listen, &[ca_file.as_path()], &["put", "k", "v"]);
+    assert!(ok, "etcdctl over the restricted TLS: {out}");
+
+    // --auto-tls: a self-signed certificate, which a client accepts only when told to.
+    let auto_dir = tempfile::tempdir().unwrap();
+    let auto_url = format!("https://127.0.0.1:{}", free_port());
+    let _auto =
+        Server::actcd(auto_dir.path(), &["--listen-client-urls", auto_url.as_str(), "--auto-tls"]).await;
+    let (ok, out) = etcdctl(
+        &auto_url,
+        &[],
+        &["--insecure-transport=false", "--insecure-skip-tls-verify", "put", "a", "b"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = etcdctl(&auto_url, &[ca_file.as_path()], &["put", "a", "b"]);
+    assert!(!ok, "a self-signed certificate is not one the test CA signed: {out}");
+
+    // What rustls cannot do is refused at start, in one line.
+    for (flags, says) in [
+        (vec!["--cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"], "is not supported"),
+        (vec!["--tls-min-version", "TLS1.1"], "is not supported"),
+        (vec![], "must be provided for client url"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_actcd"));
+        cmd.args(["--data-dir", dir.path().to_str().unwrap()])
+            .args(["--listen-client-urls", &format!("https://127.0.0.1:{}", free_port())])
+            .args(["--listen-metrics-urls", &format!("http://127.0.0.1:{}", free_port())]);
+        if !flags.is_empty() {
+            cmd.args(["--cert-file", cert.to_str().unwrap(), "--key-file", key.to_str().unwrap()]);
+        }
+        let out = cmd.args(&flags).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{flags:?}");
+        assert_eq!(err.lines().count(), 1, "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+    }
+}
