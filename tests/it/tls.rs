@@ -1,15 +1,16 @@
 //! TLS on the client URLs, with real handshakes: certificates made at test time (rcgen), etcdctl
 //! with --cacert/--cert/--key against an https URL served beside the plain one, refusals at the
 //! handshake (no client certificate, one from another CA, plaintext on the TLS port), the
-//! certificate re-read when its files change, and a handshake restricted by --cipher-suites and
-//! --tls-max-version (checked with openssl s_client).
+//! certificate re-read when its files change, a revoked client certificate, and a handshake
+//! restricted by --cipher-suites and --tls-max-version (checked with openssl s_client).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
+    date_time_ymd, BasicConstraints, Certificate, CertificateParams, CertificateRevocationListParams, DnType,
+    ExtendedKeyUsagePurpose, IsCa, KeyIdMethod, KeyPair, KeyUsagePurpose, RevokedCertParams, SerialNumber,
 };
 
 use crate::harness::{etcdctl_binary, free_port, Server};
@@ -25,6 +26,8 @@ impl Ca {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         params.distinguished_name.push(DnType::CommonName, name);
         Ca { cert: params.self_signed(&key).unwrap(), key }
     }
@@ -32,9 +35,20 @@ impl Ca {
     /// Writes `<name>.pem` and `<name>-key.pem` under `dir`: a certificate for the loopback
     /// names, for a server or a client.
     fn issue(&self, dir: &Path, name: &str, purpose: ExtendedKeyUsagePurpose) -> (PathBuf, PathBuf) {
+        self.issue_numbered(dir, name, purpose, None)
+    }
+
+    fn issue_numbered(
+        &self,
+        dir: &Path,
+        name: &str,
+        purpose: ExtendedKeyUsagePurpose,
+        serial: Option<u64>,
+    ) -> (PathBuf, PathBuf) {
         let key = KeyPair::generate().unwrap();
         let mut params =
             CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+        params.serial_number = serial.map(SerialNumber::from);
         params.distinguished_name.push(DnType::CommonName, name);
         params.extended_key_usages = vec![purpose];
         let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
@@ -46,6 +60,29 @@ impl Ca {
             std::fs::rename(&staged, path).unwrap();
         }
         (cert_file, key_file)
+    }
+
+    /// Writes `crl.pem` under `dir`, revoking the certificates numbered `serials`.
+    fn revoke(&self, dir: &Path, serials: &[u64]) -> PathBuf {
+        let params = CertificateRevocationListParams {
+            this_update: date_time_ymd(2024, 1, 1),
+            next_update: date_time_ymd(2099, 1, 1),
+            crl_number: SerialNumber::from(1u64),
+            issuing_distribution_point: None,
+            revoked_certs: serials
+                .iter()
+                .map(|s| RevokedCertParams {
+                    serial_number: SerialNumber::from(*s),
+                    revocation_time: date_time_ymd(2024, 1, 1),
+                    reason_code: None,
+                    invalidity_date: None,
+                })
+                .collect(),
+            key_identifier_method: KeyIdMethod::Sha256,
+        };
+        let path = dir.join("crl.pem");
+        std::fs::write(&path, params.signed_by(&self.cert, &self.key).unwrap().pem().unwrap()).unwrap();
+        path
     }
 
     fn write(&self, dir: &Path) -> PathBuf {
@@ -258,4 +295,38 @@ async fn cipher_suites_and_versions_restrict_the_handshake() {
         assert_eq!(err.lines().count(), 1, "{flags:?}: {err}");
         assert!(err.contains(says), "{flags:?}: {err}");
     }
+}
+
+#[tokio::test]
+async fn a_revoked_client_certificate_is_refused() {
+    let (data, pki) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let ca = Ca::new("actcd test CA");
+    let ca_file = ca.write(pki.path());
+    let (cert, key) = ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+    let (kept, kept_key) =
+        ca.issue_numbered(pki.path(), "kept", ExtendedKeyUsagePurpose::ClientAuth, Some(1001));
+    let (revoked, revoked_key) =
+        ca.issue_numbered(pki.path(), "revoked", ExtendedKeyUsagePurpose::ClientAuth, Some(1002));
+    let crl = ca.revoke(pki.path(), &[1002]);
+    let url = format!("https://127.0.0.1:{}", free_port());
+    let args = [
+        "--listen-client-urls",
+        url.as_str(),
+        "--cert-file",
+        cert.to_str().unwrap(),
+        "--key-file",
+        key.to_str().unwrap(),
+        "--trusted-ca-file",
+        ca_file.to_str().unwrap(),
+        "--client-cert-auth",
+        "--client-crl-file",
+        crl.to_str().unwrap(),
+    ];
+    let _server = Server::actcd(data.path(), &args).await;
+    let (ok, out) =
+        etcdctl(&url, &[ca_file.as_path(), kept.as_path(), kept_key.as_path()], &["put", "k", "v"]);
+    assert!(ok, "a certificate the CRL does not list: {out}");
+    let (ok, out) =
+        etcdctl(&url, &[ca_file.as_path(), revoked.as_path(), revoked_key.as_path()], &["put", "k", "v"]);
+    assert!(!ok, "a revoked certificate must be refused: {out}");
 }
