@@ -129,3 +129,34 @@ pub fn main() {
     };
     std::process::exit(code);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every command parses with every global flag: a global flag whose id equals a command's
+    /// argument (`--key` and range's KEY did) panics clap at the first access.
+    #[test]
+    fn global_flags_do_not_clash_with_command_arguments() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "actcd-bench",
+            "range",
+            "foo",
+            "--endpoints",
+            "https://127.0.0.1:1",
+            "--cacert",
+            "ca.pem",
+            "--cert",
+            "c.pem",
+            "--key",
+            "k.pem",
+        ])
+        .expect("parses");
+        assert!(matches!(cli.command, Command::Range(_)));
+        assert_eq!(cli.global.key.as_deref(), Some(std::path::Path::new("k.pem")));
+        let missing = Global { cert: None, ..cli.global.clone() };
+        assert!(missing.settings().is_err(), "--key without --cert is refused");
+    }
+}

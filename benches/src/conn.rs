@@ -98,19 +98,19 @@ fn endpoint_for(uris: &[String], conn: usize) -> &str {
 
 /// Dials `conns` connections, each within `dial_timeout` (TCP connect and HTTP/2 handshake).
 /// Returns the channels, or every connection's failure.
-pub async fn dial(
-    uris: &[String],
-    conns: usize,
-    dial_timeout: Duration,
-) -> Result<Vec<Channel>, Vec<DialError>> {
+pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Channel>, Vec<DialError>> {
+    let dial_timeout = settings.dial_timeout;
     let attempts = (0..conns).map(|conn| {
-        let uri = endpoint_for(uris, conn).to_string();
+        let uri = endpoint_for(&settings.endpoints, conn).to_string();
         async move {
             let fail = |error: String| DialError { conn, endpoint: uri.clone(), error };
-            let endpoint = Endpoint::from_shared(uri.clone())
+            let mut endpoint = Endpoint::from_shared(uri.clone())
                 .map_err(|e| fail(error_chain(&e)))?
                 .connect_timeout(dial_timeout)
                 .tcp_nodelay(true);
+            if let (Some(tls), true) = (&settings.tls, uri.starts_with("https://")) {
+                endpoint = endpoint.tls_config(tls.clone()).map_err(|e| fail(error_chain(&e)))?;
+            }
             let connected = async {
                 let channel = endpoint.connect().await.map_err(|e| error_chain(&e))?;
                 // tonic connects without waiting for the peer's HTTP/2 settings; one cheap
@@ -149,7 +149,7 @@ pub async fn dial(
 /// completed looks like (each failed connection counted in the error distribution of `reports`),
 /// stops the run with the reason, and returns `None`.
 pub async fn connect(settings: &Settings, stop: &Stop, out: &Out, reports: &[&str]) -> Option<Vec<Channel>> {
-    match dial(&settings.endpoints, settings.conns, settings.dial_timeout).await {
+    match dial(settings, settings.conns).await {
         Ok(channels) => Some(channels),
         Err(errors) => {
             let first = errors.first().map(|e| e.to_string()).unwrap_or_else(|| "cannot connect".to_string());

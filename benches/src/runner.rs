@@ -263,6 +263,7 @@ mod tests {
             request_timeout: Duration::from_millis(200),
             stall_timeout: Duration::from_secs(5),
             threads: 1,
+            tls: None,
         }
     }
 

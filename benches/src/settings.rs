@@ -41,6 +41,15 @@ pub struct Global {
     /// and the client never takes more than one core from a server on the same machine).
     #[arg(long, global = true, default_value_t = 1)]
     pub threads: usize,
+    /// Verify certificates of TLS-enabled secure servers using this CA bundle.
+    #[arg(long = "cacert", id = "tls_cacert", global = true)]
+    pub cacert: Option<std::path::PathBuf>,
+    /// Identify secure client using this TLS certificate file.
+    #[arg(long = "cert", id = "tls_cert", global = true)]
+    pub cert: Option<std::path::PathBuf>,
+    /// Identify secure client using this TLS key file (range's KEY argument is another thing).
+    #[arg(long = "key", id = "tls_key", global = true)]
+    pub key: Option<std::path::PathBuf>,
 }
 
 /// The global settings every command runs with.
@@ -66,6 +75,8 @@ pub struct Settings {
     pub stall_timeout: Duration,
     /// Client threads (1: a current-thread runtime).
     pub threads: usize,
+    /// TLS for https endpoints (None: plain only).
+    pub tls: Option<tonic::transport::ClientTlsConfig>,
 }
 
 impl Global {
@@ -93,6 +104,7 @@ impl Global {
             }
         }
         let endpoints = self.endpoints.iter().map(|e| endpoint_uri(e)).collect::<Result<Vec<_>, _>>()?;
+        let tls = self.tls(&endpoints)?;
         Ok(Settings {
             endpoints,
             conns: self.conns,
@@ -104,7 +116,35 @@ impl Global {
             request_timeout: self.request_timeout,
             stall_timeout: self.stall_timeout,
             threads: self.threads,
+            tls,
         })
+    }
+
+    /// The TLS of https endpoints: the CA that signs the server's certificate, and the client's
+    /// own certificate when the server asks for one.
+    fn tls(&self, endpoints: &[String]) -> Result<Option<tonic::transport::ClientTlsConfig>, String> {
+        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+        let read = |flag: &str, path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+        };
+        if !endpoints.iter().any(|e| e.starts_with("https://")) {
+            if self.cacert.is_some() || self.cert.is_some() || self.key.is_some() {
+                return Err("--cacert/--cert/--key need an https:// endpoint".to_string());
+            }
+            return Ok(None);
+        }
+        let mut config = ClientTlsConfig::new();
+        if let Some(ca) = &self.cacert {
+            config = config.ca_certificate(Certificate::from_pem(read("--cacert", ca)?));
+        }
+        match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => {
+                config = config.identity(Identity::from_pem(read("--cert", cert)?, read("--key", key)?));
+            }
+            (None, None) => {}
+            _ => return Err("--cert and --key must be given together".to_string()),
+        }
+        Ok(Some(config))
     }
 }
 
@@ -116,10 +156,7 @@ pub fn endpoint_uri(endpoint: &str) -> Result<String, String> {
     }
     if let Some((scheme, _)) = endpoint.split_once("://") {
         return match scheme {
-            "http" => Ok(endpoint.to_string()),
-            "https" | "unixs" => {
-                Err(format!("endpoint {endpoint}: TLS is not supported by actcd-bench; use http://"))
-            }
+            "http" | "https" => Ok(endpoint.to_string()),
             other => Err(format!(
                 "endpoint {endpoint}: unsupported scheme {other:?}; use host:port or http://host:port"
             )),
@@ -136,7 +173,8 @@ mod tests {
     fn endpoints_take_optional_scheme() {
         assert_eq!(endpoint_uri("127.0.0.1:2379").as_deref(), Ok("http://127.0.0.1:2379"));
         assert_eq!(endpoint_uri(" http://localhost:23790 ").as_deref(), Ok("http://localhost:23790"));
-        assert!(endpoint_uri("https://x:1").is_err());
+        assert_eq!(endpoint_uri("https://x:1").as_deref(), Ok("https://x:1"));
+        assert!(endpoint_uri("unixs://x:1").is_err());
         assert!(endpoint_uri("").is_err());
         assert!(endpoint_uri("ftp://x:1").is_err());
     }

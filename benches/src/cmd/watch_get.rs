@@ -65,7 +65,7 @@ impl WatchGetArgs {
         let Some(channels) = connect(settings, stop, out, &["watch-get"]).await else {
             return;
         };
-        let get_channel = match dial(&settings.endpoints, 1, settings.dial_timeout).await {
+        let get_channel = match dial(settings, 1).await {
             Ok(mut c) => c.remove(0),
             Err(e) => {
                 stop.stop(e.first().map(|e| e.to_string()).unwrap_or_default());

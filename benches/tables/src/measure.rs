@@ -679,10 +679,8 @@ const RANGE_KEY: &str = "foo";
 
 /// Puts [`RANGE_KEY`] with a value of the doc's size, so that the ranges read one real key.
 async fn put_range_key(settings: &Settings) -> Result<(), String> {
-    let channel = dial(&settings.endpoints, 1, settings.dial_timeout)
-        .await
-        .map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?
-        .remove(0);
+    let channel =
+        dial(settings, 1).await.map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?.remove(0);
     let req = PutRequest {
         key: Bytes::from_static(RANGE_KEY.as_bytes()),
         value: Bytes::from(vec![b'v'; qpstable::VAL_SIZE]),

@@ -69,10 +69,8 @@ pub async fn measure(
 
 /// Every key counted by the server (a Range over all keys, count only) and its backend size.
 async fn count_keys(settings: &Settings) -> Result<(u64, u64), String> {
-    let channel = dial(&settings.endpoints, 1, settings.dial_timeout)
-        .await
-        .map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?
-        .remove(0);
+    let channel =
+        dial(settings, 1).await.map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?.remove(0);
     let all = RangeRequest {
         key: Bytes::from_static(b"\0"),
         range_end: Bytes::from_static(b"\0"),

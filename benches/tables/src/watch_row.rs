@@ -325,7 +325,7 @@ async fn measure(
     let mut channels: Vec<Channel> = Vec::with_capacity(conns);
     while channels.len() < conns && !stop.is_stopped() {
         let n = DIAL_BATCH.min(conns - channels.len());
-        match dial(&settings.endpoints, n, settings.dial_timeout).await {
+        match dial(settings, n).await {
             Ok(c) => channels.extend(c),
             Err(errors) => {
                 let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
