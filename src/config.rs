@@ -209,17 +209,9 @@ impl Config {
     }
 }
 
-/// Resolves `http://host:port` URLs to socket addresses.
-pub fn listen_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<SocketAddr>> {
-    if let Some(url) = urls.iter().find(|u| !u.starts_with("http://")) {
-        bail!("--{flag}: {url:?} is not an http:// URL (TLS and unix sockets are not supported here)");
-    }
-    Ok(listen_client_addrs(urls, flag)?.into_iter().map(|(addr, _)| addr).collect())
-}
-
-/// Resolves `http://host:port` and `https://host:port` URLs to socket addresses, each with
-/// whether it serves TLS.
-pub fn listen_client_addrs(urls: &[String], flag: &str) -> anyhow::Result<Vec<(SocketAddr, bool)>> {
+/// Resolves `http://host:port` and `https://host:port` URLs (client and metrics URLs) to socket
+/// addresses, each with whether it serves TLS.
+pub fn listen_urls(urls: &[String], flag: &str) -> anyhow::Result<Vec<(SocketAddr, bool)>> {
     let mut addrs = Vec::new();
     for url in urls {
         let (host_port, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {

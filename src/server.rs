@@ -26,7 +26,7 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::health::health_server::HealthServer;
 
-use crate::config::{listen_addrs, listen_client_addrs, Config};
+use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::auth::AuthService;
 use crate::grpc::health::HealthService;
@@ -37,7 +37,7 @@ use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::watch::WatchService;
 use crate::membership::InitialCluster;
 use crate::metrics::endpoint;
-use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget};
+use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
 use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetricsLayer;
 use crate::transport::range_backpressure::RangeBackpressureLayer;
@@ -50,19 +50,21 @@ const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let cluster = config.initial_cluster()?;
-    let client_urls = listen_client_addrs(&config.listen_client_urls, "listen-client-urls")?;
-    let tls = client_tls(&config, &client_urls)?;
-    let prometheus = crate::metrics::prometheus::install(config.quota_bytes())?;
-    let metrics_addrs = if config.listen_metrics_urls.is_empty() {
+    let client_urls = listen_urls(&config.listen_client_urls, "listen-client-urls")?;
+    let metrics_urls = if config.listen_metrics_urls.is_empty() {
         Vec::new()
     } else {
-        listen_addrs(&config.listen_metrics_urls, "listen-metrics-urls")?
+        listen_urls(&config.listen_metrics_urls, "listen-metrics-urls")?
     };
+    let tls = client_tls(&config, &client_urls, &metrics_urls)?;
+    let prometheus = crate::metrics::prometheus::install(config.quota_bytes())?;
     // Ports are taken before anything starts, so a port in use is one clear error line.
     let client_addrs: Vec<SocketAddr> = client_urls.iter().map(|(addr, _)| *addr).collect();
     let client_listeners: Vec<_> =
         bind_all(&client_addrs)?.into_iter().zip(client_urls.iter().map(|(_, tls)| *tls)).collect();
-    let metrics_listeners = bind_all(&metrics_addrs)?;
+    let metrics_addrs: Vec<SocketAddr> = metrics_urls.iter().map(|(addr, _)| *addr).collect();
+    let metrics_listeners: Vec<_> =
+        bind_all(&metrics_addrs)?.into_iter().zip(metrics_urls.iter().map(|(_, tls)| *tls)).collect();
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
@@ -177,12 +179,17 @@ fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> 
         .collect()
 }
 
-/// The TLS of the https client URLs, if any: etcd refuses an https URL without a certificate,
-/// and warns about a certificate that no URL uses.
-fn client_tls(config: &Config, urls: &[(SocketAddr, bool)]) -> anyhow::Result<Option<TlsServer>> {
+/// The TLS of the https client and metrics URLs, if any: etcd refuses an https URL without a
+/// certificate, and warns about a certificate that no URL uses.
+fn client_tls(
+    config: &Config,
+    client: &[(SocketAddr, bool)],
+    metrics: &[(SocketAddr, bool)],
+) -> anyhow::Result<Option<TlsServer>> {
     let flags = config.tls_flags();
-    let Some(url) = config.listen_client_urls.iter().zip(urls).find(|(_, (_, tls))| *tls).map(|(u, _)| u)
-    else {
+    let mut urls =
+        config.listen_client_urls.iter().zip(client).chain(config.listen_metrics_urls.iter().zip(metrics));
+    let Some(url) = urls.find(|(_, (_, tls))| *tls).map(|(u, _)| u) else {
         if flags.has_certificate() {
             tracing::warn!("--cert-file/--key-file/--auto-tls are set but no --listen-client-urls is https: ignoring them");
         }
@@ -210,7 +217,7 @@ async fn serve(
     services: Services,
     client_listeners: Vec<(std::net::TcpListener, bool)>,
     tls: Option<TlsServer>,
-    metrics_listeners: Vec<std::net::TcpListener>,
+    metrics_listeners: Vec<(std::net::TcpListener, bool)>,
 ) -> anyhow::Result<()> {
     let mut listeners = Vec::new();
     for (listener, is_tls) in client_listeners {
@@ -219,13 +226,22 @@ async fn serve(
         listeners.push((listener, is_tls));
     }
     tokio::spawn(crate::metrics::prometheus::upkeep(services.prometheus.clone()));
-    for listener in metrics_listeners {
+    for (listener, is_tls) in metrics_listeners {
         let listener = TcpListener::from_std(listener).context("cannot serve on the metrics listener")?;
-        tracing::info!(addr = ?listener.local_addr().ok(), "serving /metrics, /health and /version");
+        tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving /metrics, /health and /version");
         let state =
             endpoint::MetricsState { store: services.store.clone(), prometheus: services.prometheus.clone() };
-        let listener = BudgetedListener { listener, budget: Arc::clone(&services.budget) };
-        tokio::spawn(endpoint::serve(listener, state));
+        let budget = Arc::clone(&services.budget);
+        match (&tls, is_tls) {
+            (Some(tls), true) => {
+                let listener = TlsBudgetedListener::new(listener, budget, tls.for_http1())
+                    .context("cannot serve on the metrics listener")?;
+                tokio::spawn(endpoint::serve_tls(listener, state));
+            }
+            _ => {
+                tokio::spawn(endpoint::serve(BudgetedListener { listener, budget }, state));
+            }
+        }
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();

@@ -13,7 +13,7 @@ use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
 
 use crate::grpc::maintenance::SERVER_VERSION;
 use crate::grpc::store_handle::StoreHandle;
-use crate::transport::connection_budget::BudgetedListener;
+use crate::transport::connection_budget::{BudgetedListener, TlsBudgetedListener};
 
 /// What the metrics URLs serve from.
 #[derive(Clone)]
@@ -24,14 +24,24 @@ pub struct MetricsState {
     pub prometheus: PrometheusHandle,
 }
 
-/// Serves /metrics, /health and /version until the listener fails.
-pub async fn serve(listener: BudgetedListener, state: MetricsState) {
-    let app = Router::new()
+fn app(state: MetricsState) -> Router {
+    Router::new()
         .route("/metrics", get(metrics))
         .route("/health", get(health))
         .route("/version", get(version))
-        .with_state(state);
-    if let Err(err) = axum::serve(listener, app).await {
+        .with_state(state)
+}
+
+/// Serves /metrics, /health and /version until the listener fails.
+pub async fn serve(listener: BudgetedListener, state: MetricsState) {
+    if let Err(err) = axum::serve(listener, app(state)).await {
+        tracing::error!(%err, "health endpoint stopped");
+    }
+}
+
+/// [`serve`] on an https URL.
+pub async fn serve_tls(listener: TlsBudgetedListener, state: MetricsState) {
+    if let Err(err) = axum::serve(listener, app(state)).await {
         tracing::error!(%err, "health endpoint stopped");
     }
 }

@@ -15,6 +15,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio_rustls::server::TlsStream;
+
+use crate::transport::tls::TlsServer;
 
 /// Descriptors kept back beyond those open at start: RocksDB's new WAL, SST and MANIFEST files
 /// as it flushes and compacts, snapshot checkpoints, the process's own odds and ends.
@@ -175,5 +179,76 @@ impl axum::serve::Listener for BudgetedListener {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+}
+
+/// TLS handshakes under way at once on one listener. Past it, the accept loop waits for one to
+/// end: the sockets it has not taken wait in the kernel's backlog.
+const HANDSHAKES_IN_FLIGHT: usize = 256;
+/// Connections through their handshake that the server has not taken yet. When it is full the
+/// handshake tasks wait, holding their permits, so the accept loop stops too.
+const HANDSHAKES_DONE: usize = 64;
+/// A client that has not finished its handshake by then is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts within the budget and runs each TLS handshake in a task of its own, so that a slow
+/// or silent client never holds up the others; a failed one is dropped (logged at debug: a scan
+/// or a plaintext client is not an error of the server's). Ends when the receiver is dropped.
+pub fn handshakes(
+    listener: TcpListener,
+    budget: Arc<ConnectionBudget>,
+    tls: TlsServer,
+) -> mpsc::Receiver<(TlsStream<Admitted>, SocketAddr)> {
+    let (done, handed) = mpsc::channel(HANDSHAKES_DONE);
+    let permits = Arc::new(Semaphore::new(HANDSHAKES_IN_FLIGHT));
+    tokio::spawn(async move {
+        while !done.is_closed() {
+            let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
+            let (inner, peer) = accept(&listener, &budget).await;
+            let _ = inner.stream().set_nodelay(true);
+            let (acceptor, done) = (tls.acceptor(), done.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(inner)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = done.send((stream, peer)).await;
+                    }
+                    Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    handed
+}
+
+/// A listener for axum (https metrics URLs): connections through their TLS handshake.
+pub struct TlsBudgetedListener {
+    handshaken: mpsc::Receiver<(TlsStream<Admitted>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl TlsBudgetedListener {
+    /// Serves `tls` on `listener` within `budget`.
+    pub fn new(listener: TcpListener, budget: Arc<ConnectionBudget>, tls: TlsServer) -> io::Result<Self> {
+        let local = listener.local_addr()?;
+        Ok(Self { handshaken: handshakes(listener, budget, tls), local })
+    }
+}
+
+impl axum::serve::Listener for TlsBudgetedListener {
+    type Io = TlsStream<Admitted>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TlsStream<Admitted>, SocketAddr) {
+        match self.handshaken.recv().await {
+            Some(accepted) => accepted,
+            // The accept task ended (only with the runtime): nothing more will come.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.local)
     }
 }

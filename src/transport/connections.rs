@@ -12,10 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use actix::Addr;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::server::Connected;
@@ -23,7 +22,7 @@ use tonic::transport::server::Connected;
 use actcd_actors::conn::actor::ConnActor;
 use actcd_actors::conn::messages::ConnectionClosed;
 
-use crate::transport::connection_budget::{accept, Admitted, ConnectionBudget};
+use crate::transport::connection_budget::{accept, handshakes, Admitted, ConnectionBudget};
 use crate::transport::range_backpressure::RangeSlots;
 use crate::transport::tls::TlsServer;
 
@@ -165,44 +164,13 @@ pub fn incoming(
     })
 }
 
-/// TLS handshakes under way at once on one listener. Past it, the accept loop waits for one to
-/// end: the sockets it has not taken wait in the kernel's backlog.
-const HANDSHAKES_IN_FLIGHT: usize = 256;
-/// Connections through their handshake that tonic has not taken yet. When it is full the
-/// handshake tasks wait, holding their permits, so the accept loop stops too.
-const HANDSHAKES_DONE: usize = 64;
-/// A client that has not finished its handshake by then is dropped.
-const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Accepted sockets through their TLS handshake, as a stream for tonic. Handshakes run
-/// concurrently, each in its own task, so that a slow or silent client never holds up the
-/// others; a failed one is dropped (logged at debug: a scan or a plaintext client is not an
-/// error of the server's).
+/// Accepted sockets through their TLS handshake (see [`handshakes`]), as a stream for tonic.
 pub fn incoming_tls(
     listener: TcpListener,
     registry: Arc<Connections>,
     budget: Arc<ConnectionBudget>,
     tls: TlsServer,
-) -> ReceiverStream<io::Result<TrackedStream<TlsStream<Admitted>>>> {
-    let (done, handed) = mpsc::channel(HANDSHAKES_DONE);
-    let permits = Arc::new(Semaphore::new(HANDSHAKES_IN_FLIGHT));
-    tokio::spawn(async move {
-        while !done.is_closed() {
-            let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
-            let (inner, peer) = accept(&listener, &budget).await;
-            let _ = inner.stream().set_nodelay(true);
-            let (acceptor, done, registry) = (tls.acceptor(), done.clone(), Arc::clone(&registry));
-            tokio::spawn(async move {
-                let _permit = permit;
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(inner)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = done.send(Ok(TrackedStream::new(stream, &registry))).await;
-                    }
-                    Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                }
-            });
-        }
-    });
-    ReceiverStream::new(handed)
+) -> impl Stream<Item = io::Result<TrackedStream<TlsStream<Admitted>>>> {
+    ReceiverStream::new(handshakes(listener, budget, tls))
+        .map(move |(stream, _)| Ok(TrackedStream::new(stream, &registry)))
 }

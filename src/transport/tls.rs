@@ -136,6 +136,13 @@ impl TlsServer {
         Ok(Self { config: Arc::new(config) })
     }
 
+    /// The same TLS for an HTTP/1.1 server (the metrics URLs): ALPN says http/1.1, not h2.
+    pub fn for_http1(&self) -> Self {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Self { config: Arc::new(config) }
+    }
+
     /// An acceptor for one handshake.
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
         tokio_rustls::TlsAcceptor::from(Arc::clone(&self.config))

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use actcd::config::{listen_addrs, listen_client_addrs, Config};
+use actcd::config::{listen_urls, Config};
 use clap::Parser;
 
 /// Runs actcd with `args`, its metrics on a port of the system's choosing: the default,
@@ -41,13 +41,13 @@ fn flag_defaults_match_etcd() {
     ]);
     assert_eq!((tuned.watch_shards, tuned.stream_threads, tuned.batch_limit()), (3, 1, 64));
     assert!(Config::try_parse_from(["actcd", "--watch-shards", "0"]).is_err(), "a server needs a shard");
-    assert!(listen_addrs(&["https://127.0.0.1:2379".into()], "x").is_err(), "metrics URLs are http only");
     let client =
-        listen_client_addrs(&["https://127.0.0.1:2379".into(), "http://127.0.0.1:2380".into()], "x").unwrap();
+        listen_urls(&["https://127.0.0.1:2379".into(), "http://127.0.0.1:2380".into()], "x").unwrap();
     assert_eq!(client.iter().map(|(_, tls)| *tls).collect::<Vec<_>>(), [true, false]);
-    assert!(listen_addrs(&["127.0.0.1:2379".into()], "x").is_err());
+    assert!(listen_urls(&["127.0.0.1:2379".into()], "x").is_err());
+    assert!(listen_urls(&["unix:///tmp/s".into()], "x").is_err());
     assert_eq!(
-        listen_addrs(&["http://localhost:0".into(), "http://127.0.0.1:1".into()], "x").unwrap().len(),
+        listen_urls(&["http://localhost:0".into(), "http://127.0.0.1:1".into()], "x").unwrap().len(),
         2
     );
 }
@@ -77,5 +77,5 @@ fn bad_flags_and_data_dirs_fail_in_one_line() {
 
     let (code, err) = actcd(&["--listen-client-urls", "unix:///tmp/x"]);
     assert_ne!(code, 0);
-    assert!(err.contains("not an http:// URL"), "{err}");
+    assert!(err.contains("not an http:// or https:// URL"), "{err}");
 }

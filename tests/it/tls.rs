@@ -156,9 +156,12 @@ async fn client_certificates_are_required_verified_and_rotated() {
     let port = free_port();
     let https = format!("https://127.0.0.1:{port}");
     let listen = https.clone();
+    let metrics = format!("https://127.0.0.1:{}", free_port());
     let args = [
         "--listen-client-urls",
         listen.as_str(),
+        "--listen-metrics-urls",
+        metrics.as_str(),
         "--cert-file",
         server_cert.to_str().unwrap(),
         "--key-file",
@@ -181,6 +184,20 @@ async fn client_certificates_are_required_verified_and_rotated() {
 
     let (ok, out) = etcdctl(&https, &[ca_file.as_path()], &["get", "k"]);
     assert!(!ok, "no client certificate must be refused: {out}");
+
+    // The https metrics URL: the same files, HTTP/1.1, the client certificate required too.
+    let curl = |cert: bool| {
+        let mut c = Command::new("curl");
+        c.args(["-sS", "--max-time", "5", "--cacert", ca_file.to_str().unwrap()]);
+        if cert {
+            c.args(["--cert", client_cert.to_str().unwrap(), "--key", client_key.to_str().unwrap()]);
+        }
+        let out = c.arg(format!("{metrics}/health")).output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (ok, body) = curl(true);
+    assert!(ok && body.contains(r#""health":"true""#), "{body}");
+    assert!(!curl(false).0, "/health over https without a client certificate must be refused");
     let stranger = [ca_file.as_path(), other_cert.as_path(), other_key.as_path()];
     let (ok, out) = etcdctl(&https, &stranger, &["get", "k"]);
     assert!(!ok, "a client certificate from another CA must be refused: {out}");
