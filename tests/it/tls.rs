@@ -92,6 +92,38 @@ impl Ca {
     }
 }
 
+/// A data dir, and a CA with its file and a server certificate in a dir of their own.
+struct Fixture {
+    data: tempfile::TempDir,
+    pki: tempfile::TempDir,
+    ca: Ca,
+    ca_file: PathBuf,
+    server: (PathBuf, PathBuf),
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let (data, pki) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let ca = Ca::new("actcd test CA");
+        let ca_file = ca.write(pki.path());
+        let server = ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+        Fixture { data, pki, ca, ca_file, server }
+    }
+}
+
+/// The flags of an actcd serving `url` with `cert` and `key`, requiring client certificates
+/// signed by `ca` when one is given, then `more`.
+fn server_flags(url: &str, (cert, key): (&Path, &Path), ca: Option<&Path>, more: &[&str]) -> Vec<String> {
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let mut flags = vec!["--listen-client-urls".into(), url.into(), "--cert-file".into(), path(cert)];
+    flags.extend(["--key-file".into(), path(key)]);
+    if let Some(ca) = ca {
+        flags.extend(["--trusted-ca-file".into(), path(ca), "--client-cert-auth".into()]);
+    }
+    flags.extend(more.iter().map(|m| m.to_string()));
+    flags
+}
+
 fn etcdctl(endpoint: &str, tls: &[&Path], args: &[&str]) -> (bool, String) {
     let mut cmd = Command::new(etcdctl_binary());
     cmd.env("ETCDCTL_API", "3").args([
@@ -144,10 +176,7 @@ fn served_serial(port: u16, extra: &[&str]) -> Option<String> {
 
 #[tokio::test]
 async fn client_certificates_are_required_verified_and_rotated() {
-    let (data, pki) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ca = Ca::new("actcd test CA");
-    let ca_file = ca.write(pki.path());
-    let (server_cert, server_key) = ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+    let Fixture { data, pki, ca, ca_file, server: (server_cert, server_key) } = Fixture::new();
     let (client_cert, client_key) = ca.issue(pki.path(), "client", ExtendedKeyUsagePurpose::ClientAuth);
     let stranger_dir = tempfile::tempdir().unwrap();
     let (other_cert, other_key) =
@@ -157,22 +186,15 @@ async fn client_certificates_are_required_verified_and_rotated() {
     let https = format!("https://127.0.0.1:{port}");
     let listen = https.clone();
     let metrics = format!("https://127.0.0.1:{}", free_port());
-    let args = [
-        "--listen-client-urls",
-        listen.as_str(),
-        "--listen-metrics-urls",
-        metrics.as_str(),
-        "--cert-file",
-        server_cert.to_str().unwrap(),
-        "--key-file",
-        server_key.to_str().unwrap(),
-        "--trusted-ca-file",
-        ca_file.to_str().unwrap(),
-        "--client-cert-auth",
-    ];
+    let args = server_flags(
+        &listen,
+        (&server_cert, &server_key),
+        Some(&ca_file),
+        &["--listen-metrics-urls", &metrics],
+    );
     // The launcher's plain URL stays (plain and TLS listeners at once, as etcd allows) and is
     // what it waits on.
-    let server = Server::actcd(data.path(), &args).await;
+    let server = Server::actcd(data.path(), &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
 
     let good = [ca_file.as_path(), client_cert.as_path(), client_key.as_path()];
     let (ok, out) = etcdctl(&https, &good, &["put", "k", "over tls"]);
@@ -241,25 +263,13 @@ async fn client_certificates_are_required_verified_and_rotated() {
 
 #[tokio::test]
 async fn cipher_suites_and_versions_restrict_the_handshake() {
-    let (data, pki) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ca = Ca::new("actcd test CA");
-    let ca_file = ca.write(pki.path());
-    let (cert, key) = ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+    let Fixture { data, pki: _pki, ca: _, ca_file, server: (cert, key) } = Fixture::new();
     let port = free_port();
     let listen = format!("https://127.0.0.1:{port}");
-    let args = [
-        "--listen-client-urls",
-        listen.as_str(),
-        "--cert-file",
-        cert.to_str().unwrap(),
-        "--key-file",
-        key.to_str().unwrap(),
-        "--cipher-suites",
-        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
-        "--tls-max-version",
-        "TLS1.2",
-    ];
-    let _server = Server::actcd(data.path(), &args).await;
+    let restricted =
+        ["--cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384", "--tls-max-version", "TLS1.2"];
+    let args = server_flags(&listen, (&cert, &key), None, &restricted);
+    let _server = Server::actcd(data.path(), &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let ca = ["-CAfile", ca_file.to_str().unwrap()];
     assert!(served_serial(
         port,
@@ -316,30 +326,16 @@ async fn cipher_suites_and_versions_restrict_the_handshake() {
 
 #[tokio::test]
 async fn a_revoked_client_certificate_is_refused() {
-    let (data, pki) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let ca = Ca::new("actcd test CA");
-    let ca_file = ca.write(pki.path());
-    let (cert, key) = ca.issue(pki.path(), "server", ExtendedKeyUsagePurpose::ServerAuth);
+    let Fixture { data, pki, ca, ca_file, server: (cert, key) } = Fixture::new();
     let (kept, kept_key) =
         ca.issue_numbered(pki.path(), "kept", ExtendedKeyUsagePurpose::ClientAuth, Some(1001));
     let (revoked, revoked_key) =
         ca.issue_numbered(pki.path(), "revoked", ExtendedKeyUsagePurpose::ClientAuth, Some(1002));
     let crl = ca.revoke(pki.path(), &[1002]);
     let url = format!("https://127.0.0.1:{}", free_port());
-    let args = [
-        "--listen-client-urls",
-        url.as_str(),
-        "--cert-file",
-        cert.to_str().unwrap(),
-        "--key-file",
-        key.to_str().unwrap(),
-        "--trusted-ca-file",
-        ca_file.to_str().unwrap(),
-        "--client-cert-auth",
-        "--client-crl-file",
-        crl.to_str().unwrap(),
-    ];
-    let _server = Server::actcd(data.path(), &args).await;
+    let args =
+        server_flags(&url, (&cert, &key), Some(&ca_file), &["--client-crl-file", crl.to_str().unwrap()]);
+    let _server = Server::actcd(data.path(), &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let (ok, out) =
         etcdctl(&url, &[ca_file.as_path(), kept.as_path(), kept_key.as_path()], &["put", "k", "v"]);
     assert!(ok, "a certificate the CRL does not list: {out}");
