@@ -8,6 +8,7 @@
 //!
 //! # Layout
 //! - [`config`]: command-line flags with etcd's names.
+//! - [`c_heap`]: glibc's heap (RocksDB's): large blocks mmapped, free memory given back when idle.
 //! - [`membership`]: the initial cluster from etcd's bootstrap flags, and etcd's member and
 //!   cluster ids.
 //! - [`server`]: process wiring: store, StoreActor, watch tree, listeners, shutdown.
@@ -19,6 +20,7 @@
 //! - [`snapshot`]: `actcd snapshot restore`, run instead of the server.
 #![deny(missing_docs)]
 
+pub mod c_heap;
 pub mod config;
 pub mod grpc;
 pub mod membership;

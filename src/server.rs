@@ -50,6 +50,7 @@ const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let cluster = config.initial_cluster()?;
+    crate::c_heap::start_trimmer().context("cannot start the heap trimmer")?;
     let client_urls = listen_urls(&config.listen_client_urls, "listen-client-urls")?;
     let metrics_urls = if config.listen_metrics_urls.is_empty() {
         Vec::new()
