@@ -70,6 +70,15 @@ pub(super) fn recover(engine: &impl Engine) -> Result<Recovered, StoreError> {
                 stale.delete(Family::History, key.to_vec());
             }
         } else {
+            // A key's version counts its puts since its creation, each at a revision of its
+            // own, so it is at most the revisions between the two; a larger one overflowed the
+            // next put's version (found by fuzz/open_store).
+            let (created, version, at) = (record.kv.create_revision, record.kv.version, record.revision.main);
+            if !(1..=at).contains(&created) || !(1..=at - created + 1).contains(&version) {
+                return Err(StoreError::Corrupt(format!(
+                    "history record at revision {at}: version {version} of a key created at {created}"
+                )));
+            }
             leases.attach(&record.kv.key, record.kv.lease);
             let create = Revision { main: record.kv.create_revision, sub: 0 };
             index
@@ -116,6 +125,7 @@ mod tests {
     use super::*;
     use crate::store::mvcc::memory::MemoryEngine;
     use crate::store::mvcc::writer::{StoreConfig, StoreCore};
+    use actcd_proto::mvccpb::KeyValue;
 
     fn open_on(records: &[(Family, &[u8], Vec<u8>)]) -> Result<StoreCore<MemoryEngine>, StoreError> {
         let engine = MemoryEngine::new();
@@ -143,6 +153,29 @@ mod tests {
         ] {
             assert!(matches!(open_on(&records), Err(StoreError::Corrupt(_))), "{records:?}");
         }
+        // A version no put sequence can reach: the next put's version overflowed.
+        let history = |version: i64, created: i64| {
+            let kv = KeyValue {
+                key: "k".into(),
+                create_revision: created,
+                mod_revision: 3,
+                version,
+                ..Default::default()
+            };
+            (
+                Family::History,
+                Revision { main: 3, sub: 0 }.to_key_bytes().to_vec(),
+                codec::encode_history_value(false, &kv),
+            )
+        };
+        for (version, created) in [(i64::MAX, 1), (4, 1), (0, 1), (1, 4), (1, 0)] {
+            let (family, key, value) = history(version, created);
+            let opened = open_on(&[(family, &key[..], value)]);
+            assert!(matches!(opened, Err(StoreError::Corrupt(_))), "version {version} created at {created}");
+        }
+        let (family, key, value) = history(3, 1);
+        assert!(open_on(&[(family, &key[..], value)]).is_ok(), "three puts at revisions 1 to 3");
+
         let fine = open_on(&[
             (Family::Meta, APPLIED_INDEX_KEY, codec::encode_i64(5)),
             (Family::Lease, &lease[..], codec::encode_i64(MAX_LEASE_TTL)),
