@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what actcd's two commands need on a fresh Debian machine that has only the Rust
 # toolchain, skipping what is already there, so running it again is cheap.
-#   server: clang + libclang-dev (bindgen for RocksDB's bindings)
+#   server: clang + libclang-dev (bindgen for RocksDB's bindings), etcd-client (etcdctl, for
+#           the README's first session against the server; a fresh-root run of the server
+#           command alone found it missing)
 #   test:   protobuf-compiler + libprotobuf-dev (the etcd-client crate's build script runs
 #           protoc on etcd's protos, which import google/protobuf/*.proto: those files are in
 #           libprotobuf-dev, which protobuf-compiler only recommends), etcd-server +
@@ -16,9 +18,9 @@
 # Usage: scripts/install-deps.sh server|test
 set -euo pipefail
 
-packages=(clang libclang-dev)
+packages=(clang libclang-dev etcd-client)
 if [[ "${1:-server}" == test ]]; then
-    packages+=(protobuf-compiler libprotobuf-dev etcd-server etcd-client prometheus fiu-utils
+    packages+=(protobuf-compiler libprotobuf-dev etcd-server prometheus fiu-utils
         libfiu0 strace python3 curl openssl)
 fi
 
