@@ -7,6 +7,7 @@
 //! - [`lease`]: the lease family: the lessor, the LeaseActor, the keep-alive stream actor.
 //! - [`conn`]: the conn family: the ConnActor of one client connection.
 //! - [`identity`]: the member identity stamped on response headers.
+//! - [`raft`]: the Raft family: the log, the state machine and the snapshots openraft drives.
 //! - [`mailboxes`]: the capacity of each long-lived actor's mailbox, and what a full one does.
 //! - [`failpoints`]: test-build failpoints at the group commit's boundaries.
 //! - [`metric_names`]: every metric name exported, and the actor kinds that label them.
@@ -22,5 +23,6 @@ pub mod identity;
 pub mod lease;
 pub mod mailboxes;
 pub mod metric_names;
+pub mod raft;
 pub mod store;
 pub mod watch;

@@ -19,8 +19,14 @@ pub const FORMAT_KEY: &[u8] = b"format";
 pub const FORMAT_VERSION: &[u8] = b"actcd-store-v1";
 /// The meta record holding the last compaction revision.
 pub const COMPACTED_KEY: &[u8] = b"compacted_revision";
-/// The meta record holding the number of commands applied (etcd's applied index).
+/// The meta record holding the index of the last applied Raft log entry (etcd's applied
+/// index; before the Raft log, the number of commands applied).
 pub const APPLIED_INDEX_KEY: &[u8] = b"applied_index";
+/// The meta record holding the last applied Raft log id (postcard), written in the same batch
+/// as the changes of the entries up to it, as etcd's consistent index is.
+pub const RAFT_APPLIED_KEY: &[u8] = b"raft_applied";
+/// The meta record holding the last applied Raft membership (postcard).
+pub const RAFT_MEMBERSHIP_KEY: &[u8] = b"raft_membership";
 
 const PUT_KIND: u8 = b'p';
 const DELETE_KIND: u8 = b'd';

@@ -27,7 +27,7 @@ pub trait WriteRequest: Sized {
 }
 
 macro_rules! commands {
-    ($($(#[$doc:meta])* $variant:ident($request:ty) -> $response:ty,)*) => {
+    ($($(#[$doc:meta])* $variant:ident($request:ty) -> $response:ty = $tag:literal,)*) => {
         /// A write request, as the client sent it (and, for a lease grant, with its ID chosen).
         #[derive(Debug, Clone, PartialEq)]
         pub enum Command {
@@ -46,6 +46,42 @@ macro_rules! commands {
             pub fn encoded_len(&self) -> usize {
                 match self {
                     $(Command::$variant(req) => req.encoded_len(),)*
+                }
+            }
+
+            /// The command as it travels in a log entry: its tag, then the request in etcd's
+            /// protobuf encoding (so the log holds exactly what the client sent).
+            pub fn encode(&self) -> Vec<u8> {
+                match self {
+                    $(Command::$variant(req) => tagged($tag, req),)*
+                }
+            }
+
+            /// The command [`Command::encode`] wrote.
+            pub fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+                let (tag, body) = untag(bytes)?;
+                match tag {
+                    $($tag => Ok(Command::$variant(decode_body(body)?)),)*
+                    other => Err(StoreError::Corrupt(format!("unknown command tag {other}"))),
+                }
+            }
+        }
+
+        impl CommandResponse {
+            /// The answer as it travels between members: its command's tag, then the response
+            /// in etcd's protobuf encoding.
+            pub fn encode(&self) -> Vec<u8> {
+                match self {
+                    $(CommandResponse::$variant(resp) => tagged($tag, resp),)*
+                }
+            }
+
+            /// The answer [`CommandResponse::encode`] wrote.
+            pub fn decode(bytes: &[u8]) -> Result<Self, StoreError> {
+                let (tag, body) = untag(bytes)?;
+                match tag {
+                    $($tag => Ok(CommandResponse::$variant(decode_body(body)?)),)*
+                    other => Err(StoreError::Corrupt(format!("unknown response tag {other}"))),
                 }
             }
         }
@@ -68,19 +104,39 @@ macro_rules! commands {
     };
 }
 
+// The tags are written into the Raft log: never reuse or renumber one.
 commands! {
     /// KV.Put.
-    Put(PutRequest) -> PutResponse,
+    Put(PutRequest) -> PutResponse = 1,
     /// KV.DeleteRange.
-    DeleteRange(DeleteRangeRequest) -> DeleteRangeResponse,
+    DeleteRange(DeleteRangeRequest) -> DeleteRangeResponse = 2,
     /// KV.Txn with at least one write op (read-only txns are served from the read view).
-    Txn(TxnRequest) -> TxnResponse,
+    Txn(TxnRequest) -> TxnResponse = 3,
     /// KV.Compact.
-    Compact(CompactionRequest) -> CompactionResponse,
+    Compact(CompactionRequest) -> CompactionResponse = 4,
     /// Lease.LeaseGrant, its ID already chosen (non-zero) by the caller.
-    LeaseGrant(LeaseGrantRequest) -> LeaseGrantResponse,
+    LeaseGrant(LeaseGrantRequest) -> LeaseGrantResponse = 5,
     /// Lease.LeaseRevoke, or a lease's expiry: its keys are deleted in one revision.
-    LeaseRevoke(LeaseRevokeRequest) -> LeaseRevokeResponse,
+    LeaseRevoke(LeaseRevokeRequest) -> LeaseRevokeResponse = 6,
     /// Maintenance.Alarm: raise or clear an alarm (a GET is served from the read view).
-    Alarm(AlarmRequest) -> AlarmResponse,
+    Alarm(AlarmRequest) -> AlarmResponse = 7,
+}
+
+fn tagged(tag: u8, message: &impl Message) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(1 + message.encoded_len());
+    bytes.push(tag);
+    // Writing into a Vec cannot run out of room.
+    let _ = message.encode(&mut bytes);
+    bytes
+}
+
+fn untag(bytes: &[u8]) -> Result<(u8, &[u8]), StoreError> {
+    bytes
+        .split_first()
+        .map(|(tag, body)| (*tag, body))
+        .ok_or_else(|| StoreError::Corrupt("empty command".into()))
+}
+
+fn decode_body<M: Message + Default>(body: &[u8]) -> Result<M, StoreError> {
+    M::decode(body).map_err(|e| StoreError::Corrupt(format!("undecodable command: {e}")))
 }

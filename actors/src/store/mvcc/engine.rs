@@ -79,6 +79,13 @@ pub trait Engine: Send + Sync + Unpin + 'static {
     /// Applies `set` atomically and returns only once it is on stable storage (fsync).
     fn commit(&self, set: &WriteSet) -> Result<(), StoreError>;
 
+    /// Applies `set` atomically without an fsync of its own: for the writes of Raft log
+    /// entries that are already durable in the log, which a restart replays if these writes
+    /// are lost. The next fsync of the database (the log's next append) makes them durable.
+    fn commit_by_log(&self, set: &WriteSet) -> Result<(), StoreError> {
+        self.commit(set)
+    }
+
     /// Reads several records of one family; `None` where a key is absent.
     fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
 

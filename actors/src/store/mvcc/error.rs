@@ -1,10 +1,11 @@
 //! The store's typed errors. The gRPC edge maps each variant to etcd's code and message text in
 //! one place (`src/grpc/status.rs`, with the texts of `actcd_proto::errors`), so the store never speaks gRPC.
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Everything a store operation can refuse or fail with.
-#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[derive(Debug, Error, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum StoreError {
     /// A request, compare or op named no key.

@@ -16,6 +16,12 @@ use super::error::StoreError;
 const HISTORY_CF: &str = "history";
 const META_CF: &str = "meta";
 const LEASE_CF: &str = "lease";
+/// The Raft log's entries by index (see `crate::raft::log_store`): in the same database as
+/// the state machine, so that one WAL fsync makes a log append durable together with every
+/// state-machine write applied before it.
+pub(crate) const RAFT_LOG_CF: &str = "raft_log";
+/// The Raft log's vote, committed id and purge point.
+pub(crate) const RAFT_META_CF: &str = "raft_meta";
 
 /// Block cache size: reads of recent values mostly hit the memtable or this cache; a bound keeps
 /// RocksDB's share of RSS predictable.
@@ -52,7 +58,7 @@ impl RocksEngine {
         db_opts.set_max_total_wal_size(64 << 20);
 
         let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-        let families = [HISTORY_CF, META_CF, LEASE_CF].map(|name| {
+        let families = [HISTORY_CF, META_CF, LEASE_CF, RAFT_LOG_CF, RAFT_META_CF].map(|name| {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
             let mut cf_opts = Options::default();
@@ -62,6 +68,19 @@ impl RocksEngine {
         });
         let db = DB::open_cf_descriptors(&db_opts, dir, families)?;
         Ok(Self { db: Arc::new(db) })
+    }
+
+    /// Opens the checkpoint in `dir` for reading only (a snapshot being installed), leaving
+    /// its files as they are.
+    pub fn open_read_only(dir: &Path) -> Result<Self, StoreError> {
+        let names = [HISTORY_CF, META_CF, LEASE_CF, RAFT_LOG_CF, RAFT_META_CF];
+        let db = DB::open_cf_for_read_only(&Options::default(), dir, names, false)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    /// The database itself, for the Raft log store's own column families.
+    pub(crate) fn db(&self) -> &Arc<DB> {
+        &self.db
     }
 
     fn cf(&self, family: Family) -> Result<&rocksdb::ColumnFamily, StoreError> {
@@ -114,6 +133,20 @@ impl RocksEngine {
             .sum()
     }
 
+    fn write(&self, set: &WriteSet, sync: bool) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        for op in set.ops() {
+            match op {
+                WriteOp::Put { family, key, value } => batch.put_cf(self.cf(*family)?, key, value),
+                WriteOp::Delete { family, key } => batch.delete_cf(self.cf(*family)?, key),
+            }
+        }
+        let mut opts = WriteOptions::default();
+        opts.set_sync(sync);
+        self.db.write_opt(batch, &opts)?;
+        Ok(())
+    }
+
     /// A consistent point-in-time view for reads that must agree with each other.
     pub fn snapshot(&self) -> RocksSnapshot<'_> {
         RocksSnapshot { engine: self, snapshot: self.db.snapshot() }
@@ -149,17 +182,11 @@ impl RocksSnapshot<'_> {
 
 impl Engine for RocksEngine {
     fn commit(&self, set: &WriteSet) -> Result<(), StoreError> {
-        let mut batch = WriteBatch::default();
-        for op in set.ops() {
-            match op {
-                WriteOp::Put { family, key, value } => batch.put_cf(self.cf(*family)?, key, value),
-                WriteOp::Delete { family, key } => batch.delete_cf(self.cf(*family)?, key),
-            }
-        }
-        let mut opts = WriteOptions::default();
-        opts.set_sync(true);
-        self.db.write_opt(batch, &opts)?;
-        Ok(())
+        self.write(set, true)
+    }
+
+    fn commit_by_log(&self, set: &WriteSet) -> Result<(), StoreError> {
+        self.write(set, false)
     }
 
     fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {

@@ -106,6 +106,28 @@ impl<E: Engine> StoreCore<E> {
         Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None, leases, alarms })
     }
 
+    /// Rebuilds everything from the engine's records, as an open does: after a snapshot
+    /// replaced them. Readers see the new state from the next read on.
+    pub fn reload(&mut self) -> Result<(), StoreError> {
+        let Recovered { index, leases, current, compacted, applied_index } = recover(&self.shared.engine)?;
+        let alarms = AlarmList::load(&self.shared.engine)?;
+        *self.shared.write_index()? = index;
+        *self.shared.alarms.write().map_err(|_| StoreError::Stopped("alarm lock poisoned".into()))? =
+            alarms.clone();
+        self.shared.compacted.store(compacted, Ordering::Release);
+        self.shared.applied_index.store(applied_index, Ordering::Release);
+        self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
+        self.shared.visible.store(current, Ordering::Release);
+        (self.current, self.leases, self.applied_index, self.alarms) =
+            (current, leases, applied_index, alarms);
+        Ok(())
+    }
+
+    /// The engine, for records the store core does not own (the Raft state machine's).
+    pub fn engine(&self) -> &E {
+        &self.shared.engine
+    }
+
     /// A handle for concurrent readers.
     pub fn read_view(&self) -> ReadView<E> {
         ReadView::new(Arc::clone(&self.shared))
@@ -137,7 +159,6 @@ impl<E: Engine> StoreCore<E> {
         if let Some(reason) = &self.failed {
             return Err(StoreError::Stopped(reason.clone()));
         }
-        self.applied_index += 1;
         batch.commands += 1;
         match command {
             Command::Put(req) => validate::check_put(req)?,
@@ -190,20 +211,40 @@ impl<E: Engine> StoreCore<E> {
     /// Makes every command applied into `batch` durable (one engine write, one fsync), then
     /// visible to readers, and returns the batch's events for watchers. On failure the writer
     /// stops taking writes.
-    pub fn commit(&mut self, mut batch: Batch) -> Result<CommittedEvents, StoreError> {
+    pub fn commit(&mut self, batch: Batch) -> Result<CommittedEvents, StoreError> {
+        if batch.commands == 0 && self.failed.is_none() {
+            let prev_revision = self.shared.visible.load(Ordering::Acquire);
+            return Ok(CommittedEvents { prev_revision, revision: prev_revision, events: Vec::new() });
+        }
+        self.applied_index += batch.commands;
+        self.write_and_publish(batch, false)
+    }
+
+    /// Writes `batch`, the changes of Raft log entries up to `log_index` that the log already
+    /// holds durably, without an fsync of its own (a restart replays what a crash lost), then
+    /// makes it visible. The batch may hold no command (a blank or membership entry): the
+    /// applied position it records is written all the same.
+    pub fn commit_by_log(&mut self, batch: Batch, log_index: u64) -> Result<CommittedEvents, StoreError> {
+        self.applied_index = log_index;
+        self.write_and_publish(batch, true)
+    }
+
+    fn write_and_publish(&mut self, mut batch: Batch, by_log: bool) -> Result<CommittedEvents, StoreError> {
         if let Some(reason) = &self.failed {
             return Err(StoreError::Stopped(reason.clone()));
         }
         let prev_revision = self.shared.visible.load(Ordering::Acquire);
-        if batch.commands == 0 {
-            return Ok(CommittedEvents { prev_revision, revision: prev_revision, events: Vec::new() });
-        }
         batch.writes.put(
             Family::Meta,
             APPLIED_INDEX_KEY.to_vec(),
             codec::encode_i64(self.applied_index as i64),
         );
-        if let Err(err) = self.shared.engine.commit(&batch.writes) {
+        let written = if by_log {
+            self.shared.engine.commit_by_log(&batch.writes)
+        } else {
+            self.shared.engine.commit(&batch.writes)
+        };
+        if let Err(err) = written {
             // The batch may or may not be on disk (a failed fsync says nothing about what the
             // disk kept), so its writes are answered as etcd's stopping server answers them:
             // unavailable, outcome unknown, never acknowledged.

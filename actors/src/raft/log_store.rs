@@ -1,0 +1,201 @@
+//! The Raft log on RocksDB, in two column families of the store's own database:
+//!
+//! ```text
+//! raft_log   key = entry index, 8 bytes big-endian (so key order is log order)
+//!            value = the entry in postcard: log id, then Blank | Normal(Proposal) | Membership
+//! raft_meta  "vote"        the last vote granted or held (written with fsync before the
+//!                          vote is answered: a member must never vote twice in a term)
+//!            "committed"   the last log id known committed (no fsync of its own: losing it
+//!                          only means a restart re-learns it from the leader or re-commits)
+//!            "purged"      the last log id purged; entries up to it are gone
+//! ```
+//!
+//! Every append is one WriteBatch written with fsync before openraft hears it is flushed:
+//! that fsync is the one a write pays for (the state machine writes without one, see
+//! [`super::state_machine`]), and because both share one WAL it also makes durable every
+//! state-machine write applied before it. openraft serializes all calls, so no two writes
+//! race.
+
+use std::fmt::Debug;
+use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote};
+use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
+
+use super::types::{decode, encode, TypeConfig};
+use crate::store::mvcc::rocks::{RAFT_LOG_CF, RAFT_META_CF};
+use crate::store::RocksEngine;
+
+const VOTE_KEY: &[u8] = b"vote";
+const COMMITTED_KEY: &[u8] = b"committed";
+const PURGED_KEY: &[u8] = b"purged";
+
+type Error = StorageError<u64>;
+
+/// The Raft log of one member. Clones share the database (openraft reads the log from its
+/// replication tasks through a clone while the core appends).
+#[derive(Clone)]
+pub struct LogStore {
+    db: Arc<DB>,
+}
+
+impl LogStore {
+    /// The log in `engine`'s database.
+    pub fn new(engine: &RocksEngine) -> Self {
+        Self { db: Arc::clone(engine.db()) }
+    }
+
+    fn cf(&self, name: &str) -> Result<&rocksdb::ColumnFamily, Error> {
+        self.db.cf_handle(name).ok_or_else(|| {
+            StorageIOError::read(AnyError::error(format!("column family {name} is missing"))).into()
+        })
+    }
+
+    fn meta<T: for<'a> serde::Deserialize<'a>>(&self, key: &[u8]) -> Result<Option<T>, Error> {
+        let read = |e: &dyn std::fmt::Display| StorageIOError::read(AnyError::error(e.to_string()));
+        match self.db.get_cf(self.cf(RAFT_META_CF)?, key).map_err(|e| read(&e))? {
+            Some(bytes) => Ok(Some(decode(&bytes).map_err(|e| read(&e))?)),
+            None => Ok(None),
+        }
+    }
+
+    fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), rocksdb::Error> {
+        let mut opts = WriteOptions::default();
+        opts.set_sync(sync);
+        self.db.write_opt(batch, &opts)
+    }
+
+    fn last_entry_id(&self) -> Result<Option<LogId<u64>>, Error> {
+        let mut iter = self.db.iterator_cf(self.cf(RAFT_LOG_CF)?, IteratorMode::End);
+        match iter.next() {
+            Some(Ok((_, value))) => {
+                let entry: Entry<TypeConfig> =
+                    decode(&value).map_err(|e| StorageIOError::read_logs(AnyError::new(&e)))?;
+                Ok(Some(entry.log_id))
+            }
+            Some(Err(e)) => Err(StorageIOError::read_logs(AnyError::new(&e)).into()),
+            None => Ok(None),
+        }
+    }
+}
+
+fn index_key(index: u64) -> [u8; 8] {
+    index.to_be_bytes()
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, Error> {
+        let start = match range.start_bound() {
+            Bound::Included(i) => *i,
+            Bound::Excluded(i) => i.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let from = index_key(start);
+        let mode = IteratorMode::From(&from, Direction::Forward);
+        let mut entries = Vec::new();
+        for item in self.db.iterator_cf(self.cf(RAFT_LOG_CF)?, mode) {
+            let (key, value) = item.map_err(|e| StorageIOError::read_logs(AnyError::new(&e)))?;
+            let index = u64::from_be_bytes(key.as_ref().try_into().map_err(|_| {
+                StorageIOError::read_logs(AnyError::error(format!("a log key of {} bytes", key.len())))
+            })?);
+            if !range.contains(&index) {
+                break;
+            }
+            entries.push(
+                decode(&value).map_err(|e| StorageIOError::read_log_at_index(index, AnyError::new(&e)))?,
+            );
+        }
+        Ok(entries)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, Error> {
+        let last_purged_log_id: Option<LogId<u64>> = self.meta(PURGED_KEY)?;
+        let last_log_id = self.last_entry_id()?.or(last_purged_log_id);
+        Ok(LogState { last_purged_log_id, last_log_id })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), Error> {
+        let bytes = encode(vote).map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(RAFT_META_CF)?, VOTE_KEY, bytes);
+        self.write(batch, true).map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, Error> {
+        self.meta(VOTE_KEY)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), Error> {
+        let bytes = encode(&committed).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(RAFT_META_CF)?, COMMITTED_KEY, bytes);
+        self.write(batch, false).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, Error> {
+        Ok(self.meta::<Option<LogId<u64>>>(COMMITTED_KEY)?.flatten())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), Error>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let cf = self.cf(RAFT_LOG_CF)?;
+        let mut batch = WriteBatch::default();
+        for entry in entries {
+            let bytes = encode(&entry)
+                .map_err(|e| StorageIOError::write_log_entry(entry.log_id, AnyError::new(&e)))?;
+            batch.put_cf(cf, index_key(entry.log_id.index), bytes);
+        }
+        let started = std::time::Instant::now();
+        let written = self.write(batch, true);
+        metrics::histogram!(crate::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS)
+            .record(started.elapsed().as_secs_f64());
+        metrics::counter!(crate::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);
+        match written {
+            Ok(()) => {
+                callback.log_io_completed(Ok(()));
+                Ok(())
+            }
+            Err(e) => {
+                callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
+                Err(StorageIOError::write_logs(AnyError::new(&e)).into())
+            }
+        }
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), Error> {
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(self.cf(RAFT_LOG_CF)?, index_key(log_id.index), index_key(u64::MAX));
+        batch.delete_cf(self.cf(RAFT_LOG_CF)?, index_key(u64::MAX));
+        self.write(batch, true).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        Ok(())
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), Error> {
+        let bytes = encode(&log_id).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(RAFT_META_CF)?, PURGED_KEY, bytes);
+        batch.delete_range_cf(self.cf(RAFT_LOG_CF)?, index_key(0), index_key(log_id.index.saturating_add(1)));
+        // Purged entries are applied and in a snapshot: losing this write to a crash only
+        // leaves entries that the next purge removes.
+        self.write(batch, false).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        Ok(())
+    }
+}

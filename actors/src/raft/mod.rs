@@ -1,0 +1,27 @@
+//! The Raft family: every write goes through one Raft log (openraft 0.9, its storage-v2 API),
+//! and the committed entries are applied by the store core on every member. A single node is a
+//! one-member cluster on the same path.
+//!
+//! # Layout
+//! - [`types`]: what the log carries (a [`types::Proposal`] per batch of writes) and openraft's
+//!   type configuration.
+//! - [`log_store`]: the log on RocksDB, in the store's own database; its append is the one
+//!   fsync a write pays for.
+//! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
+//!   applied log id written with their changes.
+//! - [`snapshot_store`]: checkpoints of the state machine, built, kept and installed.
+//!
+//! Nothing here decides a write's outcome: every rule stays in the store core's apply, which
+//! sees the same commands in the same order on every member.
+
+// openraft's StorageError (224 bytes) is what its storage traits return; the helpers here
+// return it too rather than box it only for the trait methods to unbox it again.
+#![allow(clippy::result_large_err)]
+
+pub mod log_store;
+pub mod snapshot_store;
+pub mod state_machine;
+pub mod types;
+
+#[cfg(test)]
+mod storage_suite;

@@ -1,0 +1,247 @@
+//! The Raft state machine: committed log entries, in log order, applied by the one
+//! [`StoreCore`] on every member. An `apply` call gets every entry committed since the last one,
+//! applies their commands into one [`Batch`] and writes it as one RocksDB WriteBatch, with the
+//! last applied log id (and the membership, when an entry changed it) in the same batch: the
+//! data and the position it reflects can never disagree after a crash (etcd's consistent index).
+//!
+//! That write has no fsync of its own. The entries are durable in the log before they are
+//! committed, the log's next append fsyncs the shared WAL, and a restart replays from the
+//! last applied id whatever a crash lost; so a write costs one fsync, the log's.
+//!
+//! Only after the write are the changes visible, the answers returned to openraft (which
+//! hands them to the proposer) and the events published to this member's watch tree: every
+//! member feeds its watchers from its own apply stream, with the same revisions.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
+use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
+use actix::Recipient;
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    AnyError, Entry, EntryPayload, LogId, OptionalSend, RaftSnapshotBuilder, SnapshotMeta, StorageError,
+    StorageIOError, StoredMembership,
+};
+
+use super::snapshot_store::SnapshotStore;
+use super::types::{decode, encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
+use crate::store::messages::Committed;
+use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
+use crate::store::mvcc::engine::{Engine, Family};
+use crate::store::{Batch, Command, CommittedEvents, RocksEngine, StoreCore, StoreError};
+
+type Error = StorageError<u64>;
+/// The membership as the state machine last applied it.
+pub type Membership = StoredMembership<u64, MemberNode>;
+
+/// The store core, shared between the state machine (the only writer) and the few queries
+/// that read its writer-owned state (lease keys, the lease list). A query waits at most for
+/// the batch being applied.
+#[derive(Clone)]
+pub struct CoreHandle(Arc<Mutex<StoreCore<RocksEngine>>>);
+
+impl CoreHandle {
+    /// Locks the core.
+    pub fn lock(&self) -> Result<MutexGuard<'_, StoreCore<RocksEngine>>, StoreError> {
+        self.0.lock().map_err(|_| StoreError::Stopped("the store core lock is poisoned".into()))
+    }
+}
+
+/// One member's state machine.
+pub struct StateMachine {
+    core: CoreHandle,
+    /// Where committed events go (the watch root).
+    subscriber: Option<Recipient<Committed>>,
+    applied: Option<LogId<u64>>,
+    membership: Membership,
+    snapshots: SnapshotStore,
+}
+
+fn read_error(err: impl std::fmt::Display) -> Error {
+    StorageIOError::read_state_machine(AnyError::error(err.to_string())).into()
+}
+
+fn write_error(err: impl std::fmt::Display) -> Error {
+    StorageIOError::write_state_machine(AnyError::error(err.to_string())).into()
+}
+
+/// The applied log id and membership recorded in `engine`.
+pub(super) fn recorded_position(engine: &RocksEngine) -> Result<(Option<LogId<u64>>, Membership), Error> {
+    let applied = match engine.get(Family::Meta, RAFT_APPLIED_KEY).map_err(read_error)? {
+        Some(bytes) => Some(decode(&bytes).map_err(read_error)?),
+        None => None,
+    };
+    let membership = match engine.get(Family::Meta, RAFT_MEMBERSHIP_KEY).map_err(read_error)? {
+        Some(bytes) => decode(&bytes).map_err(read_error)?,
+        None => Membership::default(),
+    };
+    Ok((applied, membership))
+}
+
+impl StateMachine {
+    /// The state machine over `core`, whose data dir keeps its snapshots in `snapshots`;
+    /// committed events go to `subscriber`.
+    pub fn new(
+        core: StoreCore<RocksEngine>,
+        snapshots: SnapshotStore,
+        subscriber: Option<Recipient<Committed>>,
+    ) -> Result<Self, Error> {
+        let (applied, membership) = recorded_position(core.engine())?;
+        Ok(Self { core: CoreHandle(Arc::new(Mutex::new(core))), subscriber, applied, membership, snapshots })
+    }
+
+    /// A handle on the core for the queries of writer-owned state.
+    pub fn core(&self) -> CoreHandle {
+        self.core.clone()
+    }
+
+    fn apply_entries(&mut self, entries: Vec<Entry<TypeConfig>>) -> Result<Vec<Applied>, Error> {
+        let Some(last) = entries.last().map(|e| e.log_id) else {
+            return Ok(Vec::new());
+        };
+        let mut core = self.core.lock().map_err(write_error)?;
+        let mut batch = Batch::default();
+        let mut answers = Vec::with_capacity(entries.len());
+        let mut membership_changed = false;
+        let (mut commands, mut failed) = (0u64, 0u64);
+        for entry in entries {
+            match entry.payload {
+                EntryPayload::Blank => answers.push(Applied::default()),
+                EntryPayload::Membership(membership) => {
+                    self.membership = StoredMembership::new(Some(entry.log_id), membership);
+                    membership_changed = true;
+                    answers.push(Applied::default());
+                }
+                EntryPayload::Normal(proposal) => {
+                    let results = apply_proposal(&mut core, &proposal, &mut batch);
+                    commands += results.len() as u64;
+                    failed += results.iter().filter(|r| r.is_err()).count() as u64;
+                    answers.push(Applied(results));
+                }
+            }
+        }
+        batch.writes.put(Family::Meta, RAFT_APPLIED_KEY.to_vec(), encode(&last).map_err(write_error)?);
+        if membership_changed {
+            batch.writes.put(
+                Family::Meta,
+                RAFT_MEMBERSHIP_KEY.to_vec(),
+                encode(&self.membership).map_err(write_error)?,
+            );
+        }
+        // Applied in memory only: nothing of the batch may be readable, watched or answered.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("store::before_commit");
+        let started = std::time::Instant::now();
+        // A failed write stops the core for good and openraft with it (fail-stop): neither the
+        // memory nor the disk state can be vouched for, and no answer of the batch goes out.
+        let events = core.commit_by_log(batch, last.index).map_err(write_error)?;
+        metrics::histogram!(crate::metric_names::ETCD_DISK_BACKEND_COMMIT_DURATION_SECONDS)
+            .record(started.elapsed().as_secs_f64());
+        metrics::histogram!(crate::metric_names::ACTCD_STORE_BATCH_SIZE).record(commands as f64);
+        metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_APPLIED_TOTAL).increment(commands);
+        metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL).increment(failed);
+        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Store.label())
+            .set(core.lease_heap_bytes() as f64);
+        drop(core);
+        self.applied = Some(last);
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("store::before_notify");
+        self.publish(events);
+        Ok(answers)
+    }
+
+    fn publish(&self, events: CommittedEvents) {
+        let Some(subscriber) = &self.subscriber else {
+            return;
+        };
+        if events.revision == events.prev_revision {
+            return;
+        }
+        // Never blocks the writer: when the subscriber's mailbox is full the batch is dropped
+        // here, and the watch tree notices the gap in revisions and reads it from storage.
+        if let Err(err) = subscriber.try_send(Committed(Arc::new(events))) {
+            tracing::debug!(%err, "watch root is behind; it will catch up from storage");
+        }
+    }
+}
+
+/// Applies one proposal's commands in order. A write the quota refuses raises NOSPACE for the
+/// proposing member in the same batch, as etcd's server does when an apply answers ErrNoSpace:
+/// the alarm is durable and listed before the refused client hears its answer, and every
+/// member raises the same alarm for the same member.
+fn apply_proposal(
+    core: &mut StoreCore<RocksEngine>,
+    proposal: &Proposal,
+    batch: &mut Batch,
+) -> Vec<Result<crate::store::CommandResponse, StoreError>> {
+    let mut results = Vec::with_capacity(proposal.commands.len());
+    for command in &proposal.commands {
+        let result = core.apply(command, batch);
+        if matches!(result, Err(StoreError::NoSpace)) && !core.alarms().has(AlarmType::Nospace) {
+            let raise = AlarmRequest {
+                action: AlarmAction::Activate as i32,
+                member_id: proposal.proposer,
+                alarm: AlarmType::Nospace as i32,
+            };
+            // Its answer goes nowhere: the refused write answers NoSpace itself.
+            let _ = core.apply(&Command::Alarm(raise), batch);
+        }
+        results.push(result);
+    }
+    results
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId<u64>>, Membership), Error> {
+        Ok((self.applied, self.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Applied>, Error>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        self.apply_entries(entries.into_iter().collect())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder { core: self.core.clone(), snapshots: self.snapshots.clone() }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotFiles>, Error> {
+        Ok(Box::new(SnapshotFiles { dir: self.snapshots.receiving_dir() }))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta<u64, MemberNode>,
+        snapshot: Box<SnapshotFiles>,
+    ) -> Result<(), Error> {
+        let mut core = self.core.lock().map_err(write_error)?;
+        self.snapshots.install(&mut core, meta, &snapshot.dir)?;
+        drop(core);
+        self.applied = meta.last_log_id;
+        self.membership = meta.last_membership.clone();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, Error> {
+        self.snapshots.current()
+    }
+}
+
+/// Builds snapshots: a checkpoint of the database taken under the core's lock, so that it
+/// holds exactly the entries up to the applied id it records.
+pub struct SnapshotBuilder {
+    core: CoreHandle,
+    snapshots: SnapshotStore,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, Error> {
+        let core = self.core.lock().map_err(write_error)?;
+        self.snapshots.build(core.engine())
+    }
+}
