@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actcd_actors::mailboxes::Mailboxes;
-use actcd_actors::store::group_commit::DEFAULT_BATCH_LIMIT;
+use actcd_actors::raft::proposer::DEFAULT_BATCH_LIMIT;
 use actcd_proto::go_duration;
 
 use crate::membership::{
@@ -88,6 +88,18 @@ pub struct Config {
     /// Maximum writes committed by one fsync (0 defaults to 10000, as etcd).
     #[arg(long = "backend-batch-limit", default_value_t = 0)]
     pub backend_batch_limit: usize,
+
+    /// Time (in milliseconds) of a heartbeat interval.
+    #[arg(long = "heartbeat-interval", default_value_t = 100, value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
+    pub heartbeat_interval: u64,
+
+    /// Time (in milliseconds) for an election to timeout.
+    #[arg(long = "election-timeout", default_value_t = 1000, value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
+    pub election_timeout: u64,
+
+    /// Number of committed transactions to trigger a snapshot to disk.
+    #[arg(long = "snapshot-count", default_value_t = 100_000, value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
+    pub snapshot_count: u64,
 
     /// Watch shards: threads that match committed events to watchers (default: one per core).
     #[arg(long = "watch-shards", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
@@ -189,6 +201,22 @@ impl Config {
         }
     }
 
+    /// The Raft timing flags, checked as etcd checks them.
+    pub fn raft_timing(&self) -> anyhow::Result<crate::cluster::start::Timing> {
+        if self.election_timeout < 5 * self.heartbeat_interval {
+            bail!(
+                "--election-timeout[{}ms] should be at least as 5 times as --heartbeat-interval[{}ms]",
+                self.election_timeout,
+                self.heartbeat_interval
+            );
+        }
+        Ok(crate::cluster::start::Timing {
+            heartbeat_ms: self.heartbeat_interval,
+            election_ms: self.election_timeout,
+            snapshot_count: self.snapshot_count,
+        })
+    }
+
     /// The effective batch limit.
     pub fn batch_limit(&self) -> usize {
         if self.backend_batch_limit == 0 {
@@ -199,10 +227,12 @@ impl Config {
     }
 
     /// The tracing filter for `--log-level` (etcd's panic and fatal log only errors).
+    /// openraft reports every election and replication change at info: at `info` it is kept
+    /// to warnings, as etcd's raft logs only what an operator acts on.
     pub fn tracing_level(&self) -> &'static str {
         match self.log_level.as_str() {
             "debug" => "debug",
-            "info" => "info",
+            "info" => "info,openraft=warn",
             "warn" => "warn",
             _ => "error",
         }

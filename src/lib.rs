@@ -11,7 +11,8 @@
 //! - [`c_heap`]: glibc's heap (RocksDB's): large blocks mmapped, free memory given back when idle.
 //! - [`membership`]: the initial cluster from etcd's bootstrap flags, and etcd's member and
 //!   cluster ids.
-//! - [`server`]: process wiring: store, StoreActor, watch tree, listeners, shutdown.
+//! - [`cluster`]: openraft started over the store's log and state machine, with etcd's timing flags.
+//! - [`server`]: process wiring: store, Raft, Proposer, watch tree, listeners, shutdown.
 //! - [`metrics`]: the metrics URLs: the Prometheus recorder and sampled series, and the server of
 //!   /metrics, /health and /version.
 //! - [`grpc`]: the etcd gRPC services and the one mapping of store errors to gRPC statuses.
@@ -21,6 +22,7 @@
 #![deny(missing_docs)]
 
 pub mod c_heap;
+pub mod cluster;
 pub mod config;
 pub mod grpc;
 pub mod membership;

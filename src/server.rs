@@ -1,5 +1,6 @@
-//! Process wiring: open the store, start the StoreActor on its own arbiter, serve gRPC on every
-//! client URL (and /health, /version on the metrics URLs) until SIGINT or SIGTERM.
+//! Process wiring: open the store, start openraft over its log and state machine and the
+//! Proposer on its own arbiter, serve gRPC on every client URL (and /health, /version on the
+//! metrics URLs) until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -14,7 +15,11 @@ use tonic::transport::Server;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
-use actcd_actors::store::actor::StoreActor;
+use actcd_actors::raft::log_store::LogStore;
+use actcd_actors::raft::proposer::Proposer;
+use actcd_actors::raft::snapshot_store::SnapshotStore;
+use actcd_actors::raft::state_machine::StateMachine;
+use actcd_actors::raft::types::MemberNode;
 use actcd_actors::store::mvcc::member::MemberIds;
 use actcd_actors::store::mvcc::snapshot;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
@@ -47,6 +52,10 @@ use crate::transport::tls::TlsServer;
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
 const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
+/// How long a starting member waits for a leader before it gives up (a single member elects
+/// itself at once).
+const LEADER_WAIT: Duration = Duration::from_secs(30);
+
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let cluster = config.initial_cluster()?;
@@ -73,6 +82,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     snapshot::clear_scratch(&snapshot_scratch(&config.data_dir))
         .context("cannot remove the snapshot checkpoints a previous run left")?;
     let maintenance_engine = engine.clone();
+    let log = LogStore::new(&engine);
+    let timing = config.raft_timing()?;
     let store_config = StoreConfig {
         max_txn_ops: config.max_txn_ops,
         quota_bytes: config.quota_bytes(),
@@ -83,6 +94,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
     let initial_leases = core.lease_list();
+    let snapshots = SnapshotStore::open(config.data_dir.join("raft-snapshots"))
+        .map_err(|e| anyhow::anyhow!("cannot open the raft snapshots: {e}"))?;
     // Counted once storage is open, so that its descriptors are part of what is kept back.
     let budget = Arc::new(ConnectionBudget::for_this_process());
 
@@ -117,19 +130,33 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             config.mailboxes.watch_root,
         )
         .start();
-        let store_arbiter = Arbiter::new();
-        let subscriber = Some(root.recipient());
         let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
-        let (member_id, store_mailbox, batch_limit) =
-            (identity.member_id, config.mailboxes.store, config.batch_limit());
-        let writer = StoreActor::start_in_arbiter(&store_arbiter.handle(), move |_| {
-            StoreActor::new(core, member_id, subscriber, store_mailbox, batch_limit)
-                .with_fail_stop(fail_stop_tx)
+        let state_machine = StateMachine::new(core, snapshots, Some(root.recipient()))
+            .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
+            .with_fail_stop(fail_stop_tx);
+        let core = state_machine.core();
+        let members = cluster
+            .members
+            .iter()
+            .map(|m| {
+                let client_urls =
+                    if m.id == cluster.member_id { config.advertise_client_urls.clone() } else { Vec::new() };
+                (m.id, MemberNode { name: m.name.clone(), peer_urls: m.peer_urls.clone(), client_urls })
+            })
+            .collect();
+        let member_id = identity.member_id;
+        let raft =
+            crate::cluster::start::start(member_id, members, timing, log, state_machine, LEADER_WAIT).await?;
+        let store_arbiter = Arbiter::new();
+        let (store_mailbox, batch_limit) = (config.mailboxes.store, config.batch_limit());
+        let writer = Proposer::start_in_arbiter(&store_arbiter.handle(), move |_| {
+            Proposer::new(raft, member_id, store_mailbox, batch_limit)
         });
         let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
             view: view.clone(),
             writer,
+            core,
             identity,
             max_txn_ops: config.max_txn_ops,
             engine: maintenance_engine,

@@ -1,13 +1,13 @@
-//! Failpoints at the group commit's boundaries, so that tests can hold or stop the single
-//! writer exactly there. They exist only with the `failpoints` feature, which the test build
+//! Failpoints at a write's boundaries on its way through the Raft log, so that tests can hold
+//! or stop it exactly there. They exist only with the `failpoints` feature, which the test build
 //! turns on; otherwise each point compiles to nothing and [`configure_from_env`] does nothing.
 //!
-//! - `store::before_commit`: the batch is applied (revisions assigned, the index updated in
-//!   memory) but nothing of it is written or fsynced yet;
-//! - `store::after_fsync`: the batch's WriteBatch is written and fsynced, but not yet visible to
-//!   readers and not answered;
-//! - `store::before_notify`: the batch is visible and answered, its events not yet sent to the
-//!   watch tree.
+//! - `store::before_commit`: the batch is proposed but its log entry is neither written nor
+//!   fsynced yet (held inside the log append);
+//! - `store::after_fsync`: the entry is written and fsynced in the log, but not yet applied,
+//!   visible to readers or answered (a restart replays it);
+//! - `store::before_notify`: the batch is applied, visible and answered, its events not yet
+//!   sent to the watch tree (held on a thread of its own, off the apply path).
 
 /// Configures the failpoints named in `FAILPOINTS` (`name=actions;...`, in the fail crate's
 /// action syntax, e.g. `store::before_commit=sleep(1500)`). A build without the `failpoints`

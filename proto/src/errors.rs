@@ -41,6 +41,8 @@ pub enum EtcdError {
     AuthNotEnabled,
     BadLeaderTransferee,
     Stopped,
+    NoLeader,
+    LeaderChanged,
     Corrupt,
 }
 
@@ -55,7 +57,7 @@ impl EtcdError {
             NoSpace => Code::ResourceExhausted,
             LeaseNotFound | MemberNotFound => Code::NotFound,
             LeaseExists | MemberNotLearner | AuthNotEnabled | BadLeaderTransferee => Code::FailedPrecondition,
-            Stopped => Code::Unavailable,
+            Stopped | NoLeader | LeaderChanged => Code::Unavailable,
             Corrupt => Code::DataLoss,
         }
     }
@@ -82,6 +84,8 @@ impl EtcdError {
             AuthNotEnabled => "etcdserver: authentication is not enabled",
             BadLeaderTransferee => "etcdserver: bad leader transferee",
             Stopped => "etcdserver: server stopped",
+            NoLeader => "etcdserver: no leader",
+            LeaderChanged => "etcdserver: leader changed",
             Corrupt => "etcdserver: corrupt cluster",
         }
     }

@@ -1,4 +1,4 @@
-//! The Lease service: grants and revokes are durable commands through the StoreActor; the
+//! The Lease service: grants and revokes are durable commands through the Raft log; the
 //! LeaseActor keeps deadlines, answers keep-alives (one KeepAliveStream actor per stream) and
 //! time-to-live, and revokes what expires.
 
@@ -14,7 +14,6 @@ use tonic::{Request, Response, Status, Streaming};
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::keepalive::KeepAliveStream;
 use actcd_actors::lease::messages::{Forget, Remaining, Track};
-use actcd_actors::store::messages::{LeaseKeys, LeaseList};
 use actcd_actors::store::StoreError;
 use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::{
@@ -143,7 +142,7 @@ impl Lease for LeaseService {
             }));
         };
         let keys = if req.keys {
-            let keys = self.store.writer.send(LeaseKeys(req.id)).await.map_err(stopped)?;
+            let keys = self.store.core.lock().map_err(to_status)?.lease_keys(req.id);
             keys.unwrap_or_default().into_iter().map(|k| k.into_vec().into()).collect()
         } else {
             Vec::new()
@@ -156,12 +155,7 @@ impl Lease for LeaseService {
         _: Request<LeaseLeasesRequest>,
     ) -> Result<Response<LeaseLeasesResponse>, Status> {
         let header = self.store.identity.header(self.store.view.revision());
-        let list = self
-            .store
-            .writer
-            .send(LeaseList)
-            .await
-            .map_err(|_| to_status(StoreError::Stopped("writer gone".into())))?;
+        let list = self.store.core.lock().map_err(to_status)?.lease_list();
         let leases = list.into_iter().map(|(id, _)| LeaseStatus { id }).collect();
         Ok(Response::new(LeaseLeasesResponse { header, leases }))
     }

@@ -26,6 +26,8 @@ pub fn to_status(err: StoreError) -> Status {
         StoreError::NoSpace => EtcdError::NoSpace,
         StoreError::CorruptAlarm => EtcdError::Corrupt,
         StoreError::Stopped(_) => EtcdError::Stopped,
+        StoreError::NoLeader => EtcdError::NoLeader,
+        StoreError::LeaderChanged => EtcdError::LeaderChanged,
         // A bug in actcd, not a client's doing.
         StoreError::WrongAnswer(_) => return Status::internal(err.to_string()),
         // etcd answers errors it has no name for with codes.Unknown and the error's own text.

@@ -1,14 +1,16 @@
 //! The handles every service (and the metrics URLs' health probe) reaches the store through:
-//! the read view for reads, the StoreActor for writes, and the engine for maintenance below the
-//! store. A write is a typed request ([`WriteRequest`]): the writer checks it, applies it and
-//! answers once its group commit is durable, so a service only decodes, submits and encodes.
+//! the read view for reads, the Proposer for writes, and the engine for maintenance below the
+//! store. A write is a typed request ([`WriteRequest`]): it is proposed through the Raft log,
+//! and the state machine checks it, applies it and answers once its entry is committed and
+//! applied, so a service only decodes, submits and encodes.
 
 use actix::Addr;
 use tokio::sync::oneshot;
 use tonic::Status;
 
 use actcd_actors::identity::Identity;
-use actcd_actors::store::actor::StoreActor;
+use actcd_actors::raft::proposer::Proposer;
+use actcd_actors::raft::state_machine::CoreHandle;
 use actcd_actors::store::messages::Write;
 use actcd_actors::store::mvcc::command::WriteRequest;
 use actcd_actors::store::{ReadView, RocksEngine, StoreError};
@@ -20,8 +22,10 @@ use crate::grpc::status::to_status;
 pub struct StoreHandle {
     /// Concurrent reads.
     pub view: ReadView<RocksEngine>,
-    /// The single writer. Its mailbox is bounded: a full one makes `write` wait.
-    pub writer: Addr<StoreActor<RocksEngine>>,
+    /// Where writes enter the log. Its mailbox is bounded: a full one makes `write` wait.
+    pub writer: Addr<Proposer>,
+    /// The store core, for the writer-owned lease records (keys per lease, the lease list).
+    pub core: CoreHandle,
     /// Header identity.
     pub identity: Identity,
     /// `--max-txn-ops`, for read-only txns (the writer checks the others).

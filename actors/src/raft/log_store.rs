@@ -163,8 +163,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 .map_err(|e| StorageIOError::write_log_entry(entry.log_id, AnyError::new(&e)))?;
             batch.put_cf(cf, index_key(entry.log_id.index), bytes);
         }
+        // Proposed, not written: nothing of the entries may be readable, watched or answered.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("store::before_commit");
         let started = std::time::Instant::now();
         let written = self.write(batch, true);
+        // Durable in the log, but neither applied, visible nor answered yet.
+        #[cfg(feature = "failpoints")]
+        fail::fail_point!("store::after_fsync");
         metrics::histogram!(crate::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS)
             .record(started.elapsed().as_secs_f64());
         metrics::counter!(crate::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);

@@ -9,6 +9,7 @@
 //!   fsync a write pays for.
 //! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
 //!   applied log id written with their changes.
+//! - [`proposer`]: where writes enter the log, batched one entry per batch.
 //! - [`snapshot_store`]: checkpoints of the state machine, built, kept and installed.
 //!
 //! Nothing here decides a write's outcome: every rule stays in the store core's apply, which
@@ -19,6 +20,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod log_store;
+pub mod proposer;
 pub mod snapshot_store;
 pub mod state_machine;
 pub mod types;

@@ -55,6 +55,8 @@ pub struct StateMachine {
     applied: Option<LogId<u64>>,
     membership: Membership,
     snapshots: SnapshotStore,
+    /// Told once, with the reason, when a write fails and the state machine stops.
+    fail_stop: Option<tokio::sync::oneshot::Sender<String>>,
 }
 
 fn read_error(err: impl std::fmt::Display) -> Error {
@@ -87,7 +89,22 @@ impl StateMachine {
         subscriber: Option<Recipient<Committed>>,
     ) -> Result<Self, Error> {
         let (applied, membership) = recorded_position(core.engine())?;
-        Ok(Self { core: CoreHandle(Arc::new(Mutex::new(core))), subscriber, applied, membership, snapshots })
+        Ok(Self {
+            core: CoreHandle(Arc::new(Mutex::new(core))),
+            subscriber,
+            applied,
+            membership,
+            snapshots,
+            fail_stop: None,
+        })
+    }
+
+    /// Sends the reason to `fail_stop` when a write fails. The process is expected to exit
+    /// then, as etcd does on a failed WAL write or fsync: after an fsync error the kernel may
+    /// have dropped the dirty pages, so neither the memory nor the disk state can be vouched for.
+    pub fn with_fail_stop(mut self, fail_stop: tokio::sync::oneshot::Sender<String>) -> Self {
+        self.fail_stop = Some(fail_stop);
+        self
     }
 
     /// A handle on the core for the queries of writer-owned state.
@@ -128,13 +145,19 @@ impl StateMachine {
                 encode(&self.membership).map_err(write_error)?,
             );
         }
-        // Applied in memory only: nothing of the batch may be readable, watched or answered.
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("store::before_commit");
         let started = std::time::Instant::now();
         // A failed write stops the core for good and openraft with it (fail-stop): neither the
         // memory nor the disk state can be vouched for, and no answer of the batch goes out.
-        let events = core.commit_by_log(batch, last.index).map_err(write_error)?;
+        let events = match core.commit_by_log(batch, last.index) {
+            Ok(events) => events,
+            Err(err) => {
+                tracing::error!(%err, "the store takes no more writes");
+                if let Some(fail_stop) = self.fail_stop.take() {
+                    let _ = fail_stop.send(err.to_string());
+                }
+                return Err(write_error(err));
+            }
+        };
         metrics::histogram!(crate::metric_names::ETCD_DISK_BACKEND_COMMIT_DURATION_SECONDS)
             .record(started.elapsed().as_secs_f64());
         metrics::histogram!(crate::metric_names::ACTCD_STORE_BATCH_SIZE).record(commands as f64);
@@ -144,8 +167,6 @@ impl StateMachine {
             .set(core.lease_heap_bytes() as f64);
         drop(core);
         self.applied = Some(last);
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("store::before_notify");
         self.publish(events);
         Ok(answers)
     }
@@ -157,11 +178,26 @@ impl StateMachine {
         if events.revision == events.prev_revision {
             return;
         }
-        // Never blocks the writer: when the subscriber's mailbox is full the batch is dropped
-        // here, and the watch tree notices the gap in revisions and reads it from storage.
-        if let Err(err) = subscriber.try_send(Committed(Arc::new(events))) {
-            tracing::debug!(%err, "watch root is behind; it will catch up from storage");
+        let committed = Committed(Arc::new(events));
+        #[cfg(feature = "failpoints")]
+        if fail::list().iter().any(|(name, _)| name == "store::before_notify") {
+            // Held off the apply path, so that the answers go out while the events are held.
+            let subscriber = subscriber.clone();
+            std::thread::spawn(move || {
+                fail::fail_point!("store::before_notify");
+                publish_to(&subscriber, committed);
+            });
+            return;
         }
+        publish_to(subscriber, committed);
+    }
+}
+
+/// Never blocks the writer: when the subscriber's mailbox is full the batch is dropped here, and
+/// the watch tree notices the gap in revisions and reads it from storage.
+fn publish_to(subscriber: &Recipient<Committed>, committed: Committed) {
+    if let Err(err) = subscriber.try_send(committed) {
+        tracing::debug!(%err, "watch root is behind; it will catch up from storage");
     }
 }
 
@@ -243,5 +279,104 @@ impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, Error> {
         let core = self.core.lock().map_err(write_error)?;
         self.snapshots.build(core.engine())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actcd_proto::etcdserverpb::{AlarmMember, PutRequest, RangeRequest};
+    use bytes::Bytes;
+    use openraft::{CommittedLeaderId, Membership as RaftMembership};
+
+    use crate::store::{CommandResponse, ReadView, StoreConfig};
+
+    fn machine(config: StoreConfig) -> (tempfile::TempDir, StateMachine, ReadView<RocksEngine>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let engine = RocksEngine::open(&dir.path().join("db")).expect("rocksdb opens");
+        let core = StoreCore::open(engine, config).expect("store opens");
+        let view = core.read_view();
+        let snapshots = SnapshotStore::open(dir.path().join("snapshots")).expect("snapshots");
+        (dir, StateMachine::new(core, snapshots, None).expect("state machine"), view)
+    }
+
+    fn log_id(index: u64) -> LogId<u64> {
+        LogId { leader_id: CommittedLeaderId::new(1, 1), index }
+    }
+
+    fn put(key: &'static str, value: Vec<u8>) -> Command {
+        Command::Put(PutRequest {
+            key: Bytes::from_static(key.as_bytes()),
+            value: value.into(),
+            ..Default::default()
+        })
+    }
+
+    fn normal(index: u64, proposer: u64, commands: Vec<Command>) -> Entry<TypeConfig> {
+        Entry { log_id: log_id(index), payload: EntryPayload::Normal(Proposal { proposer, commands }) }
+    }
+
+    fn revisions(answers: &Applied) -> Vec<Result<i64, StoreError>> {
+        answers
+            .0
+            .iter()
+            .map(|a| match a {
+                Ok(CommandResponse::Put(p)) => Ok(p.header.as_ref().map(|h| h.revision).unwrap_or(0)),
+                Ok(other) => panic!("unexpected answer {other:?}"),
+                Err(e) => Err(e.clone()),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_apply_writes_every_entry_and_its_position_together_and_answers_each_command() {
+        let (_dir, mut sm, view) = machine(StoreConfig::default());
+        let membership = Entry {
+            log_id: log_id(1),
+            payload: EntryPayload::Membership(RaftMembership::new(vec![[1].into()], None)),
+        };
+        let entries = vec![
+            membership,
+            Entry { log_id: log_id(2), payload: EntryPayload::Blank },
+            normal(3, 1, vec![put("a", vec![]), put("b", vec![]), put("", vec![]), put("c", vec![])]),
+        ];
+        let answers = sm.apply_entries(entries).expect("applied");
+        assert_eq!(answers.len(), 3, "one answer per entry");
+        assert!(answers[0].0.is_empty() && answers[1].0.is_empty());
+        assert_eq!(
+            revisions(&answers[2]),
+            [Ok(2), Ok(3), Err(StoreError::EmptyKey), Ok(4)],
+            "a refused command answers its own error and takes no revision; the others commit"
+        );
+        assert_eq!(view.revision(), 4);
+        assert_eq!(view.applied_index(), 3, "Status's applied index is the log's");
+        let all = RangeRequest {
+            key: Bytes::from_static(b"\0"),
+            range_end: Bytes::from_static(b"\0"),
+            ..Default::default()
+        };
+        assert_eq!(view.range(&all).map(|r| r.count), Ok(3));
+
+        // What a restart finds: the position written with the data.
+        let core = sm.core();
+        let (applied, membership) =
+            recorded_position(core.lock().expect("core").engine()).expect("read back");
+        assert_eq!(applied, Some(log_id(3)));
+        assert_eq!(membership.log_id(), &Some(log_id(1)));
+    }
+
+    #[test]
+    fn a_write_over_the_quota_raises_nospace_for_its_proposer_in_the_same_entry() {
+        let (_dir, mut sm, view) = machine(StoreConfig { quota_bytes: 64 << 10, ..StoreConfig::default() });
+        let answers = sm
+            .apply_entries(vec![normal(1, 42, vec![put("big", vec![0; 128 << 10]), put("small", vec![])])])
+            .expect("applied");
+        assert_eq!(revisions(&answers[0]), [Err(StoreError::NoSpace), Err(StoreError::NoSpace)]);
+        let raised = AlarmMember { member_id: 42, alarm: AlarmType::Nospace as i32 };
+        assert_eq!(
+            view.alarms(AlarmType::None),
+            Ok(vec![raised]),
+            "raised for the proposer, listed with the entry"
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! The store family's messages: what the gRPC edge and the LeaseActor send the StoreActor, and
-//! what the StoreActor publishes. The watch tree subscribes to [`Committed`] as a `Recipient`,
+//! The store family's messages: the writes the gRPC edge and the LeaseActor send the Proposer,
+//! and the committed events the state machine publishes. The watch tree subscribes to [`Committed`] as a `Recipient`,
 //! so the store never imports the watch tree.
 
 use std::sync::Arc;
@@ -29,13 +29,3 @@ pub struct Write {
 #[derive(Message, Clone)]
 #[rtype(result = "()")]
 pub struct Committed(pub Arc<CommittedEvents>);
-
-/// The keys attached to a lease (None if it does not exist), as of the last commit.
-#[derive(Message)]
-#[rtype(result = "Option<Vec<Box<[u8]>>>")]
-pub struct LeaseKeys(pub i64);
-
-/// Every lease with its granted TTL, as of the last commit.
-#[derive(Message)]
-#[rtype(result = "Vec<(i64, i64)>")]
-pub struct LeaseList;

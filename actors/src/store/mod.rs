@@ -1,20 +1,14 @@
-//! The store family: the store core ([`mvcc`]), which knows nothing of actors, and the
-//! StoreActor that serves it as the single writer.
+//! The store family: the store core ([`mvcc`]), which knows nothing of actors or of Raft, and
+//! the messages its users exchange. The Raft state machine ([`crate::raft`]) is its one writer.
 //!
 //! # Layout
 //! - [`mvcc`]: the store core: revisions, the revision index, the engine, the logic of every
 //!   KV request, the writer and the concurrent read view. It imports no actix, tonic or watch.
-//! - [`group_commit`]: queued writes applied and committed as one batch, then answered (a plain
-//!   struct).
-//! - [`actor`]: the StoreActor, the actix shell that forms the batches and publishes committed
-//!   events.
 //! - [`messages`]: the family's messages (writes, committed events, lease queries).
 //!
 //! The store core's main types are re-exported here, so users of the store need not know
 //! which file of the core defines them.
 
-pub mod actor;
-pub mod group_commit;
 pub mod messages;
 pub mod mvcc;
 

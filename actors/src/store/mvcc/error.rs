@@ -56,6 +56,12 @@ pub enum StoreError {
     /// The writer is gone or has stopped after a failed write (fail-stop): no more writes are taken.
     #[error("store stopped: {0}")]
     Stopped(String),
+    /// This member knows no leader to commit a write through.
+    #[error("no leader")]
+    NoLeader,
+    /// The leader a write was proposed to lost its leadership before the write committed.
+    #[error("leader changed")]
+    LeaderChanged,
     /// The storage engine failed.
     #[error("storage: {0}")]
     Storage(String),
