@@ -52,6 +52,7 @@ pub fn run(args: &[OsString]) -> ExitCode {
             let restored = snapshot::restore(&file, &data_dir, |dir| {
                 let engine = RocksEngine::open(dir)?;
                 member::unbind(&engine)?;
+                actcd_actors::raft::log_store::forget_cluster(&engine)?;
                 let core = StoreCore::open(engine, StoreConfig::default())?;
                 revision = core.current_revision();
                 Ok(())

@@ -1,5 +1,5 @@
 //! The KV service: reads are served from the read view on the caller's task; writes go to the
-//! StoreActor, which checks them as etcd does, and are answered after their group commit.
+//! Raft log, where the state machine checks them as etcd does; they are answered once applied.
 
 use tonic::{Request, Response, Status};
 

@@ -1,14 +1,14 @@
 //! The etcd v3 gRPC services, as one member answers them. Each is a thin edge over the actors:
 //! it decodes a request, submits it to the store through the shared [`store_handle::StoreHandle`]
-//! (reads on the read view, writes as typed requests to the StoreActor, which makes every check
+//! (reads on the read view, writes as typed requests through the Raft log, whose state machine makes every check
 //! a write gets) or starts the actor that owns a stream, and turns the answer, or the store's
 //! error, into etcd's response or status. The services
 //! know the actors and what the transport leaves in each request; neither knows the services.
 //!
 //! # Layout
-//! - [`kv`]: KV: reads on the read view, writes through the StoreActor.
+//! - [`kv`]: KV: reads on the read view, writes through the Raft log.
 //! - [`watch`]: Watch: one StreamActor per stream, attached to its connection's ConnActor.
-//! - [`lease`]: Lease: grants and revokes through the StoreActor; deadlines, time-to-live and
+//! - [`lease`]: Lease: grants and revokes through the Raft log; deadlines, time-to-live and
 //!   keep-alive streams in the LeaseActor.
 //! - [`maintenance`]: Maintenance and Cluster: status, alarms, hashes, defragment, snapshots,
 //!   the one member.

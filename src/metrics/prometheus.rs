@@ -1,6 +1,6 @@
 //! The Prometheus exposition: the recorder (etcd's histogram buckets), the series sampled at
 //! scrape time (sizes, process and allocator figures), and the text served at /metrics.
-//! Counters and histograms are recorded where things happen (gRPC layer, StoreActor, shards).
+//! Counters and histograms are recorded where things happen (gRPC layer, Raft log and state machine, shards).
 
 use anyhow::Context;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};

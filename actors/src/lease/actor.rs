@@ -1,5 +1,5 @@
 //! The LeaseActor: the actix shell around the [`Lessor`]. It keeps lease deadlines, answers
-//! keep-alives and time-to-live queries, and revokes expired leases through the StoreActor.
+//! keep-alives and time-to-live queries, and revokes expired leases through the Proposer (the Raft log).
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Leases in time: the [`lessor::Lessor`] tracks when each lease expires (one heap for all
 //! leases, not a timer per lease) and the [`actor::LeaseActor`] renews them on keep-alives and
-//! turns expiries into revoke commands for the StoreActor, at a bounded rate. Which leases
+//! turns expiries into revoke commands for the Proposer, at a bounded rate. Which leases
 //! exist and which keys they hold is the store's business (`store::lease_index`), so grants,
 //! revokes and expiries are ordinary durable commands and their deletes ordinary revisions.
 //!

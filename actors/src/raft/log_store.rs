@@ -25,7 +25,7 @@ use openraft::{AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 
 use super::types::{decode, encode, TypeConfig};
-use crate::store::mvcc::rocks::{RAFT_LOG_CF, RAFT_META_CF};
+use crate::store::mvcc::rocks::{META_CF, RAFT_LOG_CF, RAFT_META_CF};
 use crate::store::RocksEngine;
 
 const VOTE_KEY: &[u8] = b"vote";
@@ -204,4 +204,33 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.write(batch, false).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
         Ok(())
     }
+}
+
+/// Forgets every trace of the cluster a data dir was part of: the log, the vote, and the
+/// state machine's applied position and membership, so that the member that opens it next
+/// forms a new cluster from its flags over the data. What `actcd snapshot restore` needs, as
+/// etcd's restore starts a fresh log with the membership of the restoring flags.
+pub fn forget_cluster(engine: &RocksEngine) -> Result<(), crate::store::StoreError> {
+    use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
+    use crate::store::StoreError;
+    let db = engine.db();
+    let mut batch = WriteBatch::default();
+    for name in [RAFT_LOG_CF, RAFT_META_CF] {
+        let cf = db
+            .cf_handle(name)
+            .ok_or_else(|| StoreError::Corrupt(format!("column family {name} is missing")))?;
+        for item in db.iterator_cf(cf, IteratorMode::Start) {
+            let (key, _) = item?;
+            batch.delete_cf(cf, key);
+        }
+    }
+    let meta = db
+        .cf_handle(META_CF)
+        .ok_or_else(|| StoreError::Corrupt(format!("column family {META_CF} is missing")))?;
+    batch.delete_cf(meta, RAFT_APPLIED_KEY);
+    batch.delete_cf(meta, RAFT_MEMBERSHIP_KEY);
+    let mut opts = WriteOptions::default();
+    opts.set_sync(true);
+    db.write_opt(batch, &opts)?;
+    Ok(())
 }

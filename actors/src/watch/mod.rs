@@ -1,7 +1,7 @@
 //! The watch actor tree.
 //!
 //! ```text
-//!  StoreActor ──Committed (Arc, one per group commit)──▶ WatchRoot
+//!  state machine ──Committed (Arc, one per applied batch)──▶ WatchRoot
 //!                                                          │ the same Arc to every shard
 //!                                                          ▼
 //!                                            WatchShard 0 … WatchShard K-1

@@ -14,7 +14,7 @@ use super::engine::{Engine, Family, ScanVisitor, WriteOp, WriteSet};
 use super::error::StoreError;
 
 const HISTORY_CF: &str = "history";
-const META_CF: &str = "meta";
+pub(crate) const META_CF: &str = "meta";
 const LEASE_CF: &str = "lease";
 /// The Raft log's entries by index (see `crate::raft::log_store`): in the same database as
 /// the state machine, so that one WAL fsync makes a log append durable together with every
