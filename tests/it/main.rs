@@ -27,6 +27,7 @@ mod maintenance;
 mod membership;
 mod metrics;
 mod pause;
+mod raft_log;
 mod setup;
 mod tls;
 mod watch;

@@ -57,7 +57,16 @@ pub struct StateMachine {
     snapshots: SnapshotStore,
     /// Told once, with the reason, when a write fails and the state machine stops.
     fail_stop: Option<tokio::sync::oneshot::Sender<String>>,
+    /// etcd's `--snapshot-count`: a snapshot is due after this many applied commands.
+    snapshot_every: Option<(u64, SnapshotDue)>,
+    /// Commands applied since the last snapshot was asked for.
+    since_snapshot: u64,
 }
+
+/// Rung when `--snapshot-count` commands were applied since the last snapshot, for whoever
+/// holds the Raft handle to ask openraft for one. Holds one permit at most: a snapshot asked
+/// for twice before it is taken is taken once.
+pub type SnapshotDue = Arc<tokio::sync::Notify>;
 
 fn read_error(err: impl std::fmt::Display) -> Error {
     StorageIOError::read_state_machine(AnyError::error(err.to_string())).into()
@@ -96,7 +105,17 @@ impl StateMachine {
             membership,
             snapshots,
             fail_stop: None,
+            snapshot_every: None,
+            since_snapshot: 0,
         })
+    }
+
+    /// Rings `due` each time `count` commands were applied since the last ring. Counted in
+    /// commands, as etcd counts its entries (one request each), not in our batched entries:
+    /// the log is purged after a snapshot, so its size follows what the clients wrote.
+    pub fn with_snapshot_count(mut self, count: u64, due: SnapshotDue) -> Self {
+        self.snapshot_every = Some((count.max(1), due));
+        self
     }
 
     /// Sends the reason to `fail_stop` when a write fails. The process is expected to exit
@@ -168,6 +187,13 @@ impl StateMachine {
         drop(core);
         self.applied = Some(last);
         self.publish(events);
+        self.since_snapshot += commands;
+        if let Some((every, due)) = &self.snapshot_every {
+            if self.since_snapshot >= *every {
+                self.since_snapshot = 0;
+                due.notify_one();
+            }
+        }
         Ok(answers)
     }
 
@@ -363,6 +389,22 @@ mod tests {
             recorded_position(core.lock().expect("core").engine()).expect("read back");
         assert_eq!(applied, Some(log_id(3)));
         assert_eq!(membership.log_id(), &Some(log_id(1)));
+    }
+
+    #[test]
+    fn a_snapshot_is_due_after_snapshot_count_commands_not_entries() {
+        use futures::FutureExt;
+        let (_dir, sm, _view) = machine(StoreConfig::default());
+        let due = SnapshotDue::default();
+        let mut sm = sm.with_snapshot_count(3, Arc::clone(&due));
+        sm.apply_entries(vec![normal(1, 1, vec![put("a", vec![]), put("b", vec![])])]).expect("applied");
+        assert!(due.notified().now_or_never().is_none(), "two commands: not yet");
+        sm.apply_entries(vec![Entry { log_id: log_id(2), payload: EntryPayload::Blank }]).expect("applied");
+        assert!(due.notified().now_or_never().is_none(), "a blank entry is no command");
+        sm.apply_entries(vec![normal(3, 1, vec![put("c", vec![])])]).expect("applied");
+        assert!(due.notified().now_or_never().is_some(), "three commands: due");
+        sm.apply_entries(vec![normal(4, 1, vec![put("d", vec![])])]).expect("applied");
+        assert!(due.notified().now_or_never().is_none(), "the count starts again");
     }
 
     #[test]
