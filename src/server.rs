@@ -15,6 +15,7 @@ use tonic::transport::Server;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
+use actcd_actors::raft::fail_stop::FailStop;
 use actcd_actors::raft::log_store::LogStore;
 use actcd_actors::raft::proposer::Proposer;
 use actcd_actors::raft::snapshot_store::SnapshotStore;
@@ -82,7 +83,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     snapshot::clear_scratch(&snapshot_scratch(&config.data_dir))
         .context("cannot remove the snapshot checkpoints a previous run left")?;
     let maintenance_engine = engine.clone();
-    let log = LogStore::new(&engine);
+    let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
+    let fail_stop_tx = FailStop::new(fail_stop_tx);
+    let log = LogStore::new(&engine).with_fail_stop(fail_stop_tx.clone());
     let timing = config.raft_timing()?;
     let store_config = StoreConfig {
         max_txn_ops: config.max_txn_ops,
@@ -130,7 +133,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             config.mailboxes.watch_root,
         )
         .start();
-        let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
         let state_machine = StateMachine::new(core, snapshots, Some(root.recipient()))
             .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
             .with_fail_stop(fail_stop_tx);

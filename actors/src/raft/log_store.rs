@@ -24,6 +24,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote};
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 
+use super::fail_stop::FailStop;
 use super::types::{decode, encode, TypeConfig};
 use crate::store::mvcc::rocks::{META_CF, RAFT_LOG_CF, RAFT_META_CF};
 use crate::store::RocksEngine;
@@ -39,12 +40,19 @@ type Error = StorageError<u64>;
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
+    fail_stop: FailStop,
 }
 
 impl LogStore {
     /// The log in `engine`'s database.
     pub fn new(engine: &RocksEngine) -> Self {
-        Self { db: Arc::clone(engine.db()) }
+        Self { db: Arc::clone(engine.db()), fail_stop: FailStop::default() }
+    }
+
+    /// Reports to `fail_stop` when a write fails (see [`super::fail_stop`]).
+    pub fn with_fail_stop(mut self, fail_stop: FailStop) -> Self {
+        self.fail_stop = fail_stop;
+        self
     }
 
     fn cf(&self, name: &str) -> Result<&rocksdb::ColumnFamily, Error> {
@@ -64,7 +72,11 @@ impl LogStore {
     fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), rocksdb::Error> {
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
-        self.db.write_opt(batch, &opts)
+        let written = self.db.write_opt(batch, &opts);
+        if let Err(err) = &written {
+            self.fail_stop.stop(format!("raft log write failed: {err}"));
+        }
+        written
     }
 
     fn last_entry_id(&self) -> Result<Option<LogId<u64>>, Error> {

@@ -5,6 +5,7 @@
 //! # Layout
 //! - [`types`]: what the log carries (a [`types::Proposal`] per batch of writes) and openraft's
 //!   type configuration.
+//! - [`fail_stop`]: a failed write to the log or the state machine ends the process, as etcd's does.
 //! - [`log_store`]: the log on RocksDB, in the store's own database; its append is the one
 //!   fsync a write pays for.
 //! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
@@ -19,6 +20,7 @@
 // return it too rather than box it only for the trait methods to unbox it again.
 #![allow(clippy::result_large_err)]
 
+pub mod fail_stop;
 pub mod log_store;
 pub mod proposer;
 pub mod snapshot_store;

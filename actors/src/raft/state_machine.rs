@@ -23,6 +23,7 @@ use openraft::{
     StorageIOError, StoredMembership,
 };
 
+use super::fail_stop::FailStop;
 use super::snapshot_store::SnapshotStore;
 use super::types::{decode, encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use crate::store::messages::Committed;
@@ -56,7 +57,7 @@ pub struct StateMachine {
     membership: Membership,
     snapshots: SnapshotStore,
     /// Told once, with the reason, when a write fails and the state machine stops.
-    fail_stop: Option<tokio::sync::oneshot::Sender<String>>,
+    fail_stop: FailStop,
     /// etcd's `--snapshot-count`: a snapshot is due after this many applied commands.
     snapshot_every: Option<(u64, SnapshotDue)>,
     /// Commands applied since the last snapshot was asked for.
@@ -104,7 +105,7 @@ impl StateMachine {
             applied,
             membership,
             snapshots,
-            fail_stop: None,
+            fail_stop: FailStop::default(),
             snapshot_every: None,
             since_snapshot: 0,
         })
@@ -118,11 +119,9 @@ impl StateMachine {
         self
     }
 
-    /// Sends the reason to `fail_stop` when a write fails. The process is expected to exit
-    /// then, as etcd does on a failed WAL write or fsync: after an fsync error the kernel may
-    /// have dropped the dirty pages, so neither the memory nor the disk state can be vouched for.
-    pub fn with_fail_stop(mut self, fail_stop: tokio::sync::oneshot::Sender<String>) -> Self {
-        self.fail_stop = Some(fail_stop);
+    /// Reports to `fail_stop` when a write fails (see [`super::fail_stop`]).
+    pub fn with_fail_stop(mut self, fail_stop: FailStop) -> Self {
+        self.fail_stop = fail_stop;
         self
     }
 
@@ -170,16 +169,15 @@ impl StateMachine {
         let events = match core.commit_by_log(batch, last.index) {
             Ok(events) => events,
             Err(err) => {
-                tracing::error!(%err, "the store takes no more writes");
-                if let Some(fail_stop) = self.fail_stop.take() {
-                    let _ = fail_stop.send(err.to_string());
-                }
+                self.fail_stop.stop(&err);
                 return Err(write_error(err));
             }
         };
         metrics::histogram!(crate::metric_names::ETCD_DISK_BACKEND_COMMIT_DURATION_SECONDS)
             .record(started.elapsed().as_secs_f64());
         metrics::histogram!(crate::metric_names::ACTCD_STORE_BATCH_SIZE).record(commands as f64);
+        // A member applies what is committed, in full: the two counts move together.
+        metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_COMMITTED_TOTAL).increment(commands);
         metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_APPLIED_TOTAL).increment(commands);
         metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL).increment(failed);
         metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Store.label())
