@@ -11,6 +11,7 @@
 //! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
 //!   applied log id written with their changes.
 //! - [`proposer`]: where writes enter the log, batched one entry per batch.
+//! - [`position`]: the applied log id and membership, written with the data they reflect.
 //! - [`snapshot_store`]: checkpoints of the state machine, built, kept and installed.
 //!
 //! Nothing here decides a write's outcome: every rule stays in the store core's apply, which
@@ -22,6 +23,7 @@
 
 pub mod fail_stop;
 pub mod log_store;
+pub mod position;
 pub mod proposer;
 pub mod snapshot_store;
 pub mod state_machine;

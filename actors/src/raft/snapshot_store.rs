@@ -21,7 +21,7 @@ use std::sync::Arc;
 use openraft::storage::Snapshot;
 use openraft::{AnyError, SnapshotMeta, StorageError, StorageIOError};
 
-use super::state_machine::recorded_position;
+use super::position::recorded_position;
 use super::types::{decode, encode, MemberNode, SnapshotFiles, TypeConfig};
 use crate::store::mvcc::engine::{Engine, Family, WriteSet};
 use crate::store::mvcc::member::MEMBER_KEY;

@@ -24,16 +24,15 @@ use openraft::{
 };
 
 use super::fail_stop::FailStop;
+use super::position::{recorded_position, Membership};
 use super::snapshot_store::SnapshotStore;
-use super::types::{decode, encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
+use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use crate::store::messages::Committed;
 use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
-use crate::store::mvcc::engine::{Engine, Family};
+use crate::store::mvcc::engine::Family;
 use crate::store::{Batch, Command, CommittedEvents, RocksEngine, StoreCore, StoreError};
 
 type Error = StorageError<u64>;
-/// The membership as the state machine last applied it.
-pub type Membership = StoredMembership<u64, MemberNode>;
 
 /// The store core, shared between the state machine (the only writer) and the few queries
 /// that read its writer-owned state (lease keys, the lease list). A query waits at most for
@@ -69,25 +68,8 @@ pub struct StateMachine {
 /// for twice before it is taken is taken once.
 pub type SnapshotDue = Arc<tokio::sync::Notify>;
 
-fn read_error(err: impl std::fmt::Display) -> Error {
-    StorageIOError::read_state_machine(AnyError::error(err.to_string())).into()
-}
-
 fn write_error(err: impl std::fmt::Display) -> Error {
     StorageIOError::write_state_machine(AnyError::error(err.to_string())).into()
-}
-
-/// The applied log id and membership recorded in `engine`.
-pub(super) fn recorded_position(engine: &RocksEngine) -> Result<(Option<LogId<u64>>, Membership), Error> {
-    let applied = match engine.get(Family::Meta, RAFT_APPLIED_KEY).map_err(read_error)? {
-        Some(bytes) => Some(decode(&bytes).map_err(read_error)?),
-        None => None,
-    };
-    let membership = match engine.get(Family::Meta, RAFT_MEMBERSHIP_KEY).map_err(read_error)? {
-        Some(bytes) => decode(&bytes).map_err(read_error)?,
-        None => Membership::default(),
-    };
-    Ok((applied, membership))
 }
 
 impl StateMachine {
