@@ -135,7 +135,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .start();
         let state_machine = StateMachine::new(core, snapshots, Some(root.recipient()))
             .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
-            .with_fail_stop(fail_stop_tx);
+            .with_fail_stop(fail_stop_tx)
+            .with_log_cache(log.recent_entries());
         let core = state_machine.core();
         let members = cluster
             .members

@@ -16,10 +16,11 @@
 //! state-machine write applied before it. openraft serializes all calls, so no two writes
 //! race.
 //!
-//! openraft 0.9 reads every entry it applies back from the log, on its core task. The last
-//! [`RECENT_ENTRIES`] appended entries are therefore kept in memory as they were appended
-//! (their commands share the request's buffers), so that applying a fresh entry costs neither
-//! a RocksDB read nor a decode; older reads (a slow follower, a restart) go to the disk.
+//! openraft 0.9 reads every entry it applies back from the log, on its core task. Appended
+//! entries are therefore kept in memory ([`RecentEntries`], at most [`RECENT_ENTRIES`]) until
+//! the state machine has applied them, so that applying a fresh entry costs neither a RocksDB
+//! read nor a decode, and a burst's entries are let go as soon as they are applied; other
+//! reads (a slow follower, a restart) go to the disk.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
@@ -47,19 +48,42 @@ type Error = StorageError<u64>;
 pub struct LogStore {
     db: Arc<DB>,
     fail_stop: FailStop,
-    /// The last appended entries, consecutive, oldest first; durable like every entry.
-    recent: Arc<Mutex<VecDeque<Entry<TypeConfig>>>>,
+    recent: RecentEntries,
 }
 
-/// Entries kept in memory after their append: a few batches' worth, enough for the ones
-/// committed and not yet applied. When full, the oldest is dropped (and read from disk if
-/// asked for again).
+/// Entries kept in memory between their append and their apply: a few batches' worth (the
+/// Proposer has at most two in flight). When full, the oldest is dropped (and read from disk
+/// if asked for again).
 pub const RECENT_ENTRIES: usize = 64;
+
+/// The appended entries not yet applied, consecutive, oldest first; durable like every entry.
+/// Shared by the log, which fills it, and the state machine, which empties it as it applies.
+#[derive(Clone, Default)]
+pub struct RecentEntries(Arc<Mutex<VecDeque<Entry<TypeConfig>>>>);
+
+impl RecentEntries {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Entry<TypeConfig>>> {
+        // Holds copies of durable entries only: after a panic elsewhere they are still right.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Lets go of the entries up to `index`, now applied.
+    pub fn applied(&self, index: u64) {
+        let mut recent = self.lock();
+        while recent.front().is_some_and(|entry| entry.log_id.index <= index) {
+            recent.pop_front();
+        }
+        if recent.is_empty() {
+            // A burst's worth of room is given back, not kept for the next one.
+            recent.shrink_to(RECENT_ENTRIES.min(4));
+        }
+    }
+}
 
 impl LogStore {
     /// The log in `engine`'s database.
     pub fn new(engine: &RocksEngine) -> Self {
-        Self { db: Arc::clone(engine.db()), fail_stop: FailStop::default(), recent: Arc::default() }
+        Self { db: Arc::clone(engine.db()), fail_stop: FailStop::default(), recent: RecentEntries::default() }
     }
 
     /// Reports to `fail_stop` when a write fails (see [`super::fail_stop`]).
@@ -93,8 +117,12 @@ impl LogStore {
     }
 
     fn recent(&self) -> MutexGuard<'_, VecDeque<Entry<TypeConfig>>> {
-        // Holds copies of durable entries only: after a panic elsewhere they are still right.
-        self.recent.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.recent.lock()
+    }
+
+    /// The entries kept between append and apply, for the state machine to empty.
+    pub fn recent_entries(&self) -> RecentEntries {
+        self.recent.clone()
     }
 
     /// The entries of `start..end` if all are in memory.
@@ -297,4 +325,25 @@ pub fn forget_cluster(engine: &RocksEngine) -> Result<(), crate::store::StoreErr
     opts.set_sync(true);
     db.write_opt(batch, &opts)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{CommittedLeaderId, EntryPayload};
+
+    #[test]
+    fn applied_entries_leave_memory_and_their_room_is_given_back() {
+        let recent = RecentEntries::default();
+        let entry = |index| Entry::<TypeConfig> {
+            log_id: LogId { leader_id: CommittedLeaderId::new(1, 1), index },
+            payload: EntryPayload::Blank,
+        };
+        recent.lock().extend((1..=RECENT_ENTRIES as u64).map(entry));
+        recent.applied(10);
+        assert_eq!(recent.lock().front().map(|e| e.log_id.index), Some(11), "up to the applied one are gone");
+        recent.applied(RECENT_ENTRIES as u64);
+        assert!(recent.lock().is_empty());
+        assert!(recent.lock().capacity() < RECENT_ENTRIES, "the burst's room is given back");
+    }
 }

@@ -24,6 +24,7 @@ use openraft::{
 };
 
 use super::fail_stop::FailStop;
+use super::log_store::RecentEntries;
 use super::position::{recorded_position, Membership};
 use super::snapshot_store::SnapshotStore;
 use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
@@ -61,6 +62,8 @@ pub struct StateMachine {
     snapshot_every: Option<(u64, SnapshotDue)>,
     /// Commands applied since the last snapshot was asked for.
     since_snapshot: u64,
+    /// The log's in-memory copies of appended entries, let go once applied.
+    recent: Option<RecentEntries>,
 }
 
 /// Rung when `--snapshot-count` commands were applied since the last snapshot, for whoever
@@ -90,7 +93,14 @@ impl StateMachine {
             fail_stop: FailStop::default(),
             snapshot_every: None,
             since_snapshot: 0,
+            recent: None,
         })
+    }
+
+    /// Lets the log's in-memory copies of entries go as soon as they are applied.
+    pub fn with_log_cache(mut self, recent: RecentEntries) -> Self {
+        self.recent = Some(recent);
+        self
     }
 
     /// Rings `due` each time `count` commands were applied since the last ring. Counted in
@@ -166,6 +176,9 @@ impl StateMachine {
             .set(core.lease_heap_bytes() as f64);
         drop(core);
         self.applied = Some(last);
+        if let Some(recent) = &self.recent {
+            recent.applied(last.index);
+        }
         self.publish(events);
         self.since_snapshot += commands;
         if let Some((every, due)) = &self.snapshot_every {

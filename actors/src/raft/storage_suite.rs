@@ -21,7 +21,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for Fresh {
         let log = LogStore::new(&engine);
         let core = StoreCore::open(engine, StoreConfig::default()).expect("store opens");
         let snapshots = SnapshotStore::open(dir.path().join("raft-snapshots"))?;
-        let sm = StateMachine::new(core, snapshots, None)?;
+        let sm = StateMachine::new(core, snapshots, None)?.with_log_cache(log.recent_entries());
         Ok((dir, log, sm))
     }
 }
