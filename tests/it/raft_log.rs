@@ -53,3 +53,30 @@ async fn acknowledged_writes_survive_kill_9_and_a_snapshot_purges_the_log() {
     let revision = kv.put(put).await.unwrap().into_inner().header.unwrap().revision;
     assert_eq!(revision, last + 1, "revisions go on where they stopped");
 }
+
+/// A data dir as the single-node actcd before the Raft log wrote it (no log, no vote, no
+/// applied log id: its writes committed straight to the store with their own fsync, the
+/// applied index a count of commands) opens in place: its keys and revisions are there, and
+/// the member forms its one-member cluster over them and goes on from the same revision.
+#[tokio::test]
+async fn a_data_dir_from_before_the_raft_log_opens_in_place() {
+    use actcd_actors::store::{Batch, Command, RocksEngine, StoreConfig, StoreCore};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let engine = RocksEngine::open(dir.path()).unwrap();
+        let mut core = StoreCore::open(engine, StoreConfig::default()).unwrap();
+        let mut batch = Batch::default();
+        for i in 0..3 {
+            let put = PutRequest { key: format!("old{i}").into(), value: "v".into(), ..Default::default() };
+            core.apply(&Command::Put(put), &mut batch).unwrap();
+        }
+        core.commit(batch).unwrap();
+    }
+    let server = Server::actcd(dir.path(), &[]).await;
+    let mut kv = server.kv().await;
+    let old = RangeRequest { key: "old".into(), range_end: "olf".into(), ..Default::default() };
+    let read = kv.range(old).await.unwrap().into_inner();
+    assert_eq!((read.count, read.header.unwrap().revision), (3, 4));
+    let put = PutRequest { key: "new".into(), ..Default::default() };
+    assert_eq!(kv.put(put).await.unwrap().into_inner().header.unwrap().revision, 5);
+}
