@@ -69,11 +69,6 @@ impl ProposalQueue {
         self.scheduled |= schedule;
         schedule
     }
-
-    /// Writes waiting, for the mailbox gauge.
-    pub fn waiting(&self) -> usize {
-        self.queue.len()
-    }
 }
 
 /// Flushes the queue. Private: only the actor schedules its own flushes.
@@ -193,7 +188,7 @@ mod tests {
         assert_eq!(queue.take().map(|b| b.len()), Some(3), "a batch takes at most the limit");
         assert!(!queue.push(write()), "both slots are taken: no flush until one comes back");
         assert!(queue.take().is_none());
-        assert_eq!(queue.waiting(), 3);
+        assert_eq!(queue.queue.len(), 3);
         assert!(queue.done(), "a returning proposal schedules the writes that queued meanwhile");
         assert_eq!(queue.take().map(|b| b.len()), Some(3));
         assert!(!queue.done(), "nothing waits");
