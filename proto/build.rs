@@ -1,7 +1,8 @@
 //! Generates the etcd v3 message and service code from `etcd/*.proto` with protox, a protobuf
 //! compiler written in Rust, so building actcd needs no `protoc` binary; and, from the same
 //! descriptors, the list of every service and method (`services.rs`), so that the server's
-//! health answers, error texts and metric labels name exactly what the protos define.
+//! health answers, error texts and metric labels name exactly what the protos define; and the
+//! members' own peer service from `actcd/peer.proto`.
 
 use std::fmt::Write as _;
 
@@ -44,6 +45,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Small per-RPC buffers: see src/codec.rs.
         .codec_path("crate::codec::LeanCodec")
         .compile_fds(descriptors)?;
+
+    // The peer transport is actcd's own and stays out of `services.rs`: clients never see it.
+    let peer = protox::compile(["actcd/peer.proto"], ["."])?;
+    tonic_prost_build::configure().bytes(".").build_server(true).build_client(true).compile_fds(peer)?;
     println!("cargo:rerun-if-changed=etcd");
+    println!("cargo:rerun-if-changed=actcd");
     Ok(())
 }

@@ -61,6 +61,10 @@ pub struct Config {
     #[arg(long = "initial-advertise-peer-urls", default_value = DEFAULT_ADVERTISE_PEER_URL, value_delimiter = ',')]
     pub initial_advertise_peer_urls: Vec<String>,
 
+    /// URLs to listen on for peer traffic (comma-separated, http only).
+    #[arg(long = "listen-peer-urls", default_value = "http://localhost:2380", value_delimiter = ',')]
+    pub listen_peer_urls: Vec<String>,
+
     /// URLs to serve /metrics, /health and /version on (comma-separated, http only).
     #[arg(long = "listen-metrics-urls", default_value = "http://127.0.0.1:2381", value_delimiter = ',')]
     pub listen_metrics_urls: Vec<String>,
@@ -166,24 +170,17 @@ impl Config {
     }
 
     /// The cluster this member bootstraps into, from the bootstrap flags as etcd reads them.
-    /// Refused until replication exists: a cluster of more than this member, and joining one.
+    /// Joining a running cluster (member add) is refused until membership changes exist.
     pub fn initial_cluster(&self) -> anyhow::Result<InitialCluster> {
         if self.initial_cluster_state == "existing" {
-            bail!("--initial-cluster-state existing (joining a running cluster) is not supported yet: actcd does not replicate");
+            bail!("--initial-cluster-state existing (joining a running cluster through member add) is not supported yet: start every member with --initial-cluster-state new");
         }
-        let cluster = InitialCluster::from_flags(BootstrapFlags {
+        InitialCluster::from_flags(BootstrapFlags {
             name: &self.name,
             initial_cluster: &self.initial_cluster,
             advertise_peer_urls: &self.initial_advertise_peer_urls,
             token: &self.initial_cluster_token,
-        })?;
-        if cluster.members.len() > 1 {
-            bail!(
-                "--initial-cluster names {} members, but actcd does not replicate yet: give it this member alone",
-                cluster.members.len()
-            );
-        }
-        Ok(cluster)
+        })
     }
 
     /// The client TLS flags.
@@ -227,14 +224,15 @@ impl Config {
     }
 
     /// The tracing filter for `--log-level` (etcd's panic and fatal log only errors).
-    /// openraft reports every election and replication change at info: at `info` it is kept
-    /// to warnings, as etcd's raft logs only what an operator acts on.
+    /// openraft logs every failed heartbeat to a member that is down (warnings and errors,
+    /// twice a second): below `debug` it is silent, and actcd logs what an operator acts on
+    /// instead, once per change (a leader elected or lost, a peer unreachable or back).
     pub fn tracing_level(&self) -> &'static str {
         match self.log_level.as_str() {
             "debug" => "debug",
-            "info" => "info,openraft=warn",
-            "warn" => "warn",
-            _ => "error",
+            "info" => "info,openraft=off",
+            "warn" => "warn,openraft=off",
+            _ => "error,openraft=off",
         }
     }
 }

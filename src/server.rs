@@ -1,6 +1,7 @@
 //! Process wiring: open the store, start openraft over its log and state machine and the
-//! Proposer on its own arbiter, serve gRPC on every client URL (and /health, /version on the
-//! metrics URLs) until SIGINT or SIGTERM.
+//! Proposer on its own arbiter, serve the peer transport on the peer URLs (a cluster of more
+//! than this member), gRPC on every client URL (and /health, /version on the metrics URLs)
+//! until SIGINT or SIGTERM.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
@@ -18,6 +19,8 @@ use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::raft::fail_stop::FailStop;
 use actcd_actors::raft::log_store::LogStore;
 use actcd_actors::raft::proposer::Proposer;
+use actcd_actors::raft::read_barrier::ReadBarrier;
+use actcd_actors::raft::route::Route;
 use actcd_actors::raft::snapshot_store::SnapshotStore;
 use actcd_actors::raft::state_machine::StateMachine;
 use actcd_actors::raft::types::MemberNode;
@@ -28,10 +31,13 @@ use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer, watch_server::WatchServer, Member,
+    maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
+use actcd_proto::actcdpeerpb::peer_server::PeerServer;
 use actcd_proto::health::health_server::HealthServer;
 
+use crate::cluster::peer_service::PeerService;
+use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE};
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::auth::AuthService;
@@ -41,7 +47,6 @@ use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::{snapshot_scratch, MaintenanceService};
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::watch::WatchService;
-use crate::membership::InitialCluster;
 use crate::metrics::endpoint;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
 use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connections};
@@ -53,9 +58,13 @@ use crate::transport::tls::TlsServer;
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
 const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
-/// How long a starting member waits for a leader before it gives up (a single member elects
-/// itself at once).
+/// How long a starting single member waits to elect itself before it gives up. The member of
+/// a larger cluster serves without one, as etcd's does: its requests wait for a leader.
 const LEADER_WAIT: Duration = Duration::from_secs(30);
+
+/// Linearizable reads waiting for the next read-index round. When full, a reader waits for
+/// room before it queues.
+const READS_WAITING: usize = 65_536;
 
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
@@ -76,6 +85,17 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let metrics_addrs: Vec<SocketAddr> = metrics_urls.iter().map(|(addr, _)| *addr).collect();
     let metrics_listeners: Vec<_> =
         bind_all(&metrics_addrs)?.into_iter().zip(metrics_urls.iter().map(|(_, tls)| *tls)).collect();
+    // A member alone has no peer to hear from (and membership changes do not exist yet), so it
+    // takes no peer port: single members side by side need no --listen-peer-urls of their own.
+    let peer_listeners = if cluster.members.len() > 1 {
+        let peer_urls = listen_urls(&config.listen_peer_urls, "listen-peer-urls")?;
+        if peer_urls.iter().any(|(_, tls)| *tls) {
+            anyhow::bail!("--listen-peer-urls: https peer URLs are not supported yet");
+        }
+        bind_all(&peer_urls.iter().map(|(addr, _)| *addr).collect::<Vec<_>>())?
+    } else {
+        Vec::new()
+    };
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
@@ -133,34 +153,63 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             config.mailboxes.watch_root,
         )
         .start();
-        let state_machine = StateMachine::new(core, snapshots, Some(root.recipient()))
+        let state_machine = StateMachine::new(core, snapshots.clone(), Some(root.recipient()))
             .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
             .with_fail_stop(fail_stop_tx)
             .with_log_cache(log.recent_entries());
         let core = state_machine.core();
+        // The first membership is the same on every member (the client URLs each publishes later).
         let members = cluster
             .members
             .iter()
-            .map(|m| {
-                let client_urls =
-                    if m.id == cluster.member_id { config.advertise_client_urls.clone() } else { Vec::new() };
-                (m.id, MemberNode { name: m.name.clone(), peer_urls: m.peer_urls.clone(), client_urls })
-            })
+            .map(|m| (m.id, MemberNode { name: m.name.clone(), peer_urls: m.peer_urls.clone(), client_urls: Vec::new() }))
             .collect();
         let member_id = identity.member_id;
+        let peers = Peers::new(cluster.cluster_id, member_id);
         let raft =
-            crate::cluster::start::start(member_id, members, timing, log, state_machine, LEADER_WAIT).await?;
+            crate::cluster::start::start(member_id, members, timing, peers.clone(), log, state_machine).await?;
+        let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
+        for listener in peer_listeners {
+            let listener = TcpListener::from_std(listener).context("cannot serve on the peer listener")?;
+            tracing::info!(addr = ?listener.local_addr().ok(), "serving peer traffic");
+            let service = PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone());
+            let server = Server::builder().tcp_nodelay(true).add_service(
+                PeerServer::new(service)
+                    .max_decoding_message_size(MAX_PEER_MESSAGE)
+                    .max_encoding_message_size(MAX_PEER_MESSAGE),
+            );
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            tokio::spawn(async move {
+                if let Err(err) = server.serve_with_incoming(incoming).await {
+                    tracing::error!(%err, "the peer listener failed");
+                }
+            });
+        }
+        if cluster.members.len() == 1 {
+            crate::cluster::start::wait_for_leader(&raft, LEADER_WAIT).await?;
+        }
+        let own = MemberNode {
+            name: config.name.clone(),
+            peer_urls: cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
+            client_urls: config.advertise_client_urls.clone(),
+        };
+        tokio::spawn(crate::cluster::publish::publish(route.clone(), peers, own));
+        tokio::spawn(crate::cluster::start::follow_term(raft.clone(), identity.clone()));
+        let reads = ReadBarrier::start(route.clone(), READS_WAITING);
         let store_arbiter = Arbiter::new();
         let (store_mailbox, batch_limit) = (config.mailboxes.store, config.batch_limit());
+        let writer_route = route.clone();
         let writer = Proposer::start_in_arbiter(&store_arbiter.handle(), move |_| {
-            Proposer::new(raft, member_id, store_mailbox, batch_limit)
+            Proposer::new(writer_route, store_mailbox, batch_limit)
         });
         let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
             view: view.clone(),
             writer,
+            route,
+            reads,
             core,
-            identity,
+            identity: identity.clone(),
             max_txn_ops: config.max_txn_ops,
             engine: maintenance_engine,
         };
@@ -178,7 +227,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             connections: Arc::clone(&connections),
             next_stream: AtomicU64::new(0),
         });
-        let services = Services { store, watch, lease, connections, budget, prometheus, fail_stop, cluster };
+        let services = Services { store, watch, lease, connections, budget, prometheus, fail_stop };
         serve(&config, services, client_listeners, tls, metrics_listeners).await
     })
 }
@@ -194,8 +243,6 @@ struct Services {
     prometheus: PrometheusHandle,
     /// Gets the reason when the writer stops after a failed commit.
     fail_stop: tokio::sync::oneshot::Receiver<String>,
-    /// The members and ids from the bootstrap flags.
-    cluster: InitialCluster,
 }
 
 fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> {
@@ -323,15 +370,7 @@ fn grpc_router(
 > {
     let store = services.store.clone();
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
-    let member = Member {
-        id: services.cluster.member_id,
-        name: config.name.clone(),
-        peer_ur_ls: services.cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
-        client_ur_ls: config.advertise_client_urls.clone(),
-        is_learner: false,
-    };
-    let maintenance =
-        || MaintenanceService::new(store.clone(), member.clone(), config.quota_bytes(), &config.data_dir);
+    let maintenance = || MaintenanceService::new(store.clone(), config.quota_bytes(), &config.data_dir);
     Server::builder()
         .layer(GrpcMetricsLayer)
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))

@@ -1,24 +1,39 @@
 //! The response header fields that identify this member, filled in on every response (by the
 //! gRPC services, and by stream actors for watch responses).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use actcd_proto::etcdserverpb::ResponseHeader;
 
 /// Identity stamped on response headers.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Identity {
     /// The cluster id.
     pub cluster_id: u64,
     /// This member's id.
     pub member_id: u64,
-    /// The raft term: 1, since a single member that never held an election stays in its first term.
-    pub raft_term: u64,
+    /// The Raft term this member is in, shared by every clone: the cluster's task that follows
+    /// openraft's metrics moves it on.
+    raft_term: Arc<AtomicU64>,
 }
 
 impl Identity {
     /// The identity of member `member_id` of cluster `cluster_id` (derived from the bootstrap
-    /// flags as etcd derives them, and bound to the data dir at its first start).
+    /// flags as etcd derives them, and bound to the data dir at its first start), in term 1
+    /// until told otherwise.
     pub fn new(cluster_id: u64, member_id: u64) -> Self {
-        Self { cluster_id, member_id, raft_term: 1 }
+        Self { cluster_id, member_id, raft_term: Arc::new(AtomicU64::new(1)) }
+    }
+
+    /// The current Raft term.
+    pub fn raft_term(&self) -> u64 {
+        self.raft_term.load(Ordering::Relaxed)
+    }
+
+    /// Moves to Raft term `term`, for every clone.
+    pub fn set_raft_term(&self, term: u64) {
+        self.raft_term.store(term, Ordering::Relaxed);
     }
 
     /// Fills the identity into a header, keeping its revision (and creating it if absent).
@@ -26,7 +41,7 @@ impl Identity {
         let h = header.get_or_insert_with(ResponseHeader::default);
         h.cluster_id = self.cluster_id;
         h.member_id = self.member_id;
-        h.raft_term = self.raft_term;
+        h.raft_term = self.raft_term();
     }
 
     /// A header at `revision`.

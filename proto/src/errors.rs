@@ -43,6 +43,9 @@ pub enum EtcdError {
     Stopped,
     NoLeader,
     LeaderChanged,
+    Timeout,
+    TimeoutDueToLeaderFail,
+    TooManyRequests,
     Corrupt,
 }
 
@@ -57,7 +60,8 @@ impl EtcdError {
             NoSpace => Code::ResourceExhausted,
             LeaseNotFound | MemberNotFound => Code::NotFound,
             LeaseExists | MemberNotLearner | AuthNotEnabled | BadLeaderTransferee => Code::FailedPrecondition,
-            Stopped | NoLeader | LeaderChanged => Code::Unavailable,
+            Stopped | NoLeader | LeaderChanged | Timeout | TimeoutDueToLeaderFail => Code::Unavailable,
+            TooManyRequests => Code::ResourceExhausted,
             Corrupt => Code::DataLoss,
         }
     }
@@ -86,6 +90,9 @@ impl EtcdError {
             Stopped => "etcdserver: server stopped",
             NoLeader => "etcdserver: no leader",
             LeaderChanged => "etcdserver: leader changed",
+            Timeout => "etcdserver: request timed out",
+            TimeoutDueToLeaderFail => "etcdserver: request timed out, possibly due to previous leader failure",
+            TooManyRequests => "etcdserver: too many requests",
             Corrupt => "etcdserver: corrupt cluster",
         }
     }

@@ -5,6 +5,7 @@
 //! - [`mvccpb`]: `KeyValue` and `Event`, the stored and watched records.
 //! - [`authpb`]: users, roles and permissions.
 //! - [`health`]: the standard `grpc.health.v1` service, which etcd registers too.
+//! - [`actcdpeerpb`]: actcd's peer transport between members of one cluster (not etcd's).
 //! - [`codec`]: the protobuf codec of every RPC (prost's, with small initial buffers).
 //! - [`errors`]: etcd's error texts and the gRPC code of each.
 //! - [`key_range`]: etcd's rule for a request's `key` and `range_end`, and prefix ends.
@@ -33,6 +34,11 @@ pub mod authpb {
 /// etcd's `etcdserverpb` package.
 pub mod etcdserverpb {
     tonic::include_proto!("etcdserverpb");
+}
+
+/// actcd's peer service (`actcd/peer.proto`).
+pub mod actcdpeerpb {
+    tonic::include_proto!("actcdpeerpb");
 }
 
 /// The `grpc.health.v1` package.

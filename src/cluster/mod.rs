@@ -1,10 +1,16 @@
 //! The member's place in its Raft cluster: openraft started over the store's log and state
-//! machine, with etcd's timing flags.
+//! machine, with etcd's timing flags, and the peer transport between members.
 //!
 //! # Layout
 //! - [`start`]: openraft's configuration from the flags, the Raft started, a new cluster
 //!   initialised, and the wait for its first leader.
-//! - [`single_member`]: the network of a one-member cluster, which has no peer to reach.
+//! - [`peers`]: the client half of the peer transport (replication, and what followers forward).
+//! - [`peer_service`]: the server half, on `--listen-peer-urls`.
+//! - [`snapshot_stream`]: a checkpoint's files streamed to a member that fell behind.
+//! - [`publish`]: each member's client URLs written into the membership, for MemberList.
 
-pub mod single_member;
+pub mod peer_service;
+pub mod peers;
+pub mod publish;
+pub mod snapshot_stream;
 pub mod start;

@@ -1,6 +1,6 @@
 //! openraft started for this member: its configuration from etcd's timing flags, the Raft
-//! over the store's log and state machine, the cluster initialised on first start, and the
-//! wait for a leader before clients are served.
+//! over the store's log and state machine and the peer transport, the cluster initialised on
+//! first start, and the wait for a leader before clients are served.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,23 +9,31 @@ use std::time::Duration;
 use anyhow::Context;
 use openraft::{Config as RaftConfig, Raft, SnapshotPolicy};
 
+use actcd_actors::identity::Identity;
 use actcd_actors::raft::log_store::LogStore;
 use actcd_actors::raft::state_machine::{SnapshotDue, StateMachine};
 use actcd_actors::raft::types::{MemberNode, TypeConfig};
 
-use super::single_member::SingleMember;
+use super::peers::Peers;
 
 /// etcd's timing flags, as openraft takes them.
 #[derive(Debug, Clone, Copy)]
 pub struct Timing {
     /// `--heartbeat-interval`, milliseconds.
     pub heartbeat_ms: u64,
-    /// `--election-timeout`, milliseconds: openraft picks each election's timeout between it
-    /// and twice it, as etcd randomises between one and two election timeouts.
+    /// `--election-timeout`, milliseconds (see [`election_window`] for how openraft takes it).
     pub election_ms: u64,
     /// `--snapshot-count`: applied commands after which a snapshot is taken and the log before
     /// it purged.
     pub snapshot_count: u64,
+}
+
+impl Timing {
+    /// How long a request waits for a leader and for its commit: etcd's request timeout, 5 s
+    /// plus two election timeouts.
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(5) + Duration::from_millis(2 * self.election_ms)
+    }
 }
 
 /// Entries kept in the log behind a snapshot, for a follower slightly behind to catch up from
@@ -33,33 +41,50 @@ pub struct Timing {
 /// `--backend-batch-limit` writes, so fewer entries keep about as many writes under load.
 const LOG_KEPT_AFTER_SNAPSHOT: u64 = 500;
 
-/// Starts openraft for member `member_id` and, on a data dir that holds no cluster yet, forms
-/// the cluster of `members`. Returns once a leader is known (a single member elects itself at
-/// once), or fails after `leader_wait`.
+/// Entries one append message carries at most. An entry holds up to `--backend-batch-limit`
+/// writes; fewer entries than openraft's default 300 keep one message well below
+/// [`super::peers::MAX_PEER_MESSAGE`] under load.
+pub const MAX_PAYLOAD_ENTRIES: u64 = 64;
+
+/// openraft's election timeouts (min, max) for etcd's `--election-timeout`. A follower of an
+/// etcd cluster campaigns a random one to two election timeouts after the leader's last
+/// heartbeat. A follower of openraft 0.9 that knew a leader first waits out that leader's lease
+/// (openraft's max election timeout), then a random timeout between min and max: min = 0.3 and
+/// max = 0.6 election timeouts put its campaign 0.9 to 1.2 election timeouts after the last
+/// heartbeat, so that a leader's death costs about what it costs on etcd (the flags' check,
+/// election timeout at least five heartbeats, keeps min above one heartbeat).
+pub fn election_window(election_ms: u64) -> (u64, u64) {
+    ((election_ms * 3 / 10).max(1), (election_ms * 6 / 10).max(2))
+}
+
+/// Starts openraft for member `member_id`, reaching the others through `peers`, and, on a data
+/// dir that holds no cluster yet, forms the cluster of `members` (every member of a new
+/// cluster does, with the same `members`).
 pub async fn start(
     member_id: u64,
     members: BTreeMap<u64, MemberNode>,
     timing: Timing,
+    peers: Peers,
     log: LogStore,
     state_machine: StateMachine,
-    leader_wait: Duration,
 ) -> anyhow::Result<Raft<TypeConfig>> {
     let config = RaftConfig {
         cluster_name: "actcd".into(),
         heartbeat_interval: timing.heartbeat_ms,
-        election_timeout_min: timing.election_ms,
-        election_timeout_max: timing.election_ms * 2,
+        election_timeout_min: election_window(timing.election_ms).0,
+        election_timeout_max: election_window(timing.election_ms).1,
         // Snapshots are asked for by the state machine, which counts commands (see
         // `StateMachine::with_snapshot_count`), not by openraft, which counts entries.
         snapshot_policy: SnapshotPolicy::Never,
         max_in_snapshot_log_to_keep: LOG_KEPT_AFTER_SNAPSHOT,
+        max_payload_entries: MAX_PAYLOAD_ENTRIES,
         ..RaftConfig::default()
     };
     let config = Arc::new(config.validate().context("invalid raft timing")?);
     let due = SnapshotDue::default();
     let state_machine = state_machine.with_snapshot_count(timing.snapshot_count, Arc::clone(&due));
     let raft =
-        Raft::new(member_id, config, SingleMember, log, state_machine).await.context("cannot start raft")?;
+        Raft::new(member_id, config, peers, log, state_machine).await.context("cannot start raft")?;
     if !raft.is_initialized().await.context("raft stopped")? {
         raft.initialize(members).await.context("cannot form the cluster")?;
     }
@@ -73,9 +98,39 @@ pub async fn start(
             }
         }
     });
+    Ok(raft)
+}
+
+/// Waits until `raft` knows a leader (a single member elects itself at once; the members of
+/// a new cluster once a quorum of them runs), or fails after `leader_wait`.
+pub async fn wait_for_leader(raft: &Raft<TypeConfig>, leader_wait: Duration) -> anyhow::Result<()> {
     raft.wait(Some(leader_wait))
         .metrics(|m| m.current_leader.is_some(), "a leader")
         .await
         .with_context(|| format!("no leader within {leader_wait:?}"))?;
-    Ok(raft)
+    Ok(())
+}
+
+/// Keeps the term in response headers the one openraft is in, and logs each leader change
+/// once, as etcd's raft does ("elected leader X at term T"); until the Raft stops.
+pub async fn follow_term(raft: Raft<TypeConfig>, identity: Identity) {
+    let mut metrics = raft.metrics();
+    let mut leader = None;
+    loop {
+        let (term, now) = {
+            let m = metrics.borrow();
+            (m.current_term, m.current_leader)
+        };
+        identity.set_raft_term(term.max(1));
+        if now != leader {
+            match now {
+                Some(id) => tracing::info!(member = %format!("{:x}", identity.member_id), leader = %format!("{id:x}"), term, "elected leader"),
+                None => tracing::info!(member = %format!("{:x}", identity.member_id), term, "lost the leader"),
+            }
+            leader = now;
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
 }

@@ -1,5 +1,7 @@
-//! The KV service: reads are served from the read view on the caller's task; writes go to the
-//! Raft log, where the state machine checks them as etcd does; they are answered once applied.
+//! The KV service: reads are served from the read view on the caller's task, a linearizable
+//! one (etcd's default) once the read barrier says this member applied everything acknowledged
+//! before it; writes go to the Raft log, where the state machine checks them as etcd does;
+//! they are answered once applied.
 
 use tonic::{Request, Response, Status};
 
@@ -28,6 +30,9 @@ impl KvService {
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        if !request.get_ref().serializable {
+            self.store.linearize().await?;
+        }
         let mut resp = self.store.view.range(request.get_ref()).map_err(to_status)?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
@@ -51,6 +56,9 @@ impl Kv for KvService {
     async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
         let req = request.into_inner();
         let mut resp = if txn::is_read_only(&req) {
+            if !txn::is_serializable(&req) {
+                self.store.linearize().await?;
+            }
             self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?
         } else {
             self.store.write(req).await?

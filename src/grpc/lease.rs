@@ -115,7 +115,7 @@ impl Lease for LeaseService {
             .filter_map(futures::future::ready);
         let arbiter = self.arbiters.next()?;
         let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
-        let (leases, view, identity) = (self.leases.clone(), self.store.view.clone(), self.store.identity);
+        let (leases, view, identity) = (self.leases.clone(), self.store.view.clone(), self.store.identity.clone());
         KeepAliveStream::start_in_arbiter(arbiter, move |ctx| {
             ctx.add_stream(input);
             KeepAliveStream::new(leases, output, view, identity)

@@ -48,28 +48,41 @@ pub fn snapshot_scratch(data_dir: &Path) -> PathBuf {
 #[derive(Clone)]
 pub struct MaintenanceService {
     store: StoreHandle,
-    /// This member, as MemberList shows it.
-    member: Member,
     quota_bytes: u64,
     scratch: PathBuf,
 }
 
 impl MaintenanceService {
-    /// Services for `member`, whose data dir is `data_dir`.
-    pub fn new(store: StoreHandle, member: Member, quota_bytes: u64, data_dir: &Path) -> Self {
-        Self { store, member, quota_bytes, scratch: snapshot_scratch(data_dir) }
+    /// Services for the member whose data dir is `data_dir`.
+    pub fn new(store: StoreHandle, quota_bytes: u64, data_dir: &Path) -> Self {
+        Self { store, quota_bytes, scratch: snapshot_scratch(data_dir) }
     }
 
-    fn member(&self) -> Member {
-        self.member.clone()
+    /// The members, as the membership records them, in id order as etcd lists them.
+    fn members(&self) -> Vec<Member> {
+        let metrics = self.store.route.raft().metrics();
+        let metrics = metrics.borrow();
+        let membership = metrics.membership_config.membership();
+        membership
+            .nodes()
+            .map(|(id, node)| Member {
+                id: *id,
+                name: node.name.clone(),
+                peer_ur_ls: node.peer_urls.clone(),
+                client_ur_ls: node.client_urls.clone(),
+                is_learner: !membership.voter_ids().any(|v| v == *id),
+            })
+            .collect()
     }
 
     fn header(&self) -> Option<ResponseHeader> {
         self.store.identity.header(self.store.view.revision())
     }
 
-    fn is_self(&self, id: u64) -> bool {
-        id == self.store.identity.member_id
+    fn is_member(&self, id: u64) -> bool {
+        let metrics = self.store.route.raft().metrics();
+        let known = metrics.borrow().membership_config.membership().get_node(&id).is_some();
+        known
     }
 
     /// Runs blocking engine work off the async threads.
@@ -158,7 +171,8 @@ impl Maintenance for MaintenanceService {
         let view = &self.store.view;
         let db_size = self.store.engine.size_bytes();
         let in_use = self.store.engine.live_bytes().min(db_size);
-        let applied = view.applied_index();
+        let raft = self.store.route.raft().metrics().borrow().clone();
+        let applied = raft.last_applied.map_or(0, |id| id.index);
         let errors = self
             .store
             .view
@@ -175,9 +189,9 @@ impl Maintenance for MaintenanceService {
             header: self.store.identity.header(view.revision()),
             version: SERVER_VERSION.into(),
             db_size: i64::try_from(db_size).unwrap_or(i64::MAX),
-            leader: self.store.identity.member_id,
-            raft_index: applied,
-            raft_term: self.store.identity.raft_term,
+            leader: raft.current_leader.unwrap_or(0),
+            raft_index: raft.last_log_index.unwrap_or(0),
+            raft_term: raft.current_term,
             raft_applied_index: applied,
             errors,
             db_size_in_use: i64::try_from(in_use).unwrap_or(i64::MAX),
@@ -243,7 +257,7 @@ impl Maintenance for MaintenanceService {
         request: Request<MoveLeaderRequest>,
     ) -> Result<Response<MoveLeaderResponse>, Status> {
         // The only member already leads: moving the lead to it is done, as on etcd.
-        if self.is_self(request.get_ref().target_id) {
+        if self.is_member(request.get_ref().target_id) {
             return Ok(Response::new(MoveLeaderResponse { header: self.header() }));
         }
         Err(EtcdError::BadLeaderTransferee.status())
@@ -264,7 +278,7 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberRemoveRequest>,
     ) -> Result<Response<MemberRemoveResponse>, Status> {
-        if !self.is_self(request.get_ref().id) {
+        if !self.is_member(request.get_ref().id) {
             return Err(member_not_found());
         }
         Err(Unsupported::Membership("removing a member").status())
@@ -274,7 +288,7 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberUpdateRequest>,
     ) -> Result<Response<MemberUpdateResponse>, Status> {
-        if !self.is_self(request.get_ref().id) {
+        if !self.is_member(request.get_ref().id) {
             return Err(member_not_found());
         }
         Err(Unsupported::Membership("changing a member's peer URLs").status())
@@ -284,18 +298,21 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberPromoteRequest>,
     ) -> Result<Response<MemberPromoteResponse>, Status> {
-        if !self.is_self(request.get_ref().id) {
+        if !self.is_member(request.get_ref().id) {
             return Err(member_not_found());
         }
         Err(EtcdError::MemberNotLearner.status())
     }
 
-    /// A linearizable list needs no extra step on one member: every acknowledged membership
-    /// (there is one) is already what this member knows.
+    /// A linearizable list (etcd 3.5's flag) waits for the read barrier first, so that it
+    /// shows every membership change acknowledged before it.
     async fn member_list(
         &self,
-        _: Request<MemberListRequest>,
+        request: Request<MemberListRequest>,
     ) -> Result<Response<MemberListResponse>, Status> {
-        Ok(Response::new(MemberListResponse { header: self.header(), members: vec![self.member()] }))
+        if request.get_ref().linearizable {
+            self.store.linearize().await?;
+        }
+        Ok(Response::new(MemberListResponse { header: self.header(), members: self.members() }))
     }
 }

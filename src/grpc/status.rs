@@ -28,6 +28,9 @@ pub fn to_status(err: StoreError) -> Status {
         StoreError::Stopped(_) => EtcdError::Stopped,
         StoreError::NoLeader => EtcdError::NoLeader,
         StoreError::LeaderChanged => EtcdError::LeaderChanged,
+        StoreError::Timeout => EtcdError::Timeout,
+        StoreError::TimeoutDueToLeaderFail => EtcdError::TimeoutDueToLeaderFail,
+        StoreError::TooManyRequests => EtcdError::TooManyRequests,
         // A bug in actcd, not a client's doing.
         StoreError::WrongAnswer(_) => return Status::internal(err.to_string()),
         // etcd answers errors it has no name for with codes.Unknown and the error's own text.

@@ -10,6 +10,8 @@ use tonic::Status;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::raft::proposer::Proposer;
+use actcd_actors::raft::read_barrier::ReadBarrier;
+use actcd_actors::raft::route::Route;
 use actcd_actors::raft::state_machine::CoreHandle;
 use actcd_actors::store::messages::Write;
 use actcd_actors::store::mvcc::command::WriteRequest;
@@ -24,6 +26,10 @@ pub struct StoreHandle {
     pub view: ReadView<RocksEngine>,
     /// Where writes enter the log. Its mailbox is bounded: a full one makes `write` wait.
     pub writer: Addr<Proposer>,
+    /// The way to the leader, and openraft's state (leader, term, indexes) for Status.
+    pub route: Route,
+    /// Where linearizable reads wait until this member applied what the cluster committed.
+    pub reads: ReadBarrier,
     /// The store core, for the writer-owned lease records (keys per lease, the lease list).
     pub core: CoreHandle,
     /// Header identity.
@@ -39,6 +45,11 @@ impl StoreHandle {
     /// Submits `request` to the writer and waits for its durable answer.
     pub async fn write<R: WriteRequest>(&self, request: R) -> Result<R::Response, Status> {
         self.write_raw(request).await.map_err(to_status)
+    }
+
+    /// Waits until a linearizable read may be answered from this member's read view.
+    pub async fn linearize(&self) -> Result<(), Status> {
+        self.reads.wait().await.map_err(to_status)
     }
 
     /// [`StoreHandle::write`], with the store's own error.

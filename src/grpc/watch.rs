@@ -123,7 +123,7 @@ impl Watch for WatchService {
             id,
             shard,
             view: self.view.clone(),
-            identity: self.identity,
+            identity: self.identity.clone(),
             max_bytes: self.max_request_bytes,
             conn: conn_actor.as_ref().map(|c| c.downgrade().recipient()),
         };

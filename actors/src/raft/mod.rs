@@ -11,6 +11,8 @@
 //! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
 //!   applied log id written with their changes.
 //! - [`proposer`]: where writes enter the log, batched one entry per batch.
+//! - [`route`]: to this member's Raft when it leads, to the leader when another member does.
+//! - [`read_barrier`]: linearizable reads, one read-index round for all that queued.
 //! - [`position`]: the applied log id and membership, written with the data they reflect.
 //! - [`snapshot_store`]: checkpoints of the state machine, built, kept and installed.
 //!
@@ -25,6 +27,8 @@ pub mod fail_stop;
 pub mod log_store;
 pub mod position;
 pub mod proposer;
+pub mod read_barrier;
+pub mod route;
 pub mod snapshot_store;
 pub mod state_machine;
 pub mod types;

@@ -10,15 +10,14 @@
 //! [`MAX_IN_FLIGHT`] proposals are in flight: the rest wait in the queue and form the next
 //! batch when one comes back. The queue is bounded by the mailbox: a full mailbox parks each
 //! sender until there is room, so openraft's own unbounded API channel never holds more than
-//! [`MAX_IN_FLIGHT`] entries of ours.
+//! [`MAX_IN_FLIGHT`] entries of ours. On a follower the batch goes to the leader whole
+//! ([`Route::propose`]), so forwarding keeps the batching.
 
 use actix::prelude::*;
-use openraft::error::{ClientWriteError, RaftError};
-use openraft::Raft;
 
-use super::types::{Applied, MemberNode, Proposal, TypeConfig};
+use super::route::Route;
+use super::types::{Applied, Proposal};
 use crate::store::messages::Write;
-use crate::store::StoreError;
 
 /// etcd's default backend batch limit: the most writes one entry takes.
 pub const DEFAULT_BATCH_LIMIT: usize = 10_000;
@@ -78,8 +77,7 @@ struct Flush;
 
 /// The actor every write goes through.
 pub struct Proposer {
-    raft: Raft<TypeConfig>,
-    member_id: u64,
+    route: Route,
     queue: ProposalQueue,
     /// Mailbox capacity ([`crate::mailboxes::Mailboxes::store`]): a full mailbox parks each
     /// sender until there is room, so a burst of writers waits instead of growing memory.
@@ -87,9 +85,9 @@ pub struct Proposer {
 }
 
 impl Proposer {
-    /// Proposes through `raft` as member `member_id`, at most `batch_limit` writes per entry.
-    pub fn new(raft: Raft<TypeConfig>, member_id: u64, mailbox: usize, batch_limit: usize) -> Self {
-        Self { raft, member_id, queue: ProposalQueue::new(batch_limit), mailbox }
+    /// Proposes through `route`, at most `batch_limit` writes per entry.
+    pub fn new(route: Route, mailbox: usize, batch_limit: usize) -> Self {
+        Self { route, queue: ProposalQueue::new(batch_limit), mailbox }
     }
 
     fn flush(&mut self, ctx: &mut Context<Self>) {
@@ -97,22 +95,20 @@ impl Proposer {
             return;
         };
         let (commands, replies): (Vec<_>, Vec<_>) = writes.into_iter().map(|w| (w.command, w.reply)).unzip();
-        let proposal = Proposal { proposer: self.member_id, commands };
-        let raft = self.raft.clone();
+        let proposal = Proposal { proposer: self.route.member_id(), commands };
+        let route = self.route.clone();
         let count = replies.len();
-        let propose = async move { raft.client_write(proposal).await };
+        let propose = async move { route.propose(proposal).await };
         ctx.spawn(propose.into_actor(self).map(move |result, actor, ctx| {
             metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).decrement(count as f64);
             match result {
-                Ok(written) => {
-                    let Applied(answers) = written.data;
+                Ok(Applied(answers)) => {
                     for (reply, answer) in replies.into_iter().zip(answers) {
                         // A client that went away no longer wants its answer; its write stands.
                         let _ = reply.send(answer);
                     }
                 }
                 Err(err) => {
-                    let err = refusal(&err);
                     for reply in replies {
                         let _ = reply.send(Err(err.clone()));
                     }
@@ -122,18 +118,6 @@ impl Proposer {
                 ctx.notify(Flush);
             }
         }));
-    }
-}
-
-/// What a proposal openraft did not commit answers its writes.
-fn refusal(err: &RaftError<u64, ClientWriteError<u64, MemberNode>>) -> StoreError {
-    match err {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) if forward.leader_id.is_none() => {
-            StoreError::NoLeader
-        }
-        RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => StoreError::LeaderChanged,
-        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => StoreError::Stopped(e.to_string()),
-        RaftError::Fatal(fatal) => StoreError::Stopped(fatal.to_string()),
     }
 }
 

@@ -62,6 +62,16 @@ pub enum StoreError {
     /// The leader a write was proposed to lost its leadership before the write committed.
     #[error("leader changed")]
     LeaderChanged,
+    /// A write was not committed in time (no leader was found, or the leader did not answer).
+    #[error("request timed out")]
+    Timeout,
+    /// The leader a follower forwarded a write to went away before answering: the write may
+    /// or may not have committed.
+    #[error("request timed out, possibly due to previous leader failure")]
+    TimeoutDueToLeaderFail,
+    /// The member applies too far behind what is committed to take more writes.
+    #[error("too many requests")]
+    TooManyRequests,
     /// The storage engine failed.
     #[error("storage: {0}")]
     Storage(String),

@@ -80,6 +80,15 @@ pub fn is_read_only(txn: &TxnRequest) -> bool {
     })
 }
 
+/// True when every op of both branches is a serializable range, as etcd decides whether a
+/// read-only txn skips the linearizable read (a nested txn never does).
+pub fn is_serializable(txn: &TxnRequest) -> bool {
+    txn.success.iter().chain(&txn.failure).all(|op| match &op.request {
+        Some(request_op::Request::RequestRange(range)) => range.serializable,
+        _ => false,
+    })
+}
+
 /// Runs a read-only txn on `view`.
 pub fn run_read_only(view: &impl View, txn: &TxnRequest) -> Result<TxnResponse, StoreError> {
     let decision = decide(view, txn)?;

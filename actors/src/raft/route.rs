@@ -1,0 +1,234 @@
+//! Where a write or a linearizable read goes: to this member's Raft when it leads, to the
+//! leader over the peer transport when another member does.
+//!
+//! ```text
+//!  write batch ──► leader? ── this member ──► client_write ──────────────► answers
+//!                     │
+//!                     └─ member L ──► L proposes it (Propose) ─► answers + log index
+//!                                          wait until this member applied that index ─┘
+//!
+//!  linearizable read ──► leader? ── this member ──► read index (a heartbeat round)
+//!                           └─ member L ──► L's read index (ReadIndex)
+//!                               then wait until this member applied that far, and read here
+//! ```
+//!
+//! A forwarded write is answered after this member applied it too, as etcd answers a write
+//! on the member that took it: a client that wrote through a follower and then reads that
+//! follower serializably sees its write. Without a leader a request waits for one, up to the
+//! request timeout (etcd's: 5 s plus two election timeouts), then fails as etcd's does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::metrics::WaitError;
+use openraft::Raft;
+use serde::{Deserialize, Serialize};
+
+use super::types::{Applied, MemberNode, Proposal, TypeConfig};
+use crate::store::StoreError;
+
+/// etcd refuses proposals while the applied index trails the committed one by more than this
+/// (its `maxGapBetweenApplyAndCommitIndex`).
+pub const MAX_APPLY_GAP: u64 = 5000;
+
+/// What the leader answers a forwarded batch with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Forwarded {
+    /// The log index of the entry that carried the batch.
+    pub log_index: u64,
+    /// The answers, in the batch's order.
+    pub applied: Applied,
+}
+
+/// The calls a follower makes to its leader. The peer transport implements it; `leader` is
+/// the leader's record in the membership, which names its peer URLs. A call the leader surely
+/// never received (it could not be connected to) fails with [`LinkError::NotSent`], and is
+/// tried again once there is a leader to take it.
+pub trait LeaderLink: Send + Sync + 'static {
+    /// Has the leader propose `proposal` and answers with what it applied. The proposal is
+    /// encoded before the call returns, so that a retry can send it again.
+    fn propose(
+        &self,
+        leader: (u64, MemberNode),
+        proposal: &Proposal,
+    ) -> BoxFuture<'static, Result<Forwarded, LinkError>>;
+
+    /// The leader's read index: a log index every write acknowledged before the call is at
+    /// or below.
+    fn read_index(&self, leader: (u64, MemberNode)) -> BoxFuture<'static, Result<u64, LinkError>>;
+}
+
+/// How a call to the leader failed.
+#[derive(Debug)]
+pub enum LinkError {
+    /// The leader could not be reached: it never got the call.
+    NotSent,
+    /// The leader answered with this error, or the call broke off after it was sent.
+    Failed(StoreError),
+}
+
+/// How long a member waits before it retries a call the leader could not take: about a
+/// heartbeat, the time a new leader needs to make itself known once elected.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// This member's way to its leader.
+#[derive(Clone)]
+pub struct Route {
+    raft: Raft<TypeConfig>,
+    me: u64,
+    link: Arc<dyn LeaderLink>,
+    timeout: Duration,
+}
+
+impl Route {
+    /// Routes for member `me` through `raft`, forwarding over `link`; a request waits at most
+    /// `timeout` for a leader and for its answer.
+    pub fn new(raft: Raft<TypeConfig>, me: u64, link: Arc<dyn LeaderLink>, timeout: Duration) -> Self {
+        Self { raft, me, link, timeout }
+    }
+
+    /// The Raft this member runs.
+    pub fn raft(&self) -> &Raft<TypeConfig> {
+        &self.raft
+    }
+
+    /// This member's id.
+    pub fn member_id(&self) -> u64 {
+        self.me
+    }
+
+    /// The request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Whether this member is the only voter: then everything acknowledged is applied here
+    /// and a read needs no round.
+    pub fn alone(&self) -> bool {
+        let metrics = self.raft.metrics();
+        let metrics = metrics.borrow();
+        let mut voters = metrics.membership_config.voter_ids();
+        voters.next() == Some(self.me) && voters.next().is_none()
+    }
+
+    /// The leader and its record, waiting up to the request timeout for one.
+    pub async fn leader(&self) -> Result<(u64, MemberNode), StoreError> {
+        let wait = self.raft.wait(Some(self.timeout));
+        let metrics = wait.metrics(|m| m.current_leader.is_some(), "a leader").await.map_err(|e| match e {
+            WaitError::Timeout(..) => StoreError::Timeout,
+            WaitError::ShuttingDown => StoreError::Stopped("raft stopped".into()),
+        })?;
+        let leader = metrics.current_leader.ok_or(StoreError::NoLeader)?;
+        let node = metrics.membership_config.membership().get_node(&leader).cloned().unwrap_or_default();
+        Ok((leader, node))
+    }
+
+    /// Commits `proposal` through the leader; its answers once this member applied it.
+    pub async fn propose(&self, proposal: Proposal) -> Result<Applied, StoreError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let leader = self.leader().await?;
+            if leader.0 == self.me {
+                return self.propose_as_leader(proposal).await.map(|f| f.applied);
+            }
+            match tokio::time::timeout_at(deadline, self.link.propose(leader, &proposal)).await {
+                Ok(Ok(forwarded)) => {
+                    self.wait_applied(forwarded.log_index).await?;
+                    return Ok(forwarded.applied);
+                }
+                Ok(Err(LinkError::Failed(err))) => return Err(err),
+                Ok(Err(LinkError::NotSent)) if tokio::time::Instant::now() + RETRY < deadline => {
+                    tokio::time::sleep(RETRY).await;
+                }
+                Ok(Err(LinkError::NotSent)) | Err(_) => return Err(StoreError::Timeout),
+            }
+        }
+    }
+
+    /// Proposes `proposal` on this member, which believes it leads (a forwarded batch, or one
+    /// of its own). Refused with "too many requests" when apply trails the log too far.
+    pub async fn propose_as_leader(&self, proposal: Proposal) -> Result<Forwarded, StoreError> {
+        {
+            let metrics = self.raft.metrics();
+            let metrics = metrics.borrow();
+            let applied = metrics.last_applied.map_or(0, |id| id.index);
+            if metrics.last_log_index.unwrap_or(0).saturating_sub(applied) > MAX_APPLY_GAP {
+                return Err(StoreError::TooManyRequests);
+            }
+        }
+        match tokio::time::timeout(self.timeout, self.raft.client_write(proposal)).await {
+            Ok(Ok(written)) => Ok(Forwarded { log_index: written.log_id.index, applied: written.data }),
+            Ok(Err(err)) => Err(write_refusal(&err)),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Waits until every write acknowledged before this call is applied on this member.
+    pub async fn read_barrier(&self) -> Result<(), StoreError> {
+        if self.alone() {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let index = loop {
+            let leader = self.leader().await?;
+            if leader.0 == self.me {
+                break self.read_index_as_leader().await?;
+            }
+            match tokio::time::timeout_at(deadline, self.link.read_index(leader)).await {
+                Ok(Ok(index)) => break index,
+                Ok(Err(LinkError::Failed(err))) => return Err(err),
+                Ok(Err(LinkError::NotSent)) if tokio::time::Instant::now() + RETRY < deadline => {
+                    tokio::time::sleep(RETRY).await;
+                }
+                Ok(Err(LinkError::NotSent)) | Err(_) => return Err(StoreError::Timeout),
+            }
+        };
+        self.wait_applied(index).await
+    }
+
+    /// The read index of this member as leader: confirmed by a quorum's heartbeat answers.
+    pub async fn read_index_as_leader(&self) -> Result<u64, StoreError> {
+        match tokio::time::timeout(self.timeout, self.raft.get_read_log_id()).await {
+            Ok(Ok((read, _applied))) => Ok(read.map_or(0, |id| id.index)),
+            Ok(Err(err)) => Err(read_refusal(&err)),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Waits until this member applied log index `index`.
+    pub async fn wait_applied(&self, index: u64) -> Result<(), StoreError> {
+        let wait = self.raft.wait(Some(self.timeout));
+        match wait.applied_index_at_least(Some(index), "applied").await {
+            Ok(_) => Ok(()),
+            Err(WaitError::Timeout(..)) => Err(StoreError::Timeout),
+            Err(WaitError::ShuttingDown) => Err(StoreError::Stopped("raft stopped".into())),
+        }
+    }
+}
+
+/// What a proposal openraft did not commit answers its writes.
+pub fn write_refusal(err: &RaftError<u64, ClientWriteError<u64, MemberNode>>) -> StoreError {
+    match err {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(forward)) if forward.leader_id.is_none() => {
+            StoreError::NoLeader
+        }
+        RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => StoreError::LeaderChanged,
+        RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => StoreError::Stopped(e.to_string()),
+        RaftError::Fatal(fatal) => StoreError::Stopped(fatal.to_string()),
+    }
+}
+
+/// What a read index openraft did not confirm answers.
+fn read_refusal(err: &RaftError<u64, CheckIsLeaderError<u64, MemberNode>>) -> StoreError {
+    match err {
+        RaftError::APIError(CheckIsLeaderError::ForwardToLeader(forward)) if forward.leader_id.is_none() => {
+            StoreError::NoLeader
+        }
+        RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)) => StoreError::LeaderChanged,
+        // No quorum answered the heartbeats: the leader cannot tell it still leads.
+        RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)) => StoreError::Timeout,
+        RaftError::Fatal(fatal) => StoreError::Stopped(fatal.to_string()),
+    }
+}

@@ -1,0 +1,112 @@
+//! The server half of the peer transport, on `--listen-peer-urls`: Raft's messages handed to
+//! this member's openraft, and the calls followers forward to a leader (their write batches,
+//! read index requests, their own records). A frame from another cluster is refused before
+//! anything in it is read, as etcd's rafthttp refuses a cluster ID mismatch.
+
+use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::storage::Snapshot;
+use openraft::{SnapshotMeta, Vote};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::{Request, Response, Status, Streaming};
+
+use actcd_actors::raft::route::Route;
+use actcd_actors::raft::snapshot_store::SnapshotStore;
+use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
+use actcd_proto::actcdpeerpb::peer_server::Peer;
+use actcd_proto::actcdpeerpb::{Frame, SnapshotChunk};
+
+use super::publish;
+use super::snapshot_stream;
+
+/// What a member answers its peers.
+pub struct PeerService {
+    route: Route,
+    cluster_id: u64,
+    snapshots: SnapshotStore,
+}
+
+impl PeerService {
+    /// Serves the peers of `route`'s member of cluster `cluster_id`; received snapshots are
+    /// unpacked among `snapshots`.
+    pub fn new(route: Route, cluster_id: u64, snapshots: SnapshotStore) -> Self {
+        Self { route, cluster_id, snapshots }
+    }
+
+    fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
+        if cluster_id == self.cluster_id {
+            Ok(())
+        } else {
+            Err(Status::failed_precondition(format!(
+                "cluster ID mismatch: this member is of cluster {:x}, the message of {cluster_id:x}",
+                self.cluster_id
+            )))
+        }
+    }
+
+    fn open<T: DeserializeOwned>(&self, request: Request<Frame>) -> Result<(u64, T), Status> {
+        let frame = request.into_inner();
+        self.check_cluster(frame.cluster_id)?;
+        let body = decode(&frame.body).map_err(|e| Status::invalid_argument(format!("bad peer message: {e}")))?;
+        Ok((frame.from, body))
+    }
+
+    fn answer<T: Serialize>(&self, body: &T) -> Result<Response<Frame>, Status> {
+        let body = encode(body).map_err(|e| Status::internal(format!("cannot encode a peer answer: {e}")))?;
+        Ok(Response::new(Frame { cluster_id: self.cluster_id, from: self.route.member_id(), body: body.into() }))
+    }
+}
+
+#[tonic::async_trait]
+impl Peer for PeerService {
+    async fn append_entries(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (_, rpc): (_, AppendEntriesRequest<TypeConfig>) = self.open(request)?;
+        self.answer(&self.route.raft().append_entries(rpc).await)
+    }
+
+    async fn vote(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (_, rpc): (_, VoteRequest<u64>) = self.open(request)?;
+        self.answer(&self.route.raft().vote(rpc).await)
+    }
+
+    async fn snapshot(&self, request: Request<Streaming<SnapshotChunk>>) -> Result<Response<Frame>, Status> {
+        let dir = self.snapshots.receiving_dir();
+        let received = snapshot_stream::receive(request.into_inner(), &dir).await;
+        let result = match received {
+            Ok((cluster_id, header)) => match self.check_cluster(cluster_id) {
+                Ok(()) => self.install(&header, dir.clone()).await,
+                Err(status) => Err(status),
+            },
+            Err(status) => Err(status),
+        };
+        // Installed, the directory became the current snapshot; otherwise it is dropped.
+        if dir.exists() {
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
+        result
+    }
+
+    async fn propose(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (_, proposal): (_, Proposal) = self.open(request)?;
+        self.answer(&self.route.propose_as_leader(proposal).await)
+    }
+
+    async fn read_index(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (_, ()): (_, ()) = self.open(request)?;
+        self.answer(&self.route.read_index_as_leader().await)
+    }
+
+    async fn publish(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (from, node): (_, MemberNode) = self.open(request)?;
+        self.answer(&publish::set_node(self.route.raft(), from, node).await)
+    }
+}
+
+impl PeerService {
+    async fn install(&self, header: &[u8], dir: std::path::PathBuf) -> Result<Response<Frame>, Status> {
+        let (vote, meta): (Vote<u64>, SnapshotMeta<u64, MemberNode>) =
+            decode(header).map_err(|e| Status::invalid_argument(format!("bad snapshot header: {e}")))?;
+        let snapshot = Snapshot { meta, snapshot: Box::new(SnapshotFiles { dir }) };
+        self.answer(&self.route.raft().install_full_snapshot(vote, snapshot).await)
+    }
+}

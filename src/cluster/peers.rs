@@ -1,0 +1,275 @@
+//! The client half of the peer transport: one lazily connected gRPC channel per member, over
+//! which the leader replicates (openraft's `RaftNetwork`) and a follower forwards writes, read
+//! index requests and its own record ([`LeaderLink`]).
+//!
+//! A message's body is postcard bytes of openraft's request or answer; every frame names this
+//! member's cluster, so a member of another cluster refuses it. An error the remote Raft
+//! answered travels in the body and comes back as openraft's `RemoteError`; a peer that cannot
+//! be reached is `Unreachable` (openraft backs off before retrying), any other transport
+//! failure a `NetworkError` (retried at once).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use openraft::error::{
+    Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError, Unreachable,
+};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{OptionalSend, Snapshot, Vote};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::transport::{Channel, Endpoint};
+
+use actcd_actors::raft::route::{Forwarded, LeaderLink, LinkError};
+use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, TypeConfig};
+use actcd_actors::store::StoreError;
+use actcd_proto::actcdpeerpb::peer_client::PeerClient;
+use actcd_proto::actcdpeerpb::Frame;
+
+use super::snapshot_stream;
+
+/// The largest peer message either side takes: an append of `MAX_PAYLOAD_ENTRIES` entries of
+/// full batches stays below it (see `start::MAX_PAYLOAD_ENTRIES`).
+pub const MAX_PEER_MESSAGE: usize = 1 << 30;
+
+/// How long connecting to a peer may take before the call counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// This member's connections to the others, shared by openraft's replication and the
+/// forwarding of client calls.
+#[derive(Clone)]
+pub struct Peers {
+    cluster_id: u64,
+    me: u64,
+    channels: Arc<Mutex<HashMap<u64, (String, Channel)>>>,
+}
+
+impl Peers {
+    /// The peers of member `me` of cluster `cluster_id`.
+    pub fn new(cluster_id: u64, me: u64) -> Self {
+        Self { cluster_id, me, channels: Arc::default() }
+    }
+
+    /// The channel to `id` at its first peer URL, made once per URL (tonic reconnects it).
+    fn client(&self, id: u64, node: &MemberNode) -> Result<PeerClient<Channel>, NetworkError> {
+        let url = node
+            .peer_urls
+            .first()
+            .ok_or_else(|| network_error(format!("member {id:x} has no peer URL")))?
+            .clone();
+        if url.starts_with("https://") {
+            return Err(network_error(format!("member {id:x}: https peer URLs are not supported yet ({url})")));
+        }
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        let channel = match channels.get(&id) {
+            Some((known, channel)) if *known == url => channel.clone(),
+            _ => {
+                let endpoint = Endpoint::from_shared(url.clone())
+                    .map_err(|e| network_error(format!("member {id:x}: bad peer URL {url}: {e}")))?
+                    .connect_timeout(CONNECT_TIMEOUT)
+                    .tcp_nodelay(true);
+                let channel = endpoint.connect_lazy();
+                channels.insert(id, (url, channel.clone()));
+                channel
+            }
+        };
+        Ok(PeerClient::new(channel).max_decoding_message_size(MAX_PEER_MESSAGE).max_encoding_message_size(MAX_PEER_MESSAGE))
+    }
+
+    fn frame<T: Serialize>(&self, body: &T) -> Result<Frame, NetworkError> {
+        let body = encode(body).map_err(|e| network_error(format!("cannot encode a peer message: {e}")))?;
+        Ok(Frame { cluster_id: self.cluster_id, from: self.me, body: body.into() })
+    }
+
+    /// A record for this member's own messages to `target`.
+    fn link(&self, target: u64, node: &MemberNode) -> PeerLink {
+        PeerLink { peers: self.clone(), target, node: node.clone(), reachable: true }
+    }
+
+    /// Sends this member's record to the leader, which writes it into the membership.
+    pub async fn publish(&self, leader: (u64, MemberNode), me: MemberNode) -> Result<(), StoreError> {
+        let frame = self.frame(&me).map_err(store_error)?;
+        let mut client = self.client(leader.0, &leader.1).map_err(store_error)?;
+        let answer = client.publish(frame).await.map_err(|s| StoreError::Stopped(s.to_string()))?;
+        body::<Result<(), StoreError>>(&answer.into_inner()).map_err(store_error)?
+    }
+}
+
+fn network_error(text: String) -> NetworkError {
+    NetworkError::new(&std::io::Error::other(text))
+}
+
+fn store_error(err: NetworkError) -> StoreError {
+    StoreError::Stopped(err.to_string())
+}
+
+/// A forwarded call that got no answer: not sent if the leader could not be connected to;
+/// otherwise the leader may have taken it before it went away.
+fn forward_failed(status: tonic::Status) -> LinkError {
+    tracing::debug!(%status, "forwarding to the leader failed");
+    if never_sent(&status) {
+        LinkError::NotSent
+    } else {
+        LinkError::Failed(StoreError::TimeoutDueToLeaderFail)
+    }
+}
+
+/// Whether a failed call never reached the peer: its connection was refused or never made.
+fn never_sent(status: &tonic::Status) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(status);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
+                return true;
+            }
+        }
+        // hyper's connector names its failures so; the request was not written.
+        if err.to_string().starts_with("tcp connect error") {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
+fn body<T: DeserializeOwned>(frame: &Frame) -> Result<T, NetworkError> {
+    decode(&frame.body).map_err(|e| network_error(format!("cannot decode a peer answer: {e}")))
+}
+
+/// A transport failure, as openraft wants to hear it: a peer that is down is unreachable.
+fn call_failed(status: &tonic::Status) -> RPCError<u64, MemberNode, RaftError<u64>> {
+    match status.code() {
+        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => {
+            RPCError::Unreachable(Unreachable::new(status))
+        }
+        _ => RPCError::Network(NetworkError::new(status)),
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for Peers {
+    type Network = PeerLink;
+
+    async fn new_client(&mut self, target: u64, node: &MemberNode) -> PeerLink {
+        self.link(target, node)
+    }
+}
+
+/// The leader's connection to one follower.
+pub struct PeerLink {
+    peers: Peers,
+    target: u64,
+    node: MemberNode,
+    /// Whether the last call got through: a change is logged once, not every retry.
+    reachable: bool,
+}
+
+impl PeerLink {
+    fn note<T, E>(&mut self, result: &Result<T, E>) {
+        let reachable = result.is_ok();
+        if reachable != self.reachable {
+            self.reachable = reachable;
+            let peer = format!("{:x}", self.target);
+            if reachable {
+                tracing::info!(%peer, "peer became active");
+            } else {
+                tracing::warn!(%peer, "peer became inactive (message send to peer failed)");
+            }
+        }
+    }
+
+    async fn unary<Req: Serialize, Resp: DeserializeOwned>(
+        &mut self,
+        request: &Req,
+        option: &RPCOption,
+        call: impl AsyncFnOnce(PeerClient<Channel>, tonic::Request<Frame>) -> Result<tonic::Response<Frame>, tonic::Status>,
+    ) -> Result<Resp, RPCError<u64, MemberNode, RaftError<u64>>> {
+        let client = self.peers.client(self.target, &self.node).map_err(RPCError::Network)?;
+        let mut request = tonic::Request::new(self.peers.frame(request).map_err(RPCError::Network)?);
+        request.set_timeout(option.hard_ttl());
+        let answer = call(client, request).await;
+        self.note(&answer);
+        let answer = answer.map_err(|s| call_failed(&s))?;
+        let answer: Result<Resp, RaftError<u64>> = body(&answer.into_inner()).map_err(RPCError::Network)?;
+        answer.map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for PeerLink {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, MemberNode, RaftError<u64>>> {
+        self.unary(&rpc, &option, async |mut c, r| c.append_entries(r).await).await
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<u64>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<u64>, RPCError<u64, MemberNode, RaftError<u64>>> {
+        self.unary(&rpc, &option, async |mut c, r| c.vote(r).await).await
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote<u64>,
+        snapshot: Snapshot<TypeConfig>,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        _option: RPCOption,
+    ) -> Result<SnapshotResponse<u64>, StreamingError<TypeConfig, Fatal<u64>>> {
+        let mut client = self.peers.client(self.target, &self.node)?;
+        let header = encode(&(vote, snapshot.meta.clone()))
+            .map_err(|e| network_error(format!("cannot encode a snapshot header: {e}")))?;
+        let chunks = snapshot_stream::send(self.peers.cluster_id, self.peers.me, header, snapshot.snapshot.dir.clone());
+        let answer = tokio::select! {
+            answer = client.snapshot(chunks) => answer,
+            closed = cancel => return Err(StreamingError::Closed(closed)),
+        };
+        let answer = answer.map_err(|status| match call_failed(&status) {
+            RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+            _ => StreamingError::Network(NetworkError::new(&status)),
+        })?;
+        let answer: Result<SnapshotResponse<u64>, Fatal<u64>> = body(&answer.into_inner())?;
+        answer.map_err(|e| StreamingError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
+    }
+}
+
+impl LeaderLink for Peers {
+    fn propose(
+        &self,
+        leader: (u64, MemberNode),
+        proposal: &Proposal,
+    ) -> BoxFuture<'static, Result<Forwarded, LinkError>> {
+        let peers = self.clone();
+        let frame = self.frame(proposal);
+        Box::pin(async move {
+            let failed = |e| LinkError::Failed(store_error(e));
+            let frame = frame.map_err(failed)?;
+            let mut client = peers.client(leader.0, &leader.1).map_err(failed)?;
+            let answer = client.propose(frame).await.map_err(forward_failed)?;
+            body::<Result<Forwarded, StoreError>>(&answer.into_inner()).map_err(failed)?.map_err(LinkError::Failed)
+        })
+    }
+
+    fn read_index(&self, leader: (u64, MemberNode)) -> BoxFuture<'static, Result<u64, LinkError>> {
+        let peers = self.clone();
+        Box::pin(async move {
+            let failed = |e| LinkError::Failed(store_error(e));
+            let frame = peers.frame(&()).map_err(failed)?;
+            let mut client = peers.client(leader.0, &leader.1).map_err(failed)?;
+            let answer = client.read_index(frame).await.map_err(|status| match forward_failed(status) {
+                LinkError::NotSent => LinkError::NotSent,
+                // A read changes nothing: a lost answer is only a timeout.
+                LinkError::Failed(_) => LinkError::Failed(StoreError::Timeout),
+            })?;
+            body::<Result<u64, StoreError>>(&answer.into_inner()).map_err(failed)?.map_err(LinkError::Failed)
+        })
+    }
+}
