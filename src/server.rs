@@ -36,6 +36,7 @@ use actcd_proto::etcdserverpb::{
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
 use actcd_proto::health::health_server::HealthServer;
 
+use crate::cluster::leadership::LeaseForward;
 use crate::cluster::peer_service::PeerService;
 use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE};
 use crate::config::{listen_urls, Config};
@@ -116,7 +117,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
-    let initial_leases = core.lease_list();
     let snapshots = SnapshotStore::open(config.data_dir.join("raft-snapshots"))
         .map_err(|e| anyhow::anyhow!("cannot open the raft snapshots: {e}"))?;
     // Counted once storage is open, so that its descriptors are part of what is kept back.
@@ -169,10 +169,29 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let raft =
             crate::cluster::start::start(member_id, members, timing, peers.clone(), log, state_machine).await?;
         let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
+        let reads = ReadBarrier::start(route.clone(), READS_WAITING);
+        let store_arbiter = Arbiter::new();
+        let (store_mailbox, batch_limit) = (config.mailboxes.store, config.batch_limit());
+        let writer_route = route.clone();
+        let writer = Proposer::start_in_arbiter(&store_arbiter.handle(), move |_| {
+            Proposer::new(writer_route, store_mailbox, batch_limit)
+        });
+        let alone = cluster.members.len() == 1;
+        let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));
+        let leases = LeaseActor::new(
+            writer.clone().recipient(),
+            Box::new(core.clone()),
+            lease_leader,
+            alone,
+            config.mailboxes.lease,
+        )
+        .map_err(|e| anyhow::anyhow!("cannot load the leases: {e}"))?
+        .start();
+        tokio::spawn(crate::cluster::leadership::follow(route.clone(), leases.clone()));
         for listener in peer_listeners {
             let listener = TcpListener::from_std(listener).context("cannot serve on the peer listener")?;
             tracing::info!(addr = ?listener.local_addr().ok(), "serving peer traffic");
-            let service = PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone());
+            let service = PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone(), leases.clone());
             let server = Server::builder().tcp_nodelay(true).add_service(
                 PeerServer::new(service)
                     .max_decoding_message_size(MAX_PEER_MESSAGE)
@@ -185,7 +204,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                 }
             });
         }
-        if cluster.members.len() == 1 {
+        if alone {
             crate::cluster::start::wait_for_leader(&raft, LEADER_WAIT).await?;
         }
         let own = MemberNode {
@@ -195,13 +214,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         };
         tokio::spawn(crate::cluster::publish::publish(route.clone(), peers, own));
         tokio::spawn(crate::cluster::start::follow_term(raft.clone(), identity.clone()));
-        let reads = ReadBarrier::start(route.clone(), READS_WAITING);
-        let store_arbiter = Arbiter::new();
-        let (store_mailbox, batch_limit) = (config.mailboxes.store, config.batch_limit());
-        let writer_route = route.clone();
-        let writer = Proposer::start_in_arbiter(&store_arbiter.handle(), move |_| {
-            Proposer::new(writer_route, store_mailbox, batch_limit)
-        });
         let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
             view: view.clone(),
@@ -213,8 +225,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             max_txn_ops: config.max_txn_ops,
             engine: maintenance_engine,
         };
-        let leases =
-            LeaseActor::new(store.writer.clone().recipient(), initial_leases, config.mailboxes.lease).start();
         let stream_pool = ArbiterPool::new(stream_arbiters.iter().map(Arbiter::handle).collect());
         let lease = Arc::new(LeaseService::new(store.clone(), leases, Arc::clone(&stream_pool)));
         let connections = Arc::new(Connections::default());

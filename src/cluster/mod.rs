@@ -8,7 +8,10 @@
 //! - [`peer_service`]: the server half, on `--listen-peer-urls`.
 //! - [`snapshot_stream`]: a checkpoint's files streamed to a member that fell behind.
 //! - [`publish`]: each member's client URLs written into the membership, for MemberList.
+//! - [`leadership`]: the lessor made primary when this member leads, and a follower's lessor
+//!   asking the leader's.
 
+pub mod leadership;
 pub mod peer_service;
 pub mod peers;
 pub mod publish;

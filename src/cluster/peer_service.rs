@@ -10,7 +10,12 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::{Request, Response, Status, Streaming};
 
+use actix::Addr;
+
+use actcd_actors::lease::actor::LeaseActor;
+use actcd_actors::lease::messages::{Remaining, Renew};
 use actcd_actors::raft::route::Route;
+use actcd_actors::store::StoreError;
 use actcd_actors::raft::snapshot_store::SnapshotStore;
 use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use actcd_proto::actcdpeerpb::peer_server::Peer;
@@ -24,13 +29,14 @@ pub struct PeerService {
     route: Route,
     cluster_id: u64,
     snapshots: SnapshotStore,
+    leases: Addr<LeaseActor>,
 }
 
 impl PeerService {
     /// Serves the peers of `route`'s member of cluster `cluster_id`; received snapshots are
-    /// unpacked among `snapshots`.
-    pub fn new(route: Route, cluster_id: u64, snapshots: SnapshotStore) -> Self {
-        Self { route, cluster_id, snapshots }
+    /// unpacked among `snapshots`; lease questions go to `leases`.
+    pub fn new(route: Route, cluster_id: u64, snapshots: SnapshotStore, leases: Addr<LeaseActor>) -> Self {
+        Self { route, cluster_id, snapshots, leases }
     }
 
     fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
@@ -94,6 +100,18 @@ impl Peer for PeerService {
     async fn read_index(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (_, ()): (_, ()) = self.open(request)?;
         self.answer(&self.route.read_index_as_leader().await)
+    }
+
+    async fn lease_renew(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (_, id): (_, i64) = self.open(request)?;
+        let answer = self.leases.send(Renew { id, forwarded: true }).await;
+        self.answer(&answer.unwrap_or_else(|_| Err(StoreError::Stopped("lease actor gone".into()))))
+    }
+
+    async fn lease_remaining(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (_, id): (_, i64) = self.open(request)?;
+        let answer = self.leases.send(Remaining { id, forwarded: true }).await;
+        self.answer(&answer.unwrap_or_else(|_| Err(StoreError::Stopped("lease actor gone".into()))))
     }
 
     async fn publish(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {

@@ -92,6 +92,36 @@ impl Peers {
         PeerLink { peers: self.clone(), target, node: node.clone(), reachable: true }
     }
 
+    /// Asks the leader's lessor: a unary call whose answer is `Result<T, StoreError>`.
+    async fn ask<Req: Serialize, T: DeserializeOwned>(
+        &self,
+        leader: (u64, MemberNode),
+        request: &Req,
+        call: impl AsyncFnOnce(PeerClient<Channel>, Frame) -> Result<tonic::Response<Frame>, tonic::Status>,
+    ) -> Result<T, StoreError> {
+        let frame = self.frame(request).map_err(store_error)?;
+        let client = self.client(leader.0, &leader.1).map_err(store_error)?;
+        let answer = call(client, frame).await.map_err(|status| match forward_failed(status) {
+            LinkError::NotSent => StoreError::NoLeader,
+            LinkError::Failed(_) => StoreError::Timeout,
+        })?;
+        body::<Result<T, StoreError>>(&answer.into_inner()).map_err(store_error)?
+    }
+
+    /// Renews lease `id` on the leader.
+    pub async fn lease_renew(&self, leader: (u64, MemberNode), id: i64) -> Result<i64, StoreError> {
+        self.ask(leader, &id, async |mut c, f| c.lease_renew(f).await).await
+    }
+
+    /// Lease `id`'s remaining and granted TTL on the leader.
+    pub async fn lease_remaining(
+        &self,
+        leader: (u64, MemberNode),
+        id: i64,
+    ) -> Result<Option<(i64, i64)>, StoreError> {
+        self.ask(leader, &id, async |mut c, f| c.lease_remaining(f).await).await
+    }
+
     /// Sends this member's record to the leader, which writes it into the membership.
     pub async fn publish(&self, leader: (u64, MemberNode), me: MemberNode) -> Result<(), StoreError> {
         let frame = self.frame(&me).map_err(store_error)?;

@@ -122,7 +122,9 @@ impl Lease for LeaseService {
         });
         let failed = futures::stream::once(error_rx)
             .filter_map(|r| futures::future::ready(r.ok().and_then(stream_receive_error).map(Err)));
-        let out = ReceiverStream::new(responses).map(|r: Box<LeaseKeepAliveResponse>| Ok(*r)).chain(failed);
+        let out = ReceiverStream::new(responses)
+            .map(|r: Result<Box<LeaseKeepAliveResponse>, StoreError>| r.map(|r| *r).map_err(to_status))
+            .chain(failed);
         Ok(Response::new(Box::pin(out)))
     }
 
@@ -133,7 +135,8 @@ impl Lease for LeaseService {
         let req = request.into_inner();
         let header = self.store.identity.header(self.store.view.revision());
         let stopped = |_: actix::MailboxError| to_status(StoreError::Stopped("actor gone".into()));
-        let Some((ttl, granted_ttl)) = self.leases.send(Remaining(req.id)).await.map_err(stopped)? else {
+        let remaining = self.leases.send(Remaining { id: req.id, forwarded: false }).await.map_err(stopped)?;
+        let Some((ttl, granted_ttl)) = remaining.map_err(to_status)? else {
             return Ok(Response::new(LeaseTimeToLiveResponse {
                 header,
                 id: req.id,

@@ -1,64 +1,98 @@
-//! The LeaseActor: the actix shell around the [`Lessor`]. It keeps lease deadlines, answers
-//! keep-alives and time-to-live queries, and revokes expired leases through the Proposer (the Raft log).
+//! The LeaseActor: the actix shell around the [`Lessor`]. Every member runs one; it learns the
+//! leases from what its state machine applied ([`LeaseSource`]), and while its member leads it
+//! keeps their deadlines, answers keep-alives and time-to-live questions, and revokes expired
+//! leases through the Proposer, which proposes them only once it confirmed it still leads.
+//! A follower's actor hands keep-alives and time-to-live questions to the leader's.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use tokio::sync::oneshot;
 
-use actcd_proto::etcdserverpb::LeaseRevokeRequest;
+use crate::store::{LeaseChange, StoreError};
 
-use crate::store::messages::Write;
-use crate::store::{Command, StoreError};
-
+use super::leader::{LeaseLeader, LeaseSource};
 use super::lessor::Lessor;
-use super::messages::{Forget, Remaining, Renew, Track};
+use super::messages::{Demote, Forget, Promote, Remaining, Renew, RevokeExpired, Track};
 
-/// How often expiries are looked for (etcd checks every 500 ms).
+/// How often expiries are looked for, and applied lease changes taken (etcd checks every 500 ms).
 const EXPIRY_CHECK: Duration = Duration::from_millis(500);
-/// Revokes started per check: etcd revokes expired leases at about 1000 per second.
+/// Revokes proposed per check: etcd revokes expired leases at about 1000 per second.
 const REVOKES_PER_CHECK: usize = 500;
 
 /// The actor of all leases' deadlines.
 pub struct LeaseActor {
     lessor: Lessor,
-    store: Recipient<Write>,
+    revoker: Recipient<RevokeExpired>,
+    source: Box<dyn LeaseSource>,
+    leader: Arc<dyn LeaseLeader>,
     /// Mailbox capacity: keep-alive streams wait (`send`) when it is full.
     mailbox: usize,
 }
 
 impl LeaseActor {
-    /// A lease actor revoking through `store`, tracking `leases` ((id, ttl)) from now.
-    pub fn new(store: Recipient<Write>, leases: Vec<(i64, i64)>, mailbox: usize) -> Self {
-        let mut lessor = Lessor::default();
+    /// A lease actor over the leases of `source`, revoking through `revoker`, asking `leader`
+    /// when it is not primary; `primary` when its member is known to lead alone from the start.
+    pub fn new(
+        revoker: Recipient<RevokeExpired>,
+        mut source: Box<dyn LeaseSource>,
+        leader: Arc<dyn LeaseLeader>,
+        primary: bool,
+        mailbox: usize,
+    ) -> Result<Self, StoreError> {
+        let mut lessor = if primary { Lessor::primary() } else { Lessor::default() };
+        // Changes recorded before this point are in the list already.
+        source.changes()?;
+        lessor.reset(source.list()?, Instant::now());
+        Ok(Self { lessor, revoker, source, leader, mailbox })
+    }
+
+    /// Takes what apply changed since the last look.
+    fn catch_up(&mut self) {
         let now = Instant::now();
-        for (id, ttl) in leases {
-            lessor.track(id, ttl, now);
+        let changes = match self.source.changes() {
+            Ok(changes) => changes,
+            Err(err) => {
+                tracing::warn!(%err, "cannot read the applied lease changes");
+                return;
+            }
+        };
+        for change in changes {
+            match change {
+                LeaseChange::Granted { id, ttl } => self.lessor.track(id, ttl, now),
+                LeaseChange::Revoked(id) => self.lessor.forget(id),
+                LeaseChange::Reloaded => match self.source.list() {
+                    Ok(list) => self.lessor.reset(list, now),
+                    Err(err) => tracing::warn!(%err, "cannot reload the leases"),
+                },
+            }
         }
-        Self { lessor, store, mailbox }
     }
 
     fn revoke_expired(&mut self, ctx: &mut Context<Self>) {
-        for id in self.lessor.expired(Instant::now(), REVOKES_PER_CHECK) {
-            let (reply, answer) = oneshot::channel();
-            let command = Command::LeaseRevoke(LeaseRevokeRequest { id });
-            let store = self.store.clone();
-            let revoke = async move {
-                store
-                    .send(Write { command, reply })
-                    .await
-                    .map_err(|_| StoreError::Stopped("writer gone".into()))?;
-                answer.await.map_err(|_| StoreError::Stopped("writer dropped the revoke".into()))?
-            };
-            ctx.spawn(revoke.into_actor(self).map(move |result, actor, _| match result {
-                // Revoked, or revoked by a client meanwhile: either way it is gone.
-                Ok(_) | Err(StoreError::LeaseNotFound) => actor.lessor.forget(id),
-                Err(err) => {
-                    tracing::warn!(id, %err, "lease revoke failed; retrying");
-                    actor.lessor.retry(id);
-                }
-            }));
+        let expired = self.lessor.expired(Instant::now(), REVOKES_PER_CHECK);
+        if expired.is_empty() {
+            return;
         }
+        let ids = expired.clone();
+        let revoke = self.revoker.send(RevokeExpired(expired));
+        ctx.spawn(revoke.into_actor(self).map(move |result, actor, _| {
+            let answers = match result {
+                Ok(Ok(answers)) => answers,
+                Ok(Err(err)) => vec![Err(err); ids.len()],
+                Err(_) => vec![Err(StoreError::Stopped("proposer gone".into())); ids.len()],
+            };
+            for (id, answer) in ids.into_iter().zip(answers) {
+                match answer {
+                    // Revoked, or revoked by a client meanwhile: either way it is gone.
+                    Ok(()) | Err(StoreError::LeaseNotFound) => actor.lessor.forget(id),
+                    Err(err) => {
+                        tracing::debug!(id, %err, "lease revoke failed; retrying");
+                        actor.lessor.retry(id);
+                    }
+                }
+            }
+        }));
     }
 }
 
@@ -69,6 +103,7 @@ impl Actor for LeaseActor {
         ctx.set_mailbox_capacity(self.mailbox);
         metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Lease.label()).set(1.0);
         ctx.run_interval(EXPIRY_CHECK, |actor, ctx| {
+            actor.catch_up();
             actor.revoke_expired(ctx);
             metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Lease.label())
                 .set(actor.lessor.heap_bytes() as f64);
@@ -85,18 +120,39 @@ impl Handler<Track> for LeaseActor {
 }
 
 impl Handler<Renew> for LeaseActor {
-    type Result = i64;
+    type Result = ResponseFuture<Result<i64, StoreError>>;
 
-    fn handle(&mut self, msg: Renew, _: &mut Self::Context) -> i64 {
-        self.lessor.renew(msg.0, Instant::now()).unwrap_or(0)
+    fn handle(&mut self, msg: Renew, _: &mut Self::Context) -> Self::Result {
+        if self.lessor.is_primary() {
+            if self.lessor.remaining(msg.id, Instant::now()).is_none() {
+                // Granted through another member and not taken from apply yet.
+                self.catch_up();
+            }
+            let ttl = self.lessor.renew(msg.id, Instant::now()).unwrap_or(0);
+            return Box::pin(async move { Ok(ttl) });
+        }
+        if msg.forwarded {
+            return Box::pin(async { Err(StoreError::LeaderChanged) });
+        }
+        Box::pin(self.leader.renew(msg.id))
     }
 }
 
 impl Handler<Remaining> for LeaseActor {
-    type Result = Option<(i64, i64)>;
+    type Result = ResponseFuture<Result<Option<(i64, i64)>, StoreError>>;
 
     fn handle(&mut self, msg: Remaining, _: &mut Self::Context) -> Self::Result {
-        self.lessor.remaining(msg.0, Instant::now())
+        if self.lessor.is_primary() {
+            if self.lessor.remaining(msg.id, Instant::now()).is_none() {
+                self.catch_up();
+            }
+            let remaining = self.lessor.remaining(msg.id, Instant::now());
+            return Box::pin(async move { Ok(remaining) });
+        }
+        if msg.forwarded {
+            return Box::pin(async { Err(StoreError::LeaderChanged) });
+        }
+        Box::pin(self.leader.remaining(msg.id))
     }
 }
 
@@ -105,5 +161,23 @@ impl Handler<Forget> for LeaseActor {
 
     fn handle(&mut self, msg: Forget, _: &mut Self::Context) {
         self.lessor.forget(msg.0);
+    }
+}
+
+impl Handler<Promote> for LeaseActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Promote, _: &mut Self::Context) {
+        self.catch_up();
+        self.lessor.promote(Instant::now());
+        tracing::info!(leases = self.lessor.len(), "this member leads: its lessor is primary, every lease has its full TTL again");
+    }
+}
+
+impl Handler<Demote> for LeaseActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Demote, _: &mut Self::Context) {
+        self.lessor.demote();
     }
 }

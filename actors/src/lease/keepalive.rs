@@ -1,5 +1,6 @@
 //! The stream actor of one LeaseKeepAlive stream: each request renews its lease through the
-//! LeaseActor and the answer goes back on the stream, in order.
+//! LeaseActor and the answer goes back on the stream, in order. A renewal that fails (no
+//! leader to take it) ends the stream with the error, as etcd's does; clients open a new one.
 
 use actix::prelude::*;
 use tokio::sync::mpsc;
@@ -8,7 +9,7 @@ use actcd_proto::etcdserverpb::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 
 use crate::identity::Identity;
 use crate::store::mvcc::engine::Engine;
-use crate::store::ReadView;
+use crate::store::{ReadView, StoreError};
 
 use super::actor::LeaseActor;
 use super::messages::Renew;
@@ -16,7 +17,7 @@ use super::messages::Renew;
 /// The actor of one keep-alive stream.
 pub struct KeepAliveStream<E: Engine> {
     leases: Addr<LeaseActor>,
-    output: mpsc::Sender<Box<LeaseKeepAliveResponse>>,
+    output: mpsc::Sender<Result<Box<LeaseKeepAliveResponse>, StoreError>>,
     view: ReadView<E>,
     identity: Identity,
 }
@@ -26,7 +27,7 @@ impl<E: Engine> KeepAliveStream<E> {
     /// waits, and so stops reading requests).
     pub fn new(
         leases: Addr<LeaseActor>,
-        output: mpsc::Sender<Box<LeaseKeepAliveResponse>>,
+        output: mpsc::Sender<Result<Box<LeaseKeepAliveResponse>, StoreError>>,
         view: ReadView<E>,
         identity: Identity,
     ) -> Self {
@@ -46,9 +47,13 @@ impl<E: Engine> StreamHandler<LeaseKeepAliveRequest> for KeepAliveStream<E> {
         let header = self.identity.header(self.view.revision());
         ctx.wait(
             async move {
-                let ttl = leases.send(Renew(req.id)).await.unwrap_or(0);
-                let resp = LeaseKeepAliveResponse { header, id: req.id, ttl };
-                output.send(Box::new(resp)).await.is_ok()
+                let renewed = match leases.send(Renew { id: req.id, forwarded: false }).await {
+                    Ok(renewed) => renewed,
+                    Err(_) => Err(StoreError::Stopped("lease actor gone".into())),
+                };
+                let failed = renewed.is_err();
+                let answer = renewed.map(|ttl| Box::new(LeaseKeepAliveResponse { header, id: req.id, ttl }));
+                output.send(answer).await.is_ok() && !failed
             }
             .into_actor(self)
             .map(|open, _, ctx| {

@@ -1,6 +1,15 @@
 //! Lease deadlines. A keep-alive pushes a deadline out; expired leases come off a min-heap in
 //! deadline order. Superseded heap entries are skipped when they surface (lazy deletion), so a
 //! renewal costs O(log n) and no timer per lease exists.
+//!
+//! Every member's lessor knows every lease (from apply), but only the leader's is *primary*:
+//! it alone keeps deadlines, renews and expires, as etcd's lessor does.
+//!
+//! ```text
+//!   follower ──promote(now)──► primary: every lease's deadline = now + its TTL (etcd's
+//!      ▲                                 extension on a new leader: never an early expiry)
+//!      └─────────demote()────── primary: deadlines dropped, nothing expires here
+//! ```
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -19,6 +28,7 @@ struct Deadline {
 pub struct Lessor {
     leases: HashMap<i64, Deadline>,
     heap: BinaryHeap<Reverse<(Instant, i64)>>,
+    primary: bool,
 }
 
 fn seconds(ttl: i64) -> Duration {
@@ -26,18 +36,59 @@ fn seconds(ttl: i64) -> Duration {
 }
 
 impl Lessor {
+    /// A primary lessor (a member alone leads from the start).
+    pub fn primary() -> Self {
+        Self { primary: true, ..Self::default() }
+    }
+
+    /// Whether this lessor keeps deadlines (its member leads).
+    pub fn is_primary(&self) -> bool {
+        self.primary
+    }
+
     /// Starts (or restarts) lease `id` with `ttl` seconds from `now`. After a restart every
     /// lease gets its full TTL again, as etcd does without checkpoints.
     pub fn track(&mut self, id: i64, ttl: i64, now: Instant) {
         let expires = now + seconds(ttl);
         self.leases.insert(id, Deadline { ttl, expires, revoking: false });
-        self.heap.push(Reverse((expires, id)));
+        if self.primary {
+            self.heap.push(Reverse((expires, id)));
+        }
+    }
+
+    /// This member leads: every lease's full TTL from `now`.
+    pub fn promote(&mut self, now: Instant) {
+        self.primary = true;
+        self.heap.clear();
+        for (id, lease) in &mut self.leases {
+            lease.expires = now + seconds(lease.ttl);
+            lease.revoking = false;
+            self.heap.push(Reverse((lease.expires, *id)));
+        }
+    }
+
+    /// This member no longer leads: nothing expires here until it leads again.
+    pub fn demote(&mut self) {
+        self.primary = false;
+        self.heap = BinaryHeap::new();
+    }
+
+    /// Replaces every lease with `leases` ((id, ttl)), each from `now`: a snapshot replaced them.
+    pub fn reset(&mut self, leases: Vec<(i64, i64)>, now: Instant) {
+        self.leases = HashMap::with_capacity(leases.len());
+        self.heap = BinaryHeap::new();
+        for (id, ttl) in leases {
+            self.track(id, ttl, now);
+        }
     }
 
     /// A keep-alive: the lease's full TTL again, or `None` if it is unknown or already expired
     /// (etcd answers TTL 0 then).
     pub fn renew(&mut self, id: i64, now: Instant) -> Option<i64> {
         let lease = self.leases.get_mut(&id)?;
+        if !self.primary {
+            return None;
+        }
         if lease.revoking || lease.expires <= now {
             return None;
         }
@@ -62,6 +113,9 @@ impl Lessor {
 
     /// A revoke failed: the lease expires again on the next pass.
     pub fn retry(&mut self, id: i64) {
+        if !self.primary {
+            return;
+        }
         if let Some(lease) = self.leases.get_mut(&id) {
             lease.revoking = false;
             self.heap.push(Reverse((lease.expires, id)));
@@ -112,7 +166,7 @@ mod tests {
     #[test]
     fn renewals_push_deadlines_and_expiry_comes_in_order_at_a_bounded_rate() {
         let t0 = Instant::now();
-        let mut l = Lessor::default();
+        let mut l = Lessor::primary();
         l.track(1, 10, t0);
         l.track(2, 5, t0);
         l.track(3, 5, t0);
@@ -127,5 +181,25 @@ mod tests {
         l.forget(1);
         assert_eq!(l.renew(1, t0), None);
         assert_eq!(l.remaining(9, t0), None);
+    }
+
+    #[test]
+    fn only_a_primary_expires_and_a_promotion_gives_every_lease_its_full_ttl() {
+        let t0 = Instant::now();
+        let mut l = Lessor::default();
+        l.track(1, 5, t0);
+        l.track(2, 60, t0);
+        assert_eq!(l.expired(t0 + seconds(100), 10), Vec::<i64>::new(), "a follower expires nothing");
+        assert_eq!(l.renew(1, t0), None, "nor renews");
+        l.promote(t0 + seconds(4));
+        assert_eq!(l.remaining(1, t0 + seconds(4)), Some((5, 5)), "the TTL counts from the promotion");
+        assert_eq!(l.expired(t0 + seconds(8), 10), Vec::<i64>::new());
+        assert_eq!(l.expired(t0 + seconds(9), 10), vec![1]);
+        l.demote();
+        assert_eq!(l.expired(t0 + seconds(100), 10), Vec::<i64>::new(), "demoted, nothing expires");
+        l.reset(vec![(3, 7)], t0);
+        assert_eq!((l.len(), l.remaining(2, t0)), (1, None), "a reset replaces every lease");
+        l.promote(t0);
+        assert_eq!(l.expired(t0 + seconds(7), 10), vec![3]);
     }
 }

@@ -1,9 +1,11 @@
-//! The lease family's messages: what the gRPC edge and the keep-alive streams send the
-//! LeaseActor.
+//! The lease family's messages: what the gRPC edge, the keep-alive streams and the member's
+//! leadership send the LeaseActor, and what it sends the Proposer.
 
 use actix::Message;
 
-/// Start tracking a lease (granted, or loaded at start).
+use crate::store::StoreError;
+
+/// Start tracking a lease (granted through this member).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Track {
@@ -13,17 +15,47 @@ pub struct Track {
     pub ttl: i64,
 }
 
-/// A keep-alive; answers the TTL, 0 if the lease is unknown or expired.
+/// A keep-alive; answers the TTL, 0 if the lease is unknown or expired. Not on the leader, it
+/// is forwarded there, unless it was forwarded already (`forwarded`): then it fails with
+/// "leader changed" rather than travel on.
 #[derive(Message)]
-#[rtype(result = "i64")]
-pub struct Renew(pub i64);
+#[rtype(result = "Result<i64, StoreError>")]
+pub struct Renew {
+    /// The lease.
+    pub id: i64,
+    /// Sent by another member.
+    pub forwarded: bool,
+}
 
-/// Remaining and granted TTL of a lease, if it is alive.
+/// Remaining and granted TTL of a lease, if it is alive; asked of the leader as [`Renew`] is.
 #[derive(Message)]
-#[rtype(result = "Option<(i64, i64)>")]
-pub struct Remaining(pub i64);
+#[rtype(result = "Result<Option<(i64, i64)>, StoreError>")]
+pub struct Remaining {
+    /// The lease.
+    pub id: i64,
+    /// Sent by another member.
+    pub forwarded: bool,
+}
 
 /// The lease was revoked by a client.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Forget(pub i64);
+
+/// This member leads, and has applied everything committed before its term: its lessor
+/// becomes primary and gives every lease its full TTL.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Promote;
+
+/// This member no longer leads: its lessor stops expiring leases.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Demote;
+
+/// Expired leases to revoke, by the leader only: the Proposer confirms this member still leads
+/// (a read-index round) before it proposes them, so that a deposed leader revokes nothing.
+/// Answers each revoke's outcome, or why none was proposed.
+#[derive(Message)]
+#[rtype(result = "Result<Vec<Result<(), StoreError>>, StoreError>")]
+pub struct RevokeExpired(pub Vec<i64>);

@@ -8,9 +8,11 @@
 //! - [`lessor`]: deadlines and the expiry heap (a plain struct).
 //! - [`actor`]: the LeaseActor, the actix shell around the lessor.
 //! - [`keepalive`]: the actor of one LeaseKeepAlive stream.
-//! - [`messages`]: the family's messages (track, renew, remaining TTL, forget).
+//! - [`messages`]: the family's messages (track, renew, remaining TTL, forget, promote, demote).
+//! - [`leader`]: what the actor needs from outside: the leader's lessor, the applied changes.
 
 pub mod actor;
 pub mod keepalive;
+pub mod leader;
 pub mod lessor;
 pub mod messages;

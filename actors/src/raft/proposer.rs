@@ -17,7 +17,10 @@ use actix::prelude::*;
 
 use super::route::Route;
 use super::types::{Applied, Proposal};
+use crate::lease::messages::RevokeExpired;
 use crate::store::messages::Write;
+use crate::store::{Command, StoreError};
+use actcd_proto::etcdserverpb::LeaseRevokeRequest;
 
 /// etcd's default backend batch limit: the most writes one entry takes.
 pub const DEFAULT_BATCH_LIMIT: usize = 10_000;
@@ -137,6 +140,24 @@ impl Handler<Write> for Proposer {
         if self.queue.push(msg) {
             ctx.notify(Flush);
         }
+    }
+}
+
+/// Expired leases are revoked by a leader that has just confirmed it leads (a read-index
+/// round with a quorum), in one entry of their own, never forwarded: a member that lost the
+/// leadership revokes nothing, and the new leader's lessor has given every lease its full TTL.
+impl Handler<RevokeExpired> for Proposer {
+    type Result = ResponseFuture<Result<Vec<Result<(), StoreError>>, StoreError>>;
+
+    fn handle(&mut self, msg: RevokeExpired, _: &mut Self::Context) -> Self::Result {
+        let route = self.route.clone();
+        Box::pin(async move {
+            route.read_index_as_leader().await?;
+            let commands = msg.0.into_iter().map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id })).collect();
+            let proposal = Proposal { proposer: route.member_id(), commands };
+            let Applied(answers) = route.propose_as_leader(proposal).await?.applied;
+            Ok(answers.into_iter().map(|a| a.map(|_| ())).collect())
+        })
     }
 }
 

@@ -27,6 +27,8 @@ use super::fail_stop::FailStop;
 use super::log_store::RecentEntries;
 use super::position::{recorded_position, Membership};
 use super::snapshot_store::SnapshotStore;
+use crate::lease::leader::LeaseSource;
+use crate::store::LeaseChange;
 use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use crate::store::messages::Committed;
 use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
@@ -45,6 +47,20 @@ impl CoreHandle {
     /// Locks the core.
     pub fn lock(&self) -> Result<MutexGuard<'_, StoreCore<RocksEngine>>, StoreError> {
         self.0.lock().map_err(|_| StoreError::Stopped("the store core lock is poisoned".into()))
+    }
+}
+
+/// The lessor's view of the applied leases. The first look starts the core's journal of
+/// changes, which the lessor then empties at every look.
+impl LeaseSource for CoreHandle {
+    fn changes(&mut self) -> Result<Vec<LeaseChange>, StoreError> {
+        let mut core = self.lock()?;
+        core.journal_leases();
+        Ok(core.take_lease_changes())
+    }
+
+    fn list(&mut self) -> Result<Vec<(i64, i64)>, StoreError> {
+        Ok(self.lock()?.lease_list())
     }
 }
 

@@ -18,4 +18,4 @@ pub use self::mvcc::error::StoreError;
 pub use self::mvcc::read_view::{HistoryChunk, ReadView};
 #[cfg(feature = "rocksdb")]
 pub use self::mvcc::rocks::RocksEngine;
-pub use self::mvcc::writer::{CommittedEvents, StoreConfig, StoreCore};
+pub use self::mvcc::writer::{CommittedEvents, LeaseChange, StoreConfig, StoreCore};

@@ -12,7 +12,7 @@ use super::codec;
 use super::engine::{Engine, Family};
 use super::error::StoreError;
 use super::lease_index::{MAX_LEASE_TTL, MIN_LEASE_TTL};
-use super::writer::StoreCore;
+use super::writer::{LeaseChange, StoreCore};
 
 impl<E: Engine> StoreCore<E> {
     /// Leases and the granted TTL of each.
@@ -44,6 +44,9 @@ impl<E: Engine> StoreCore<E> {
         let ttl = req.ttl.max(MIN_LEASE_TTL);
         batch.writes.put(Family::Lease, codec::encode_i64(req.id), codec::encode_i64(ttl));
         self.leases.grant(req.id, ttl);
+        if let Some(journal) = self.lease_journal.as_mut() {
+            journal.push(LeaseChange::Granted { id: req.id, ttl });
+        }
         Ok(LeaseGrantResponse {
             header: Some(ResponseHeader { revision: self.current, ..Default::default() }),
             id: req.id,
@@ -63,6 +66,9 @@ impl<E: Engine> StoreCore<E> {
             Ok(ctx.read_rev())
         })?;
         self.leases.revoke(req.id);
+        if let Some(journal) = self.lease_journal.as_mut() {
+            journal.push(LeaseChange::Revoked(req.id));
+        }
         batch.writes.delete(Family::Lease, codec::encode_i64(req.id));
         Ok(LeaseRevokeResponse { header: Some(ResponseHeader { revision, ..Default::default() }) })
     }

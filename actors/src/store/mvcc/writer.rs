@@ -83,6 +83,25 @@ pub struct StoreCore<E> {
     pub(super) leases: LeaseIndex,
     /// The active alarms as applied, ahead of what readers see until the commit.
     alarms: AlarmList,
+    /// Lease grants and revokes applied since the lessor last took them, when one takes them
+    /// ([`StoreCore::journal_leases`]); `None` otherwise, so that nothing piles up.
+    pub(super) lease_journal: Option<Vec<LeaseChange>>,
+}
+
+/// A change to the set of leases, as the lessor of every member learns it from apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseChange {
+    /// A lease was granted.
+    Granted {
+        /// The lease.
+        id: i64,
+        /// Its TTL in seconds, as granted.
+        ttl: i64,
+    },
+    /// A lease was revoked (by a client or its expiry).
+    Revoked(i64),
+    /// Every lease was replaced (a snapshot was installed): read the list again.
+    Reloaded,
 }
 
 impl<E: Engine> StoreCore<E> {
@@ -103,7 +122,27 @@ impl<E: Engine> StoreCore<E> {
             compacted: AtomicI64::new(compacted),
             applied_index: AtomicU64::new(applied_index),
         };
-        Ok(Self { shared: Arc::new(shared), config, current, applied_index, failed: None, leases, alarms })
+        Ok(Self {
+            shared: Arc::new(shared),
+            config,
+            current,
+            applied_index,
+            failed: None,
+            leases,
+            alarms,
+            lease_journal: None,
+        })
+    }
+
+    /// Starts recording lease changes for a lessor, which takes them with
+    /// [`StoreCore::take_lease_changes`] (at least every expiry check).
+    pub fn journal_leases(&mut self) {
+        self.lease_journal.get_or_insert_with(Vec::new);
+    }
+
+    /// The lease changes applied since the last call (none if nothing records them).
+    pub fn take_lease_changes(&mut self) -> Vec<LeaseChange> {
+        self.lease_journal.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Rebuilds everything from the engine's records, as an open does: after a snapshot
@@ -120,6 +159,10 @@ impl<E: Engine> StoreCore<E> {
         self.shared.visible.store(current, Ordering::Release);
         (self.current, self.leases, self.applied_index, self.alarms) =
             (current, leases, applied_index, alarms);
+        if let Some(journal) = self.lease_journal.as_mut() {
+            journal.clear();
+            journal.push(LeaseChange::Reloaded);
+        }
         Ok(())
     }
 

@@ -1,0 +1,25 @@
+//! What the LeaseActor needs from outside the lease family: the leader, for the keep-alives
+//! and time-to-live questions a follower cannot answer, and the applied lease changes, which
+//! tell every member's lessor which leases exist.
+
+use futures::future::BoxFuture;
+
+use crate::store::{LeaseChange, StoreError};
+
+/// The way to the leader's lessor (the peer transport implements it).
+pub trait LeaseLeader: Send + Sync + 'static {
+    /// Renews lease `id` on the leader: its TTL, 0 if unknown or expired.
+    fn renew(&self, id: i64) -> BoxFuture<'static, Result<i64, StoreError>>;
+
+    /// Lease `id`'s remaining and granted TTL on the leader.
+    fn remaining(&self, id: i64) -> BoxFuture<'static, Result<Option<(i64, i64)>, StoreError>>;
+}
+
+/// The leases as applied (the store core implements it).
+pub trait LeaseSource: Send + 'static {
+    /// Lease changes applied since the last call.
+    fn changes(&mut self) -> Result<Vec<LeaseChange>, StoreError>;
+
+    /// Every lease and its TTL.
+    fn list(&mut self) -> Result<Vec<(i64, i64)>, StoreError>;
+}
