@@ -29,11 +29,11 @@ use actcd_actors::store::mvcc::snapshot;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
+use actcd_proto::actcdpeerpb::peer_server::PeerServer;
 use actcd_proto::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
     maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
-use actcd_proto::actcdpeerpb::peer_server::PeerServer;
 use actcd_proto::health::health_server::HealthServer;
 
 use crate::cluster::leadership::LeaseForward;
@@ -162,12 +162,22 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let members = cluster
             .members
             .iter()
-            .map(|m| (m.id, MemberNode { name: m.name.clone(), peer_urls: m.peer_urls.clone(), client_urls: Vec::new() }))
+            .map(|m| {
+                (
+                    m.id,
+                    MemberNode {
+                        name: m.name.clone(),
+                        peer_urls: m.peer_urls.clone(),
+                        client_urls: Vec::new(),
+                    },
+                )
+            })
             .collect();
         let member_id = identity.member_id;
         let peers = Peers::new(cluster.cluster_id, member_id);
         let raft =
-            crate::cluster::start::start(member_id, members, timing, peers.clone(), log, state_machine).await?;
+            crate::cluster::start::start(member_id, members, timing, peers.clone(), log, state_machine)
+                .await?;
         let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
         let store_arbiter = Arbiter::new();
@@ -191,7 +201,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         for listener in peer_listeners {
             let listener = TcpListener::from_std(listener).context("cannot serve on the peer listener")?;
             tracing::info!(addr = ?listener.local_addr().ok(), "serving peer traffic");
-            let service = PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone(), leases.clone());
+            let service =
+                PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone(), leases.clone());
             let server = Server::builder().tcp_nodelay(true).add_service(
                 PeerServer::new(service)
                     .max_decoding_message_size(MAX_PEER_MESSAGE)

@@ -91,7 +91,9 @@ impl EtcdError {
             NoLeader => "etcdserver: no leader",
             LeaderChanged => "etcdserver: leader changed",
             Timeout => "etcdserver: request timed out",
-            TimeoutDueToLeaderFail => "etcdserver: request timed out, possibly due to previous leader failure",
+            TimeoutDueToLeaderFail => {
+                "etcdserver: request timed out, possibly due to previous leader failure"
+            }
             TooManyRequests => "etcdserver: too many requests",
             Corrupt => "etcdserver: corrupt cluster",
         }

@@ -15,9 +15,9 @@ use actix::Addr;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::messages::{Remaining, Renew};
 use actcd_actors::raft::route::Route;
-use actcd_actors::store::StoreError;
 use actcd_actors::raft::snapshot_store::SnapshotStore;
 use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
+use actcd_actors::store::StoreError;
 use actcd_proto::actcdpeerpb::peer_server::Peer;
 use actcd_proto::actcdpeerpb::{Frame, SnapshotChunk};
 
@@ -53,13 +53,18 @@ impl PeerService {
     fn open<T: DeserializeOwned>(&self, request: Request<Frame>) -> Result<(u64, T), Status> {
         let frame = request.into_inner();
         self.check_cluster(frame.cluster_id)?;
-        let body = decode(&frame.body).map_err(|e| Status::invalid_argument(format!("bad peer message: {e}")))?;
+        let body =
+            decode(&frame.body).map_err(|e| Status::invalid_argument(format!("bad peer message: {e}")))?;
         Ok((frame.from, body))
     }
 
     fn answer<T: Serialize>(&self, body: &T) -> Result<Response<Frame>, Status> {
         let body = encode(body).map_err(|e| Status::internal(format!("cannot encode a peer answer: {e}")))?;
-        Ok(Response::new(Frame { cluster_id: self.cluster_id, from: self.route.member_id(), body: body.into() }))
+        Ok(Response::new(Frame {
+            cluster_id: self.cluster_id,
+            from: self.route.member_id(),
+            body: body.into(),
+        }))
     }
 }
 

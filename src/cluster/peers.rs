@@ -64,7 +64,9 @@ impl Peers {
             .ok_or_else(|| network_error(format!("member {id:x} has no peer URL")))?
             .clone();
         if url.starts_with("https://") {
-            return Err(network_error(format!("member {id:x}: https peer URLs are not supported yet ({url})")));
+            return Err(network_error(format!(
+                "member {id:x}: https peer URLs are not supported yet ({url})"
+            )));
         }
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         let channel = match channels.get(&id) {
@@ -79,7 +81,9 @@ impl Peers {
                 channel
             }
         };
-        Ok(PeerClient::new(channel).max_decoding_message_size(MAX_PEER_MESSAGE).max_encoding_message_size(MAX_PEER_MESSAGE))
+        Ok(PeerClient::new(channel)
+            .max_decoding_message_size(MAX_PEER_MESSAGE)
+            .max_encoding_message_size(MAX_PEER_MESSAGE))
     }
 
     fn frame<T: Serialize>(&self, body: &T) -> Result<Frame, NetworkError> {
@@ -217,7 +221,10 @@ impl PeerLink {
         &mut self,
         request: &Req,
         option: &RPCOption,
-        call: impl AsyncFnOnce(PeerClient<Channel>, tonic::Request<Frame>) -> Result<tonic::Response<Frame>, tonic::Status>,
+        call: impl AsyncFnOnce(
+            PeerClient<Channel>,
+            tonic::Request<Frame>,
+        ) -> Result<tonic::Response<Frame>, tonic::Status>,
     ) -> Result<Resp, RPCError<u64, MemberNode, RaftError<u64>>> {
         let client = self.peers.client(self.target, &self.node).map_err(RPCError::Network)?;
         let mut request = tonic::Request::new(self.peers.frame(request).map_err(RPCError::Network)?);
@@ -226,7 +233,8 @@ impl PeerLink {
         self.note(&answer);
         let answer = answer.map_err(|s| call_failed(&s))?;
         let answer: Result<Resp, RaftError<u64>> = body(&answer.into_inner()).map_err(RPCError::Network)?;
-        answer.map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
+        answer
+            .map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
     }
 }
 
@@ -257,7 +265,12 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         let mut client = self.peers.client(self.target, &self.node)?;
         let header = encode(&(vote, snapshot.meta.clone()))
             .map_err(|e| network_error(format!("cannot encode a snapshot header: {e}")))?;
-        let chunks = snapshot_stream::send(self.peers.cluster_id, self.peers.me, header, snapshot.snapshot.dir.clone());
+        let chunks = snapshot_stream::send(
+            self.peers.cluster_id,
+            self.peers.me,
+            header,
+            snapshot.snapshot.dir.clone(),
+        );
         let answer = tokio::select! {
             answer = client.snapshot(chunks) => answer,
             closed = cancel => return Err(StreamingError::Closed(closed)),
@@ -267,7 +280,9 @@ impl RaftNetwork<TypeConfig> for PeerLink {
             _ => StreamingError::Network(NetworkError::new(&status)),
         })?;
         let answer: Result<SnapshotResponse<u64>, Fatal<u64>> = body(&answer.into_inner())?;
-        answer.map_err(|e| StreamingError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
+        answer.map_err(|e| {
+            StreamingError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e))
+        })
     }
 }
 
@@ -284,7 +299,9 @@ impl LeaderLink for Peers {
             let frame = frame.map_err(failed)?;
             let mut client = peers.client(leader.0, &leader.1).map_err(failed)?;
             let answer = client.propose(frame).await.map_err(forward_failed)?;
-            body::<Result<Forwarded, StoreError>>(&answer.into_inner()).map_err(failed)?.map_err(LinkError::Failed)
+            body::<Result<Forwarded, StoreError>>(&answer.into_inner())
+                .map_err(failed)?
+                .map_err(LinkError::Failed)
         })
     }
 

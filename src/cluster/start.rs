@@ -83,8 +83,7 @@ pub async fn start(
     let config = Arc::new(config.validate().context("invalid raft timing")?);
     let due = SnapshotDue::default();
     let state_machine = state_machine.with_snapshot_count(timing.snapshot_count, Arc::clone(&due));
-    let raft =
-        Raft::new(member_id, config, peers, log, state_machine).await.context("cannot start raft")?;
+    let raft = Raft::new(member_id, config, peers, log, state_machine).await.context("cannot start raft")?;
     if !raft.is_initialized().await.context("raft stopped")? {
         raft.initialize(members).await.context("cannot form the cluster")?;
     }
@@ -124,8 +123,12 @@ pub async fn follow_term(raft: Raft<TypeConfig>, identity: Identity) {
         identity.set_raft_term(term.max(1));
         if now != leader {
             match now {
-                Some(id) => tracing::info!(member = %format!("{:x}", identity.member_id), leader = %format!("{id:x}"), term, "elected leader"),
-                None => tracing::info!(member = %format!("{:x}", identity.member_id), term, "lost the leader"),
+                Some(id) => {
+                    tracing::info!(member = %format!("{:x}", identity.member_id), leader = %format!("{id:x}"), term, "elected leader")
+                }
+                None => {
+                    tracing::info!(member = %format!("{:x}", identity.member_id), term, "lost the leader")
+                }
             }
             leader = now;
         }

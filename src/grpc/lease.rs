@@ -115,7 +115,8 @@ impl Lease for LeaseService {
             .filter_map(futures::future::ready);
         let arbiter = self.arbiters.next()?;
         let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
-        let (leases, view, identity) = (self.leases.clone(), self.store.view.clone(), self.store.identity.clone());
+        let (leases, view, identity) =
+            (self.leases.clone(), self.store.view.clone(), self.store.identity.clone());
         KeepAliveStream::start_in_arbiter(arbiter, move |ctx| {
             ctx.add_stream(input);
             KeepAliveStream::new(leases, output, view, identity)
@@ -135,7 +136,8 @@ impl Lease for LeaseService {
         let req = request.into_inner();
         let header = self.store.identity.header(self.store.view.revision());
         let stopped = |_: actix::MailboxError| to_status(StoreError::Stopped("actor gone".into()));
-        let remaining = self.leases.send(Remaining { id: req.id, forwarded: false }).await.map_err(stopped)?;
+        let remaining =
+            self.leases.send(Remaining { id: req.id, forwarded: false }).await.map_err(stopped)?;
         let Some((ttl, granted_ttl)) = remaining.map_err(to_status)? else {
             return Ok(Response::new(LeaseTimeToLiveResponse {
                 header,

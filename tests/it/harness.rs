@@ -29,6 +29,12 @@ impl DerefMut for Server {
     }
 }
 
+impl From<actcd_test_support::server::Server> for Server {
+    fn from(server: actcd_test_support::server::Server) -> Self {
+        Server(server)
+    }
+}
+
 /// A loopback port nobody listens on right now.
 pub fn free_port() -> u16 {
     actcd_test_support::server::free_port().expect("a free port")

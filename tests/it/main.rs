@@ -7,6 +7,7 @@
 
 mod cli;
 mod client;
+mod cluster;
 mod crash;
 mod differential;
 mod durable_before_ack;

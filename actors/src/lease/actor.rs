@@ -170,7 +170,10 @@ impl Handler<Promote> for LeaseActor {
     fn handle(&mut self, _: Promote, _: &mut Self::Context) {
         self.catch_up();
         self.lessor.promote(Instant::now());
-        tracing::info!(leases = self.lessor.len(), "this member leads: its lessor is primary, every lease has its full TTL again");
+        tracing::info!(
+            leases = self.lessor.len(),
+            "this member leads: its lessor is primary, every lease has its full TTL again"
+        );
     }
 }
 

@@ -153,7 +153,8 @@ impl Handler<RevokeExpired> for Proposer {
         let route = self.route.clone();
         Box::pin(async move {
             route.read_index_as_leader().await?;
-            let commands = msg.0.into_iter().map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id })).collect();
+            let commands =
+                msg.0.into_iter().map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id })).collect();
             let proposal = Proposal { proposer: route.member_id(), commands };
             let Applied(answers) = route.propose_as_leader(proposal).await?.applied;
             Ok(answers.into_iter().map(|a| a.map(|_| ())).collect())

@@ -116,10 +116,11 @@ impl Route {
     /// The leader and its record, waiting up to the request timeout for one.
     pub async fn leader(&self) -> Result<(u64, MemberNode), StoreError> {
         let wait = self.raft.wait(Some(self.timeout));
-        let metrics = wait.metrics(|m| m.current_leader.is_some(), "a leader").await.map_err(|e| match e {
-            WaitError::Timeout(..) => StoreError::Timeout,
-            WaitError::ShuttingDown => StoreError::Stopped("raft stopped".into()),
-        })?;
+        let metrics =
+            wait.metrics(|m| m.current_leader.is_some(), "a leader").await.map_err(|e| match e {
+                WaitError::Timeout(..) => StoreError::Timeout,
+                WaitError::ShuttingDown => StoreError::Stopped("raft stopped".into()),
+            })?;
         let leader = metrics.current_leader.ok_or(StoreError::NoLeader)?;
         let node = metrics.membership_config.membership().get_node(&leader).cloned().unwrap_or_default();
         Ok((leader, node))

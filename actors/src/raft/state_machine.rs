@@ -27,12 +27,12 @@ use super::fail_stop::FailStop;
 use super::log_store::RecentEntries;
 use super::position::{recorded_position, Membership};
 use super::snapshot_store::SnapshotStore;
-use crate::lease::leader::LeaseSource;
-use crate::store::LeaseChange;
 use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
+use crate::lease::leader::LeaseSource;
 use crate::store::messages::Committed;
 use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
 use crate::store::mvcc::engine::Family;
+use crate::store::LeaseChange;
 use crate::store::{Batch, Command, CommittedEvents, RocksEngine, StoreCore, StoreError};
 
 type Error = StorageError<u64>;
@@ -292,7 +292,10 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<(), Error> {
         let mut core = self.core.lock().map_err(write_error)?;
         self.snapshots.install(&mut core, meta, &snapshot.dir)?;
+        let revision = core.read_view().revision();
         drop(core);
+        let index = meta.last_log_id.map_or(0, |id| id.index);
+        tracing::info!(index, revision, "installed a snapshot from the leader");
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         Ok(())
