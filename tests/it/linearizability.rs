@@ -477,8 +477,19 @@ async fn linearizable_across_kill_9_and_restart() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn linearizable_across_a_leader_kill_in_a_three_member_cluster() {
+/// What happens to the leader of a three-member cluster a third into the load.
+#[derive(Clone, Copy, PartialEq)]
+enum LeaderFault {
+    /// kill -9, restarted once the load is over.
+    Kill,
+    /// SIGSTOP, SIGCONT a third later: it wakes up believing it leads.
+    Pause,
+}
+
+/// Runs the clients on every member of a three-member cluster, with `fault` done to the leader,
+/// and checks the history (linearizable reads included: a paused leader must not serve a stale
+/// one) and a follower's watch.
+async fn leader_fault_run(fault: LeaderFault, what: &str) {
     use actcd_test_support::server::Kind;
     let mut cluster = Cluster::start(Kind::Actcd, 3, &[]).await;
     let leader = cluster.leader().await;
@@ -488,16 +499,31 @@ async fn linearizable_across_a_leader_kill_in_a_three_member_cluster() {
     let watching = Watching::start(cluster.member(follower), vec![watch_all(10, 1)]).await;
     let endpoints: Vec<String> = (0..3).map(|i| cluster.member(i).endpoint.clone()).collect();
     let until = Instant::now() + Duration::from_secs(9);
-    let mut tasks: Vec<_> = (0..CLIENTS).map(|c| cluster_client(endpoints.clone(), c, clock, until)).collect();
+    let mut tasks: Vec<_> =
+        (0..CLIENTS).map(|c| cluster_client(endpoints.clone(), c, clock, until)).collect();
     tasks.push(compactor(endpoints[follower].clone(), CLIENTS, clock, until, SHORT_RUN_LAG_ROUNDS));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let killed_at = clock.now();
-    cluster.kill(leader);
+    let faulted_at = clock.now();
+    let signal = |name: &str, pid: u32| {
+        let status = std::process::Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{name} {pid}");
+    };
+    match fault {
+        LeaderFault::Kill => cluster.kill(leader),
+        LeaderFault::Pause => {
+            let pid = cluster.member(leader).pid();
+            signal("STOP", pid);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            signal("CONT", pid);
+        }
+    }
     let mut history = Vec::new();
     for task in tasks {
         history.extend(task.await.unwrap());
     }
-    cluster.restart(leader).await;
+    if fault == LeaderFault::Kill {
+        cluster.restart(leader).await;
+    }
     let mut final_revision = 0;
     for i in 0..3 {
         let read = final_read(cluster.member(i), clock, 100 + i).await;
@@ -506,15 +532,38 @@ async fn linearizable_across_a_leader_kill_in_a_three_member_cluster() {
     }
     let responses = watching.finish(final_revision).await;
     let got = by_watch(&responses).remove(&10).unwrap();
-    let verdict = checked(&history, &[&got], "linearizability across a leader kill, 3 members");
+    let verdict = checked(&history, &[&got], what);
     assert!(!got.compacted, "the follower's watch fell behind the compactions");
     got.check_atomic().unwrap();
-    got.check_exact(&expected_events(&verdict.model.events_from(1), PREFIX.as_bytes(), PREFIX_END.as_bytes(), true))
-        .unwrap();
-    let after = history.iter().filter(|op| op.call > killed_at && op.may_write() && matches!(op.outcome, Outcome::Ok(_))).count();
-    assert!(after > 100, "only {after} writes succeeded after the leader's kill");
+    got.check_exact(&expected_events(
+        &verdict.model.events_from(1),
+        PREFIX.as_bytes(),
+        PREFIX_END.as_bytes(),
+        true,
+    ))
+    .unwrap();
+    let ok_after = |reads: bool| {
+        history
+            .iter()
+            .filter(|op| {
+                op.call > faulted_at && op.may_write() != reads && matches!(op.outcome, Outcome::Ok(_))
+            })
+            .count()
+    };
+    let (writes, reads) = (ok_after(false), ok_after(true));
+    assert!(writes > 100, "only {writes} writes succeeded after the fault");
     eprintln!(
-        "linearizability across a leader kill: {after} writes acknowledged after it; the follower's watch got {} events, equal to the model's",
+        "{what}: {writes} writes and {reads} reads acknowledged after the fault; the follower's watch got {} events, equal to the model's",
         got.events.len()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn linearizable_across_a_leader_kill_in_a_three_member_cluster() {
+    leader_fault_run(LeaderFault::Kill, "linearizability across a leader kill, 3 members").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_serves_no_stale_read() {
+    leader_fault_run(LeaderFault::Pause, "linearizability across a leader's SIGSTOP, 3 members").await;
 }
