@@ -246,7 +246,7 @@ def overview():
         "Status",
         [
             stat("Leader", "none", f"etcd_server_has_leader{{{S}}}", mappings=leader_map, thresholds=red_green,
-                 desc="etcd_server_has_leader: 1 when the member has a leader (a single actcd node always leads itself)."),
+                 desc="etcd_server_has_leader: 1 when the member knows a leader (a single actcd node leads itself)."),
             stat("Leader changes", "short", f"etcd_server_leader_changes_seen_total{{{S}}}",
                  desc="Leader changes seen since start (etcd counts its own first election, so 1 is normal)."),
             stat("Version", "none", f"etcd_server_version{{{S}}}", legend="{{server_version}}", text_mode="name",
@@ -390,6 +390,43 @@ def overview():
         ],
     )
 
+    cluster = row(
+        "Cluster",
+        [
+            timeseries(
+                "Leadership", "short",
+                (f"etcd_server_has_leader{{{S}}}", "has leader {{instance}}"),
+                (f"etcd_server_is_leader{{{S}}}", "is leader {{instance}}"),
+                (f"changes(etcd_server_leader_changes_seen_total{{{S}}}[{R}])", "leader changes {{instance}}"),
+                w=8, decimals=0,
+                desc="has_leader and is_leader per member (one member leads), and leader changes seen in the interval."),
+            timeseries(
+                "Proposals", "short",
+                (f"etcd_server_proposals_pending{{{S}}}", "pending {{instance}}"),
+                (f"rate(etcd_server_proposals_failed_total{{{S}}}[{R}])", "failed/s {{instance}}"),
+                w=8, desc="Writes waiting for their commit on each member (forwarded ones included), and writes "
+                          "that failed (no leader, leader changed, timed out)."),
+            timeseries(
+                "Peer round trip p99", "s",
+                (f"histogram_quantile(0.99, sum by (instance, To, le) "
+                 f"(rate(etcd_network_peer_round_trip_time_seconds_bucket{{{S}}}[{R}])))", "{{instance}} to {{To}}"),
+                w=8, desc="Append calls (heartbeats included) from the leader to each follower."),
+        ],
+        [
+            timeseries(
+                "Peer traffic", "Bps",
+                (f"sum by (instance, To) (rate(etcd_network_peer_sent_bytes_total{{{S}}}[{R}]))", "{{instance}} to {{To}}"),
+                (f"sum by (instance, From) (rate(etcd_network_peer_received_bytes_total{{{S}}}[{R}]))",
+                 "{{instance}} from {{From}}"),
+                w=12, desc="Bytes of Raft messages and forwarded calls between members (empty on a single member)."),
+            timeseries(
+                "Log fsync p99", "s",
+                (f"histogram_quantile(0.99, sum by (instance, le) "
+                 f"(rate(etcd_disk_wal_fsync_duration_seconds_bucket{{{S}}}[{R}])))", "{{instance}}"),
+                w=12, desc="The Raft log's fsyncs on each member: a slow one delays every commit."),
+        ],
+    )
+
     details = row(
         "Details",
         [
@@ -399,13 +436,7 @@ def overview():
                  f" and sum by (grpc_method) (grpc_server_msg_received_total{{{S}}}) > 0", "received {{grpc_method}}"),
                 (f"sum by (grpc_method) (rate(grpc_server_msg_sent_total{{{S}}}[{R}]))"
                  f" and sum by (grpc_method) (grpc_server_msg_sent_total{{{S}}}) > 0", "sent {{grpc_method}}"),
-                w=12, desc="Messages per second; on streams every request and every response counts."),
-            timeseries(
-                "Leadership", "short",
-                (f"etcd_server_has_leader{{{S}}}", "has leader {{instance}}"),
-                (f"etcd_server_is_leader{{{S}}}", "is leader {{instance}}"),
-                (f"changes(etcd_server_leader_changes_seen_total{{{S}}}[{R}])", "leader changes {{instance}}"),
-                w=12, decimals=0, desc="has_leader and is_leader (both 1 on a single node) and new leader changes."),
+                w=24, desc="Messages per second; on streams every request and every response counts."),
         ],
         [
             timeseries("Virtual memory", "bytes", (f"process_virtual_memory_bytes{{{S}}}", "{{instance}}"), w=12,
@@ -423,7 +454,7 @@ def overview():
         "actcd-overview", "actcd overview",
         "actcd (etcd v3 API) at a glance: requests, latency, disk, database, watches, process. "
         "Series use etcd's names, so etcd's own dashboard works next to this one.",
-        [status, requests, storage, watches, process, details],
+        [status, requests, storage, watches, process, cluster, details],
     )
 
 

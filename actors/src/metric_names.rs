@@ -83,6 +83,12 @@ pub const ETCD_MVCC_TXN_TOTAL: &str = "etcd_mvcc_txn_total";
 pub const ETCD_NETWORK_CLIENT_GRPC_RECEIVED_BYTES_TOTAL: &str =
     "etcd_network_client_grpc_received_bytes_total";
 pub const ETCD_NETWORK_CLIENT_GRPC_SENT_BYTES_TOTAL: &str = "etcd_network_client_grpc_sent_bytes_total";
+/// Bytes received from each peer (label `From`, the peer's member id in hex, as etcd's).
+pub const ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL: &str = "etcd_network_peer_received_bytes_total";
+/// Round trips of append calls (heartbeats included) to each peer (label `To`).
+pub const ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS: &str = "etcd_network_peer_round_trip_time_seconds";
+/// Bytes sent to each peer (label `To`).
+pub const ETCD_NETWORK_PEER_SENT_BYTES_TOTAL: &str = "etcd_network_peer_sent_bytes_total";
 pub const ETCD_SERVER_HAS_LEADER: &str = "etcd_server_has_leader";
 pub const ETCD_SERVER_IS_LEADER: &str = "etcd_server_is_leader";
 pub const ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL: &str = "etcd_server_leader_changes_seen_total";

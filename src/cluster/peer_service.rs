@@ -53,13 +53,17 @@ impl PeerService {
     fn open<T: DeserializeOwned>(&self, request: Request<Frame>) -> Result<(u64, T), Status> {
         let frame = request.into_inner();
         self.check_cluster(frame.cluster_id)?;
+        metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => format!("{:x}", frame.from))
+            .increment(frame.body.len() as u64);
         let body =
             decode(&frame.body).map_err(|e| Status::invalid_argument(format!("bad peer message: {e}")))?;
         Ok((frame.from, body))
     }
 
-    fn answer<T: Serialize>(&self, body: &T) -> Result<Response<Frame>, Status> {
+    fn answer<T: Serialize>(&self, to: u64, body: &T) -> Result<Response<Frame>, Status> {
         let body = encode(body).map_err(|e| Status::internal(format!("cannot encode a peer answer: {e}")))?;
+        metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_PEER_SENT_BYTES_TOTAL, "To" => format!("{to:x}"))
+            .increment(body.len() as u64);
         Ok(Response::new(Frame {
             cluster_id: self.cluster_id,
             from: self.route.member_id(),
@@ -71,21 +75,21 @@ impl PeerService {
 #[tonic::async_trait]
 impl Peer for PeerService {
     async fn append_entries(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let (_, rpc): (_, AppendEntriesRequest<TypeConfig>) = self.open(request)?;
-        self.answer(&self.route.raft().append_entries(rpc).await)
+        let (from, rpc): (_, AppendEntriesRequest<TypeConfig>) = self.open(request)?;
+        self.answer(from, &self.route.raft().append_entries(rpc).await)
     }
 
     async fn vote(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let (_, rpc): (_, VoteRequest<u64>) = self.open(request)?;
-        self.answer(&self.route.raft().vote(rpc).await)
+        let (from, rpc): (_, VoteRequest<u64>) = self.open(request)?;
+        self.answer(from, &self.route.raft().vote(rpc).await)
     }
 
     async fn snapshot(&self, request: Request<Streaming<SnapshotChunk>>) -> Result<Response<Frame>, Status> {
         let dir = self.snapshots.receiving_dir();
         let received = snapshot_stream::receive(request.into_inner(), &dir).await;
         let result = match received {
-            Ok((cluster_id, header)) => match self.check_cluster(cluster_id) {
-                Ok(()) => self.install(&header, dir.clone()).await,
+            Ok((cluster_id, from, header)) => match self.check_cluster(cluster_id) {
+                Ok(()) => self.install(from, &header, dir.clone()).await,
                 Err(status) => Err(status),
             },
             Err(status) => Err(status),
@@ -98,38 +102,43 @@ impl Peer for PeerService {
     }
 
     async fn propose(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let (_, proposal): (_, Proposal) = self.open(request)?;
-        self.answer(&self.route.propose_as_leader(proposal).await)
+        let (from, proposal): (_, Proposal) = self.open(request)?;
+        self.answer(from, &self.route.propose_as_leader(proposal).await)
     }
 
     async fn read_index(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let (_, ()): (_, ()) = self.open(request)?;
-        self.answer(&self.route.read_index_as_leader().await)
+        let (from, ()): (_, ()) = self.open(request)?;
+        self.answer(from, &self.route.read_index_as_leader().await)
     }
 
     async fn lease_renew(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let (_, id): (_, i64) = self.open(request)?;
+        let (from, id): (_, i64) = self.open(request)?;
         let answer = self.leases.send(Renew { id, forwarded: true }).await;
-        self.answer(&answer.unwrap_or_else(|_| Err(StoreError::Stopped("lease actor gone".into()))))
+        self.answer(from, &answer.unwrap_or_else(|_| Err(StoreError::Stopped("lease actor gone".into()))))
     }
 
     async fn lease_remaining(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let (_, id): (_, i64) = self.open(request)?;
+        let (from, id): (_, i64) = self.open(request)?;
         let answer = self.leases.send(Remaining { id, forwarded: true }).await;
-        self.answer(&answer.unwrap_or_else(|_| Err(StoreError::Stopped("lease actor gone".into()))))
+        self.answer(from, &answer.unwrap_or_else(|_| Err(StoreError::Stopped("lease actor gone".into()))))
     }
 
     async fn publish(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, node): (_, MemberNode) = self.open(request)?;
-        self.answer(&publish::set_node(self.route.raft(), from, node).await)
+        self.answer(from, &publish::set_node(self.route.raft(), from, node).await)
     }
 }
 
 impl PeerService {
-    async fn install(&self, header: &[u8], dir: std::path::PathBuf) -> Result<Response<Frame>, Status> {
+    async fn install(
+        &self,
+        from: u64,
+        header: &[u8],
+        dir: std::path::PathBuf,
+    ) -> Result<Response<Frame>, Status> {
         let (vote, meta): (Vote<u64>, SnapshotMeta<u64, MemberNode>) =
             decode(header).map_err(|e| Status::invalid_argument(format!("bad snapshot header: {e}")))?;
         let snapshot = Snapshot { meta, snapshot: Box::new(SnapshotFiles { dir }) };
-        self.answer(&self.route.raft().install_full_snapshot(vote, snapshot).await)
+        self.answer(from, &self.route.raft().install_full_snapshot(vote, snapshot).await)
     }
 }

@@ -105,10 +105,12 @@ impl Peers {
     ) -> Result<T, StoreError> {
         let frame = self.frame(request).map_err(store_error)?;
         let client = self.client(leader.0, &leader.1).map_err(store_error)?;
+        let sent = frame.body.len();
         let answer = call(client, frame).await.map_err(|status| match forward_failed(status) {
             LinkError::NotSent => StoreError::NoLeader,
             LinkError::Failed(_) => StoreError::Timeout,
         })?;
+        traffic(leader.0, sent, answer.get_ref().body.len());
         body::<Result<T, StoreError>>(&answer.into_inner()).map_err(store_error)?
     }
 
@@ -133,6 +135,16 @@ impl Peers {
         let answer = client.publish(frame).await.map_err(|s| StoreError::Stopped(s.to_string()))?;
         body::<Result<(), StoreError>>(&answer.into_inner()).map_err(store_error)?
     }
+}
+
+/// Counts one call to peer `to`: the bytes of its request and answer, as etcd's peer series.
+fn traffic(to: u64, sent: usize, received: usize) {
+    use actcd_actors::metric_names::{
+        ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, ETCD_NETWORK_PEER_SENT_BYTES_TOTAL,
+    };
+    let peer = format!("{to:x}");
+    metrics::counter!(ETCD_NETWORK_PEER_SENT_BYTES_TOTAL, "To" => peer.clone()).increment(sent as u64);
+    metrics::counter!(ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => peer).increment(received as u64);
 }
 
 fn network_error(text: String) -> NetworkError {
@@ -227,11 +239,17 @@ impl PeerLink {
         ) -> Result<tonic::Response<Frame>, tonic::Status>,
     ) -> Result<Resp, RPCError<u64, MemberNode, RaftError<u64>>> {
         let client = self.peers.client(self.target, &self.node).map_err(RPCError::Network)?;
-        let mut request = tonic::Request::new(self.peers.frame(request).map_err(RPCError::Network)?);
+        let frame = self.peers.frame(request).map_err(RPCError::Network)?;
+        let sent = frame.body.len();
+        let mut request = tonic::Request::new(frame);
         request.set_timeout(option.hard_ttl());
+        let started = std::time::Instant::now();
         let answer = call(client, request).await;
         self.note(&answer);
         let answer = answer.map_err(|s| call_failed(&s))?;
+        traffic(self.target, sent, answer.get_ref().body.len());
+        metrics::histogram!(actcd_actors::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS, "To" => format!("{:x}", self.target))
+            .record(started.elapsed().as_secs_f64());
         let answer: Result<Resp, RaftError<u64>> = body(&answer.into_inner()).map_err(RPCError::Network)?;
         answer
             .map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
@@ -298,7 +316,9 @@ impl LeaderLink for Peers {
             let failed = |e| LinkError::Failed(store_error(e));
             let frame = frame.map_err(failed)?;
             let mut client = peers.client(leader.0, &leader.1).map_err(failed)?;
+            let sent = frame.body.len();
             let answer = client.propose(frame).await.map_err(forward_failed)?;
+            traffic(leader.0, sent, answer.get_ref().body.len());
             body::<Result<Forwarded, StoreError>>(&answer.into_inner())
                 .map_err(failed)?
                 .map_err(LinkError::Failed)

@@ -110,17 +110,28 @@ pub async fn wait_for_leader(raft: &Raft<TypeConfig>, leader_wait: Duration) -> 
     Ok(())
 }
 
-/// Keeps the term in response headers the one openraft is in, and logs each leader change
-/// once, as etcd's raft does ("elected leader X at term T"); until the Raft stops.
+/// Keeps the term in response headers the one openraft is in, etcd's leader series
+/// (`etcd_server_has_leader`, `etcd_server_is_leader`, `etcd_server_leader_changes_seen_total`:
+/// a change to a leader other than the last one known, as etcd counts it), and logs each leader
+/// change once, as etcd's raft does ("elected leader X at term T"); until the Raft stops.
 pub async fn follow_term(raft: Raft<TypeConfig>, identity: Identity) {
+    use actcd_actors::metric_names::{
+        ETCD_SERVER_HAS_LEADER, ETCD_SERVER_IS_LEADER, ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL,
+    };
     let mut metrics = raft.metrics();
-    let mut leader = None;
+    let (mut leader, mut last_known) = (None, None);
     loop {
         let (term, now) = {
             let m = metrics.borrow();
             (m.current_term, m.current_leader)
         };
         identity.set_raft_term(term.max(1));
+        metrics::gauge!(ETCD_SERVER_HAS_LEADER).set(if now.is_some() { 1.0 } else { 0.0 });
+        metrics::gauge!(ETCD_SERVER_IS_LEADER).set(if now == Some(identity.member_id) { 1.0 } else { 0.0 });
+        if now.is_some() && now != last_known {
+            metrics::counter!(ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL).increment(1);
+            last_known = now;
+        }
         if now != leader {
             match now {
                 Some(id) => {

@@ -13,6 +13,11 @@ use crate::grpc::maintenance::SERVER_VERSION;
 const DISK_BUCKETS: [f64; 14] =
     [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192];
 /// Prometheus's default buckets, which go-grpc-prometheus uses for handling time.
+/// etcd's peer round-trip buckets: 0.1 ms doubling 16 times.
+const PEER_RTT_BUCKETS: [f64; 16] = [
+    0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048, 0.4096,
+    0.8192, 1.6384, 3.2768,
+];
 const GRPC_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 /// Commands per group commit.
 const BATCH_BUCKETS: [f64; 13] =
@@ -41,6 +46,10 @@ pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
             &DISK_BUCKETS,
         )?
         .set_buckets_for_metric(
+            Matcher::Full(actcd_actors::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS.into()),
+            &PEER_RTT_BUCKETS,
+        )?
+        .set_buckets_for_metric(
             Matcher::Full(actcd_actors::metric_names::GRPC_SERVER_HANDLING_SECONDS.into()),
             &GRPC_BUCKETS,
         )?
@@ -50,10 +59,10 @@ pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
         )?
         .install_recorder()
         .context("cannot install the metrics recorder")?;
-    // One member that is always its own leader.
-    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_HAS_LEADER).set(1.0);
-    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_IS_LEADER).set(1.0);
-    metrics::counter!(actcd_actors::metric_names::ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL).absolute(1);
+    // No leader until openraft names one (`cluster::start::follow_term` keeps these).
+    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_HAS_LEADER).set(0.0);
+    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_IS_LEADER).set(0.0);
+    metrics::counter!(actcd_actors::metric_names::ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL).absolute(0);
     metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_QUOTA_BACKEND_BYTES).set(quota_bytes as f64);
     metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_VERSION, "server_version" => SERVER_VERSION)
         .set(1.0);

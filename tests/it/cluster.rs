@@ -7,13 +7,16 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use actcd::cluster::snapshot_stream::{receive, send};
+use actcd_proto::actcdpeerpb::SnapshotChunk;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{
     HashKvRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest, StatusRequest, StatusResponse,
 };
 use actcd_test_support::server::{Kind, Launch};
+use futures::StreamExt;
 
-use crate::harness::{etcd_binary, etcdctl_binary, free_port, Server};
+use crate::harness::{etcd_binary, etcdctl_binary, free_port, metric, metrics, Server};
 
 /// How long a member may take to answer after its start, its cluster's first election
 /// included (the machine is shared and busy).
@@ -253,6 +256,38 @@ async fn three_members_from_etcds_flags_serve_every_call_on_every_member() {
     let terms: Vec<u64> = statuses.iter().map(|(_, s)| s.header.as_ref().unwrap().raft_term).collect();
     assert!(terms.iter().all(|t| *t == terms[0] && *t >= 1), "{terms:?}");
 
+    // etcd's cluster series, with true values: one leader, peer traffic and round trips from it
+    // to each follower, bytes from each follower on it.
+    let mut leaders = 0.0;
+    for i in 0..3 {
+        let [has, is, changes] = metrics(
+            cluster.member(i),
+            &["etcd_server_has_leader", "etcd_server_is_leader", "etcd_server_leader_changes_seen_total"],
+        )
+        .await[..] else {
+            unreachable!()
+        };
+        assert_eq!(has, 1.0, "member {i} has a leader");
+        assert!(changes >= 1.0, "member {i} saw its first leader");
+        leaders += is;
+    }
+    assert_eq!(leaders, 1.0, "one member leads");
+    for (i, status) in &statuses {
+        if *i == leader {
+            continue;
+        }
+        let peer = format!("{:x}", status.header.as_ref().unwrap().member_id);
+        let on_leader = |name: &str, label: &str| format!("{name}{{{label}=\"{peer}\"}}");
+        for series in [
+            on_leader("etcd_network_peer_sent_bytes_total", "To"),
+            on_leader("etcd_network_peer_received_bytes_total", "From"),
+            on_leader("etcd_network_peer_round_trip_time_seconds_count", "To"),
+        ] {
+            let value = metric(cluster.member(leader), &series).await.unwrap_or(0.0);
+            assert!(value > 0.0, "{series} on the leader: {value}");
+        }
+    }
+
     // A lease granted through a follower is kept alive through it and outlives the leader.
     let follower = (leader + 1) % 3;
     let mut client = cluster.member(follower).client().await;
@@ -431,4 +466,31 @@ async fn every_member_killed_at_once_loses_nothing_acknowledged() {
         );
     }
     eprintln!("cluster: {} acknowledged writes survived kill -9 of every member", acked.len());
+}
+
+/// The snapshot stream on its own: a file bigger than a piece, a small one, an empty one, and a
+/// hostile file name.
+#[tokio::test]
+async fn a_snapshot_directory_arrives_file_for_file_and_no_file_escapes() {
+    let from = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..(2 * (1 << 20) + 17)).map(|i| (i % 251) as u8).collect();
+    std::fs::write(from.path().join("000012.sst"), &big).unwrap();
+    std::fs::write(from.path().join("CURRENT"), b"MANIFEST-000005\n").unwrap();
+    std::fs::write(from.path().join("empty"), b"").unwrap();
+    let chunks = send(7, 1, b"header".to_vec(), from.path().to_path_buf()).map(Ok);
+    let to = tempfile::tempdir().unwrap();
+    let into = to.path().join("receiving");
+    let (cluster, sender, header) = receive(Box::pin(chunks), &into).await.unwrap();
+    assert_eq!((cluster, sender, header.as_slice()), (7, 1, &b"header"[..]));
+    assert_eq!(std::fs::read(into.join("000012.sst")).unwrap(), big);
+    assert_eq!(std::fs::read(into.join("CURRENT")).unwrap(), b"MANIFEST-000005\n");
+    assert_eq!(std::fs::read(into.join("empty")).unwrap(), b"");
+
+    let evil = futures::stream::iter([
+        Ok(SnapshotChunk { cluster_id: 7, header: b"h".to_vec().into(), ..Default::default() }),
+        Ok(SnapshotChunk { cluster_id: 7, file: "../escape".into(), ..Default::default() }),
+    ]);
+    let err = receive(evil, &to.path().join("evil")).await.unwrap_err();
+    assert!(err.message().contains("bad snapshot file name"), "{err:?}");
+    assert!(!to.path().join("escape").exists());
 }

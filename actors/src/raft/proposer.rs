@@ -104,6 +104,7 @@ impl Proposer {
         let propose = async move { route.propose(proposal).await };
         ctx.spawn(propose.into_actor(self).map(move |result, actor, ctx| {
             metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).decrement(count as f64);
+            metrics::gauge!(crate::metric_names::ETCD_SERVER_PROPOSALS_PENDING).decrement(count as f64);
             match result {
                 Ok(Applied(answers)) => {
                     for (reply, answer) in replies.into_iter().zip(answers) {
@@ -112,6 +113,7 @@ impl Proposer {
                     }
                 }
                 Err(err) => {
+                    metrics::counter!(crate::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL).increment(count as u64);
                     for reply in replies {
                         let _ = reply.send(Err(err.clone()));
                     }
@@ -137,6 +139,7 @@ impl Handler<Write> for Proposer {
 
     fn handle(&mut self, msg: Write, ctx: &mut Self::Context) {
         metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).increment(1.0);
+        metrics::gauge!(crate::metric_names::ETCD_SERVER_PROPOSALS_PENDING).increment(1.0);
         if self.queue.push(msg) {
             ctx.notify(Flush);
         }
