@@ -12,6 +12,7 @@ use actix::{Actor, Arbiter};
 use anyhow::Context;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
 
 use actcd_actors::identity::Identity;
@@ -38,7 +39,7 @@ use actcd_proto::health::health_server::HealthServer;
 
 use crate::cluster::leadership::LeaseForward;
 use crate::cluster::peer_service::PeerService;
-use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE};
+use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::auth::AuthService;
@@ -46,6 +47,7 @@ use crate::grpc::health::HealthService;
 use crate::grpc::kv::KvService;
 use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::{snapshot_scratch, MaintenanceService};
+use crate::grpc::require_leader::RequireLeader;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::watch::WatchService;
 use crate::metrics::endpoint;
@@ -203,12 +205,16 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             tracing::info!(addr = ?listener.local_addr().ok(), "serving peer traffic");
             let service =
                 PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone(), leases.clone());
-            let server = Server::builder().tcp_nodelay(true).add_service(
-                PeerServer::new(service)
-                    .max_decoding_message_size(MAX_PEER_MESSAGE)
-                    .max_encoding_message_size(MAX_PEER_MESSAGE),
-            );
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+            let server = Server::builder()
+                .initial_stream_window_size(PEER_WINDOW)
+                .initial_connection_window_size(PEER_WINDOW)
+                .add_service(
+                    PeerServer::new(service)
+                        .max_decoding_message_size(MAX_PEER_MESSAGE)
+                        .max_encoding_message_size(MAX_PEER_MESSAGE),
+                );
+            // Small Raft messages (heartbeats, one-write appends) leave at once.
+            let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
             tokio::spawn(async move {
                 if let Err(err) = server.serve_with_incoming(incoming).await {
                     tracing::error!(%err, "the peer listener failed");
@@ -225,6 +231,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         };
         tokio::spawn(crate::cluster::publish::publish(route.clone(), peers, own));
         tokio::spawn(crate::cluster::start::follow_term(raft.clone(), identity.clone()));
+        let require_leader = RequireLeader::new(raft.clone(), Duration::from_millis(timing.election_ms));
         let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
             view: view.clone(),
@@ -247,8 +254,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             max_request_bytes: config.max_request_bytes,
             connections: Arc::clone(&connections),
             next_stream: AtomicU64::new(0),
+            leader: require_leader.clone(),
         });
-        let services = Services { store, watch, lease, connections, budget, prometheus, fail_stop };
+        let services =
+            Services { store, watch, lease, connections, budget, prometheus, fail_stop, require_leader };
         serve(&config, services, client_listeners, tls, metrics_listeners).await
     })
 }
@@ -264,6 +273,8 @@ struct Services {
     prometheus: PrometheusHandle,
     /// Gets the reason when the writer stops after a failed commit.
     fail_stop: tokio::sync::oneshot::Receiver<String>,
+    /// etcd's require-leader check, on every service.
+    require_leader: RequireLeader,
 }
 
 fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> {
@@ -392,20 +403,36 @@ fn grpc_router(
     let store = services.store.clone();
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let maintenance = || MaintenanceService::new(store.clone(), config.quota_bytes(), &config.data_dir);
+    // etcd checks require-leader metadata on every call (the Watch service checks its own,
+    // and watches its streams' leader too).
+    let leader = || services.require_leader.interceptor();
     Server::builder()
         .layer(GrpcMetricsLayer)
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
         .tcp_nodelay(true)
-        .add_service(KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message))
+        .add_service(InterceptedService::new(
+            KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message),
+            leader(),
+        ))
         .add_service(
             WatchServer::from_arc(Arc::clone(&services.watch)).max_decoding_message_size(max_message),
         )
-        .add_service(
+        .add_service(InterceptedService::new(
             LeaseServer::from_arc(Arc::clone(&services.lease)).max_decoding_message_size(max_message),
-        )
-        .add_service(ClusterServer::new(maintenance()).max_decoding_message_size(max_message))
-        .add_service(MaintenanceServer::new(maintenance()).max_decoding_message_size(max_message))
-        .add_service(AuthServer::new(AuthService::new(store.clone())).max_decoding_message_size(max_message))
+            leader(),
+        ))
+        .add_service(InterceptedService::new(
+            ClusterServer::new(maintenance()).max_decoding_message_size(max_message),
+            leader(),
+        ))
+        .add_service(InterceptedService::new(
+            MaintenanceServer::new(maintenance()).max_decoding_message_size(max_message),
+            leader(),
+        ))
+        .add_service(InterceptedService::new(
+            AuthServer::new(AuthService::new(store.clone())).max_decoding_message_size(max_message),
+            leader(),
+        ))
         .add_service(HealthServer::new(HealthService))
 }
 

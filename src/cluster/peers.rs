@@ -38,6 +38,11 @@ use super::snapshot_stream;
 /// full batches stays below it (see `start::MAX_PAYLOAD_ENTRIES`).
 pub const MAX_PEER_MESSAGE: usize = 1 << 30;
 
+/// HTTP/2 flow-control window of peer streams and connections, both ways: an append of a
+/// full batch (megabytes) goes out in one round trip instead of waiting for window updates
+/// every 64 KiB (HTTP/2's default).
+pub const PEER_WINDOW: u32 = 16 << 20;
+
 /// How long connecting to a peer may take before the call counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -75,6 +80,8 @@ impl Peers {
                 let endpoint = Endpoint::from_shared(url.clone())
                     .map_err(|e| network_error(format!("member {id:x}: bad peer URL {url}: {e}")))?
                     .connect_timeout(CONNECT_TIMEOUT)
+                    .initial_stream_window_size(PEER_WINDOW)
+                    .initial_connection_window_size(PEER_WINDOW)
                     .tcp_nodelay(true);
                 let channel = endpoint.connect_lazy();
                 channels.insert(id, (url, channel.clone()));

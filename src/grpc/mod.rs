@@ -11,11 +11,12 @@
 //! - [`lease`]: Lease: grants and revokes through the Raft log; deadlines, time-to-live and
 //!   keep-alive streams in the LeaseActor.
 //! - [`maintenance`]: Maintenance and Cluster: status, alarms, hashes, defragment, snapshots,
-//!   the one member.
+//!   the members.
 //! - [`auth`]: Auth while authentication is disabled.
 //! - [`health`]: the standard grpc.health.v1 service, which etcd serves on its client port too.
 //! - [`store_handle`]: the read view, the typed write API and the engine every service reaches the store by.
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
+//! - [`require_leader`]: etcd's require-leader metadata: no leader, no answer but "no leader".
 //! - [`status`]: store errors as gRPC statuses, with etcd's codes and texts, and actcd's own.
 
 pub mod arbiter_pool;
@@ -24,6 +25,7 @@ pub mod health;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod require_leader;
 pub mod status;
 pub mod store_handle;
 pub mod watch;

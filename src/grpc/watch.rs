@@ -24,6 +24,7 @@ use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 
 use crate::grpc::arbiter_pool::ArbiterPool;
+use crate::grpc::require_leader::RequireLeader;
 use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_go_errors::stream_receive_error;
 
@@ -98,6 +99,8 @@ pub struct WatchService {
     pub connections: Arc<Connections>,
     /// Next stream id.
     pub next_stream: AtomicU64,
+    /// Whether this member knows a leader, for streams that require one.
+    pub leader: RequireLeader,
 }
 
 #[tonic::async_trait]
@@ -106,6 +109,8 @@ impl Watch for WatchService {
         &self,
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
+        self.leader.check(request.metadata())?;
+        let leader_lost = RequireLeader::asked(request.metadata()).then(|| self.leader.lost());
         let conn = request.extensions().get::<ConnInfo>().map(|c| c.id);
         let failure = FailureSlot::default();
         let input = RequestsUntilError(Requests::Open(request.into_inner()), Arc::clone(&failure));
@@ -134,7 +139,7 @@ impl Watch for WatchService {
         if let Some(conn_actor) = conn_actor {
             conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
-        let out = WatchResponses { responses, failure, actor: stream.downgrade() };
+        let out = WatchResponses { responses, failure, actor: stream.downgrade(), leader_lost, ended: false };
         Ok(Response::new(Box::pin(out)))
     }
 }
@@ -148,12 +153,25 @@ struct WatchResponses {
     failure: FailureSlot,
     /// Weak: a strong address allocates a sender of its own (~110 bytes a stream).
     actor: WeakAddr<StreamActor<RocksEngine>>,
+    /// For a stream that requires a leader: resolves when its member lost it.
+    leader_lost: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    /// The stream was cancelled for want of a leader.
+    ended: bool,
 }
 
 impl Stream for WatchResponses {
     type Item = Result<WatchResponse, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(lost) = self.leader_lost.as_mut() {
+            if lost.as_mut().poll(cx).is_ready() {
+                self.ended = true;
+                return Poll::Ready(Some(Err(actcd_proto::errors::EtcdError::NoLeader.status())));
+            }
+        }
         Poll::Ready(match ready!(self.responses.poll_next_unpin(cx)) {
             Some(response) => Some(Ok(*response)),
             // The actor is gone (it dropped its sender), so this is after its last response.

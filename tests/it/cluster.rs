@@ -468,6 +468,97 @@ async fn every_member_killed_at_once_loses_nothing_acknowledged() {
     eprintln!("cluster: {} acknowledged writes survived kill -9 of every member", acked.len());
 }
 
+/// etcd's require-leader metadata on a member that lost its quorum: a call fails at once with
+/// "etcdserver: no leader", and a watch stream opened with it is cancelled with that error; as
+/// on three etcd 3.4 members.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_require_a_leader_fail_and_their_watches_end_without_one() {
+    require_leader_case(Kind::Actcd).await;
+    require_leader_case(Kind::Etcd).await;
+}
+
+async fn require_leader_case(kind: Kind) {
+    use actcd_proto::etcdserverpb::watch_client::WatchClient;
+    use actcd_proto::etcdserverpb::{watch_request, WatchCreateRequest, WatchRequest};
+    fn require_leader<T>(message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.metadata_mut().insert("hasleader", "true".parse().unwrap());
+        request
+    }
+    let mut cluster = Cluster::start(kind, 3, &[]).await;
+    let leader = cluster.leader().await;
+    let survivor = (leader + 1) % 3;
+    let mut watch = WatchClient::connect(cluster.member(survivor).endpoint.clone()).await.unwrap();
+    let (requests, input) = tokio::sync::mpsc::channel(1);
+    let create = WatchCreateRequest { key: "k".into(), ..Default::default() };
+    requests
+        .send(WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) })
+        .await
+        .unwrap();
+    let mut responses = watch
+        .watch(require_leader(tokio_stream::wrappers::ReceiverStream::new(input)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(responses.message().await.unwrap().unwrap().created);
+    // With a leader the same metadata changes nothing.
+    let mut kv = cluster.member(survivor).kv().await;
+    let put = || PutRequest { key: "k".into(), value: "v".into(), ..Default::default() };
+    kv.put(require_leader(put())).await.unwrap();
+    assert_eq!(responses.message().await.unwrap().unwrap().events.len(), 1);
+
+    cluster.kill(leader);
+    cluster.kill((leader + 2) % 3);
+    let lost = Instant::now();
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(2), kv.put(require_leader(put()))).await {
+            Ok(Err(err)) if err.message() == "etcdserver: no leader" => break err,
+            _ => assert!(
+                lost.elapsed() < Duration::from_secs(20),
+                "{kind:?}: the survivor still names a leader"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(err.code(), tonic::Code::Unavailable, "{kind:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match responses.message().await {
+                Ok(Some(_)) => continue,
+                other => return other,
+            }
+        }
+    })
+    .await
+    .expect("the watch ends within 20 s of losing the leader");
+    let err = ended.unwrap_err();
+    assert_eq!((err.code(), err.message()), (tonic::Code::Unavailable, "etcdserver: no leader"), "{kind:?}");
+    // A new watch asking for a leader is refused at once.
+    let (_requests, input) = tokio::sync::mpsc::channel::<WatchRequest>(1);
+    let err =
+        watch.watch(require_leader(tokio_stream::wrappers::ReceiverStream::new(input))).await.unwrap_err();
+    assert_eq!(err.message(), "etcdserver: no leader");
+}
+
+/// A peer message naming another cluster is refused before anything in it is read, as etcd's
+/// rafthttp refuses a cluster ID mismatch; one naming this cluster is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_message_from_another_cluster_is_refused() {
+    use actcd_proto::actcdpeerpb::peer_client::PeerClient;
+    use actcd_proto::actcdpeerpb::Frame;
+    let cluster = Cluster::start(Kind::Actcd, 3, &[]).await;
+    let mut c = MaintenanceClient::connect(cluster.member(0).endpoint.clone()).await.unwrap();
+    let cluster_id = c.status(StatusRequest {}).await.unwrap().into_inner().header.unwrap().cluster_id;
+    let mut peer = PeerClient::connect(cluster.peers[0].clone()).await.unwrap();
+    let stranger = Frame { cluster_id: cluster_id ^ 1, from: 7, body: Vec::new().into() };
+    let err = peer.read_index(stranger).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().starts_with("cluster ID mismatch"), "{err:?}");
+    // The same call from this cluster gets an answer (a read index, or "not the leader").
+    let member = Frame { cluster_id, from: 7, body: Vec::new().into() };
+    assert!(peer.read_index(member).await.is_ok());
+}
+
 /// The snapshot stream on its own: a file bigger than a piece, a small one, an empty one, and a
 /// hostile file name.
 #[tokio::test]
