@@ -98,7 +98,7 @@ impl Proposer {
             return;
         };
         let (commands, replies): (Vec<_>, Vec<_>) = writes.into_iter().map(|w| (w.command, w.reply)).unzip();
-        let proposal = Proposal { proposer: self.route.member_id(), commands };
+        let proposal = Proposal::new(self.route.member_id(), commands);
         let route = self.route.clone();
         let count = replies.len();
         let propose = async move { route.propose(proposal).await };
@@ -158,7 +158,7 @@ impl Handler<RevokeExpired> for Proposer {
             route.read_index_as_leader().await?;
             let commands =
                 msg.0.into_iter().map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id })).collect();
-            let proposal = Proposal { proposer: route.member_id(), commands };
+            let proposal = Proposal::new(route.member_id(), commands);
             let Applied(answers) = route.propose_as_leader(proposal).await?.applied;
             Ok(answers.into_iter().map(|a| a.map(|_| ())).collect())
         })

@@ -351,7 +351,7 @@ mod tests {
     }
 
     fn normal(index: u64, proposer: u64, commands: Vec<Command>) -> Entry<TypeConfig> {
-        Entry { log_id: log_id(index), payload: EntryPayload::Normal(Proposal { proposer, commands }) }
+        Entry { log_id: log_id(index), payload: EntryPayload::Normal(Proposal::new(proposer, commands)) }
     }
 
     fn revisions(answers: &Applied) -> Vec<Result<i64, StoreError>> {

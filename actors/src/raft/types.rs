@@ -9,6 +9,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -30,13 +31,31 @@ openraft::declare_raft_types!(
 
 /// One log entry's writes, applied in order, each its own revision (or none, if it changes
 /// no key), exactly as the single node applied one group commit.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Proposal {
     /// The member that batched these writes: a NOSPACE alarm a write of the batch raises is
     /// raised for this member on every member, so apply picks no id of its own.
     pub proposer: u64,
     /// The writes, in the order they were queued.
     pub commands: Vec<Command>,
+    /// The commands' wire encoding, made once and shared by every clone: an entry is
+    /// serialized for the log and again for every follower's append, and a follower writes
+    /// the bytes it received to its own log, so each command is encoded once in the cluster
+    /// (the entry's clones held in memory share it).
+    wire: Arc<OnceLock<Vec<Vec<u8>>>>,
+}
+
+impl Proposal {
+    /// The writes `commands`, batched by member `proposer`.
+    pub fn new(proposer: u64, commands: Vec<Command>) -> Self {
+        Self { proposer, commands, wire: Arc::default() }
+    }
+}
+
+impl PartialEq for Proposal {
+    fn eq(&self, other: &Self) -> bool {
+        self.proposer == other.proposer && self.commands == other.commands
+    }
 }
 
 /// The answers to one entry's commands, in order (none for a blank or membership entry).
@@ -70,28 +89,28 @@ pub struct SnapshotFiles {
 
 /// [`Proposal`] on the wire and in the log.
 #[derive(Serialize, Deserialize)]
-struct ProposalWire {
+struct ProposalWire<C> {
     proposer: u64,
-    commands: Vec<Vec<u8>>,
+    commands: C,
 }
 
 impl Serialize for Proposal {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let commands = self.commands.iter().map(Command::encode).collect();
+        let commands = self.wire.get_or_init(|| self.commands.iter().map(Command::encode).collect());
         ProposalWire { proposer: self.proposer, commands }.serialize(serializer)
     }
 }
 
 impl<'de> Deserialize<'de> for Proposal {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let wire = ProposalWire::deserialize(deserializer)?;
+        let wire = ProposalWire::<Vec<Vec<u8>>>::deserialize(deserializer)?;
         let commands = wire
             .commands
             .iter()
             .map(|bytes| Command::decode(bytes))
             .collect::<Result<_, _>>()
             .map_err(serde::de::Error::custom)?;
-        Ok(Proposal { proposer: wire.proposer, commands })
+        Ok(Proposal { proposer: wire.proposer, commands, wire: Arc::new(OnceLock::from(wire.commands)) })
     }
 }
 
@@ -137,7 +156,7 @@ mod tests {
     fn a_proposal_and_its_answers_survive_the_log_encoding() {
         let put =
             PutRequest { key: "k".into(), value: vec![0, 1, 255].into(), lease: 7, ..Default::default() };
-        let proposal = Proposal { proposer: 42, commands: vec![Command::Put(put)] };
+        let proposal = Proposal::new(42, vec![Command::Put(put)]);
         let bytes = encode(&proposal).expect("encodes");
         assert_eq!(decode::<Proposal>(&bytes).expect("decodes"), proposal);
 
