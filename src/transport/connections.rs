@@ -2,16 +2,17 @@
 //! listener stream, whose sockets (plain, or through their TLS handshake) carry a connection id
 //! and the connection's Range slots (tonic's `Connected` puts them in every request's
 //! extensions) and tell the registry when they are dropped, that is, when the connection is
-//! gone.
+//! gone. What they read reaches h2 through [`AuthorityFix`].
 
 use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use actix::Addr;
+use bytes::BytesMut;
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
@@ -22,6 +23,7 @@ use tonic::transport::server::Connected;
 use actcd_actors::conn::actor::ConnActor;
 use actcd_actors::conn::messages::ConnectionClosed;
 
+use crate::transport::authority_fix::AuthorityFix;
 use crate::transport::connection_budget::{accept, handshakes, Admitted, ConnectionBudget};
 use crate::transport::range_backpressure::RangeSlots;
 use crate::transport::tls::TlsServer;
@@ -83,18 +85,31 @@ impl Connections {
     }
 }
 
-/// An accepted socket (plain, or TLS over it) that reports its own end.
+/// An accepted socket (plain, or TLS over it) that reports its own end, and hands what it
+/// reads to h2 through [`AuthorityFix`].
 pub struct TrackedStream<S = Admitted> {
     inner: S,
     info: ConnInfo,
     registry: Arc<Connections>,
+    fix: AuthorityFix,
+    /// Bytes the fix let through that the reader has not taken yet.
+    ready: BytesMut,
 }
+
+/// How much one read from the socket takes at most.
+const READ_CHUNK: usize = 16 * 1024;
 
 impl<S> TrackedStream<S> {
     fn new(inner: S, registry: &Arc<Connections>) -> Self {
         let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
         let info = ConnInfo { id, range_slots: RangeSlots::default() };
-        Self { inner, info, registry: Arc::clone(registry) }
+        Self {
+            inner,
+            info,
+            registry: Arc::clone(registry),
+            fix: AuthorityFix::default(),
+            ready: BytesMut::new(),
+        }
     }
 }
 
@@ -118,7 +133,21 @@ impl<S: AsyncRead + Unpin> AsyncRead for TrackedStream<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let this = &mut *self;
+        // A read that only completes part of a frame the fix holds back reads on: returning
+        // no bytes would tell h2 the connection ended.
+        while this.ready.is_empty() {
+            let mut chunk = [0u8; READ_CHUNK];
+            let mut read = ReadBuf::new(&mut chunk[..buf.remaining().clamp(1, READ_CHUNK)]);
+            ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
+            if read.filled().is_empty() {
+                return Poll::Ready(Ok(()));
+            }
+            this.fix.feed(read.filled(), &mut this.ready);
+        }
+        let n = this.ready.len().min(buf.remaining());
+        buf.put_slice(&this.ready.split_to(n));
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -5,7 +5,8 @@
 //! ```text
 //!  TcpListener ─ accept(), within the ConnectionBudget ─▶ Admitted (holds a descriptor permit)
 //!    ─▶ (on an https URL: the TLS handshake, in a task of its own)
-//!    ─▶ TrackedStream (ConnInfo: the connection's id and Range slots; its drop ends the ConnActor)
+//!    ─▶ TrackedStream (ConnInfo: the connection's id and Range slots; its drop ends the ConnActor;
+//!       its reads pass AuthorityFix, which strips a scheme from etcdctl 3.4's :authority)
 //!    ─▶ hyper, tonic ─▶ GrpcMetrics (series, grpc-go's texts) ─▶ RangeBackpressure ─▶ a service
 //! ```
 //!
@@ -18,12 +19,15 @@
 //!   errors backed off.
 //! - [`connections`]: connection ids, the sockets that report their own end, and the registry of
 //!   connections that have a ConnActor.
+//! - [`authority_fix`]: the scheme etcdctl 3.4 puts into the HTTP/2 `:authority`, taken out
+//!   before h2 refuses the stream.
 //! - [`tls`]: TLS on the client URLs from etcd's flags: certificates re-read on change, client
 //!   certificates, cipher suites and versions.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
 //! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
 
+pub mod authority_fix;
 pub mod connection_budget;
 pub mod connections;
 pub mod grpc_go_errors;

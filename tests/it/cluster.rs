@@ -224,17 +224,16 @@ async fn three_members_from_etcds_flags_serve_every_call_on_every_member() {
         assert!(Instant::now() < deadline, "client URLs not published in 20 s:\n{out}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // endpoint status: one line per member, one leader, one term. (Not `--cluster`: etcdctl
-    // 3.4 then dials the members' client URLs with the scheme in the HTTP/2 :authority, which
-    // the h2 crate refuses as malformed; see docs/design.md, "Known gaps".)
-    let (ok, out, err) = cluster.etcdctl(&["endpoint", "status"]);
+    // endpoint status --cluster: one line per member (their published client URLs), one
+    // leader, one term.
+    let (ok, out, err) = cluster.etcdctl(&["endpoint", "status", "--cluster"]);
     assert!(ok, "{err}");
     let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split(", ").collect()).collect();
     assert_eq!(rows.len(), 3, "{out}");
     assert_eq!(rows.iter().filter(|r| r[4] == "true").count(), 1, "one leader: {out}");
     assert!(rows.iter().all(|r| r[6] == rows[0][6]), "one term: {out}");
     // etcdctl 3.4 prints health to stderr.
-    let (ok, _, err) = cluster.etcdctl(&["endpoint", "health"]);
+    let (ok, _, err) = cluster.etcdctl(&["endpoint", "health", "--cluster"]);
     assert!(ok, "{err}");
     assert_eq!(err.matches("is healthy").count(), 3, "{err}");
 
@@ -346,6 +345,66 @@ async fn three_members_from_etcds_flags_serve_every_call_on_every_member() {
         assert!(Instant::now() < deadline, "members disagree at revision {revision}: {hashes:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A watch on a follower that was paused while the leader purged the log past it sees every
+/// revision once, in order, after the follower catches up by snapshot (etcd 15271: a watcher
+/// must not skip what a snapshot installed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followers_watch_skips_nothing_a_snapshot_installed() {
+    use actcd_proto::etcdserverpb::watch_client::WatchClient;
+    use actcd_proto::etcdserverpb::{watch_request, WatchCreateRequest, WatchRequest};
+    let cluster = Cluster::start(Kind::Actcd, 3, &["--snapshot-count", "100"]).await;
+    let leader = cluster.leader().await;
+    let follower = (leader + 1) % 3;
+    let first = put(cluster.member(leader), "key/start", "x").await;
+    let mut watch = WatchClient::connect(cluster.member(follower).endpoint.clone()).await.unwrap();
+    let (requests, input) = tokio::sync::mpsc::channel(1);
+    let create = WatchCreateRequest {
+        key: "key/".into(),
+        range_end: "key0".into(),
+        start_revision: first,
+        ..Default::default()
+    };
+    requests
+        .send(WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) })
+        .await
+        .unwrap();
+    let mut responses =
+        watch.watch(tokio_stream::wrappers::ReceiverStream::new(input)).await.unwrap().into_inner();
+    assert!(responses.message().await.unwrap().unwrap().created);
+    let signal = |name: &str| {
+        let pid = cluster.member(follower).pid().to_string();
+        assert!(std::process::Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(pid)
+            .status()
+            .unwrap()
+            .success());
+    };
+    signal("STOP");
+    let mut kv = cluster.member(leader).kv().await;
+    let mut last = first;
+    for n in 0..1200 {
+        let put = PutRequest { key: format!("key/{n:04}").into(), value: "v".into(), ..Default::default() };
+        last = kv.put(put).await.unwrap().into_inner().header.unwrap().revision;
+    }
+    signal("CONT");
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.last().copied().unwrap_or(0) < last {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let response = tokio::time::timeout(left, responses.message())
+            .await
+            .expect("events within 60 s")
+            .unwrap()
+            .unwrap();
+        assert!(!response.canceled, "{response:?}");
+        seen.extend(response.events.iter().map(|e| e.kv.as_ref().unwrap().mod_revision));
+    }
+    let expected: Vec<i64> = (first..=last).collect();
+    assert_eq!(seen, expected, "every revision once, in order");
+    assert!(cluster.log(follower).contains("installed a snapshot"), "the follower caught up by snapshot");
 }
 
 /// Three actcd members and three etcd 3.4 members started with the same flags (the same
