@@ -194,13 +194,22 @@ fn find_authority(block: &[u8]) -> Option<(usize, usize, Vec<u8>)> {
     None
 }
 
-/// An HPACK string: its decoded bytes and the bytes it took.
+/// An HPACK string: its bytes if they may start with a scheme (decoded when Huffman-coded),
+/// empty otherwise, and the bytes it took.
 fn string(bytes: &[u8]) -> Option<(Vec<u8>, usize)> {
     let huffman = bytes.first()? & 0x80 != 0;
     let (len, used) = decode_int(bytes, 7)?;
     let end = used.checked_add(usize::try_from(len).ok()?)?;
     let raw = bytes.get(used..end)?;
-    let value = if huffman { hpack::huffman::HuffmanDecoder::new().decode(raw).ok()? } else { raw.to_vec() };
+    let value = match (huffman, raw.first()) {
+        // Huffman's `h` is the 6 bits 100111: anything else cannot be `http…` (most authorities,
+        // and every one that tonic and grpc-go send, are decoded never).
+        (true, Some(first)) if first & 0xfc == 0x9c => {
+            hpack::huffman::HuffmanDecoder::new().decode(raw).ok()?
+        }
+        (false, Some(b'h')) => raw.to_vec(),
+        _ => Vec::new(),
+    };
     Some((value, end))
 }
 
