@@ -101,3 +101,80 @@ fn bootstrap_flags_it_cannot_follow_are_refused_in_one_line() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// The derivation itself, without a server (moved from src/membership.rs, whose unit tests
+/// did not run: the actcd lib builds no test binary of its own).
+mod derivation {
+    use actcd::membership::{
+        BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
+        DEFAULT_INITIAL_CLUSTER, DEFAULT_NAME,
+    };
+
+    fn flags<'a>(
+        name: &'a str,
+        initial_cluster: &'a str,
+        advertise: &'a [String],
+        token: &'a str,
+    ) -> BootstrapFlags<'a> {
+        BootstrapFlags { name, initial_cluster, advertise_peer_urls: advertise, token }
+    }
+
+    /// The ids etcd 3.4.23 reported on this machine (etcdctl member list -w json) for its
+    /// defaults, and for `--name n1 --initial-cluster n1=http://127.0.0.1:23998
+    /// --initial-advertise-peer-urls http://127.0.0.1:23998 --initial-cluster-token tok`.
+    #[test]
+    fn ids_are_the_ones_etcd_reports() {
+        let default = [DEFAULT_ADVERTISE_PEER_URL.to_string()];
+        let c = InitialCluster::from_flags(flags(
+            DEFAULT_NAME,
+            DEFAULT_INITIAL_CLUSTER,
+            &default,
+            DEFAULT_CLUSTER_TOKEN,
+        ))
+        .expect("etcd's defaults");
+        assert_eq!((c.member_id, c.cluster_id), (0x8e9e05c52164694d, 0xcdf818194e3a8c32));
+        assert_eq!((c.member_id, c.cluster_id), (10276657743932975437, 14841639068965178418));
+
+        let peer = ["http://127.0.0.1:23998".to_string()];
+        let c =
+            InitialCluster::from_flags(flags("n1", "n1=http://127.0.0.1:23998", &peer, "tok")).expect("n1");
+        assert_eq!((c.member_id, c.cluster_id), (4962766983165694201, 2008747148332546453));
+        // A named member with the default --initial-cluster bootstraps alone on its own URLs.
+        let alone =
+            InitialCluster::from_flags(flags("n1", DEFAULT_INITIAL_CLUSTER, &peer, "tok")).expect("alone");
+        assert_eq!(alone, c);
+    }
+
+    #[test]
+    fn the_cluster_names_this_member_on_its_advertised_urls() {
+        let peer = ["http://127.0.0.1:2380".to_string()];
+        let err = InitialCluster::from_flags(flags("x", "a=http://127.0.0.1:2380", &peer, "t")).unwrap_err();
+        assert_eq!(err.to_string(), "couldn't find local name \"x\" in the initial cluster configuration");
+        let err = InitialCluster::from_flags(flags("a", "a=http://127.0.0.1:2381", &peer, "t")).unwrap_err();
+        assert!(
+            err.to_string().starts_with("--initial-cluster has a=http://127.0.0.1:2381 but missing"),
+            "{err}"
+        );
+        for bad in ["a", "a=127.0.0.1:2380", "a=unix://x:1", "a=http://h:1/path", "a=http://h"] {
+            assert!(InitialCluster::from_flags(flags("a", bad, &peer, "t")).is_err(), "{bad}");
+        }
+
+        // Three members: the ids do not depend on the order the flag lists them in, and a
+        // member's URLs are sorted before hashing.
+        let three = "a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,c=http://10.0.0.3:2380";
+        let reordered = "c=http://10.0.0.3:2380,a=http://10.0.0.1:2380,b=http://10.0.0.2:2380";
+        let a = ["http://10.0.0.1:2380".to_string()];
+        let x = InitialCluster::from_flags(flags("a", three, &a, "t")).expect("three");
+        let y = InitialCluster::from_flags(flags("a", reordered, &a, "t")).expect("reordered");
+        assert_eq!(x, y);
+        assert_eq!(x.members.len(), 3);
+        assert_eq!(x.own().map(|m| m.name.as_str()), Some("a"));
+        let both = ["http://b:2".to_string(), "http://a:1".to_string()];
+        let m = InitialCluster::from_flags(flags("m", "m=http://b:2,m=http://a:1", &both, "t"))
+            .expect("two urls");
+        assert_eq!(
+            m.own().map(|m| m.peer_urls.clone()),
+            Some(vec!["http://a:1".to_string(), "http://b:2".to_string()])
+        );
+    }
+}
