@@ -13,6 +13,7 @@ use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::leader::LeaseLeader;
 use actcd_actors::lease::messages::{Demote, Promote};
 use actcd_actors::raft::route::Route;
+use actcd_actors::raft::types::MemberNode;
 use actcd_actors::store::StoreError;
 
 use super::peers::Peers;
@@ -66,27 +67,26 @@ impl LeaseForward {
     }
 }
 
+impl LeaseForward {
+    /// The leader, if it is another member: a member elected but whose lessor is not primary
+    /// yet cannot answer for it.
+    async fn other_leader(route: &Route) -> Result<(u64, MemberNode), StoreError> {
+        let leader = route.leader().await?;
+        if leader.0 == route.member_id() {
+            return Err(StoreError::LeaderChanged);
+        }
+        Ok(leader)
+    }
+}
+
 impl LeaseLeader for LeaseForward {
     fn renew(&self, id: i64) -> BoxFuture<'static, Result<i64, StoreError>> {
         let (route, peers) = (self.route.clone(), self.peers.clone());
-        Box::pin(async move {
-            let leader = route.leader().await?;
-            if leader.0 == route.member_id() {
-                // Elected, but its lessor is not primary yet.
-                return Err(StoreError::LeaderChanged);
-            }
-            peers.lease_renew(leader, id).await
-        })
+        Box::pin(async move { peers.lease_renew(Self::other_leader(&route).await?, id).await })
     }
 
     fn remaining(&self, id: i64) -> BoxFuture<'static, Result<Option<(i64, i64)>, StoreError>> {
         let (route, peers) = (self.route.clone(), self.peers.clone());
-        Box::pin(async move {
-            let leader = route.leader().await?;
-            if leader.0 == route.member_id() {
-                return Err(StoreError::LeaderChanged);
-            }
-            peers.lease_remaining(leader, id).await
-        })
+        Box::pin(async move { peers.lease_remaining(Self::other_leader(&route).await?, id).await })
     }
 }

@@ -103,22 +103,46 @@ impl Peers {
         PeerLink { peers: self.clone(), target, node: node.clone(), reachable: true }
     }
 
-    /// Asks the leader's lessor: a unary call whose answer is `Result<T, StoreError>`.
+    /// One call to the leader with `frame`, counted as peer traffic, its answer's body being
+    /// `Result<T, StoreError>`. A call the leader never got is [`LinkError::NotSent`]; one cut
+    /// off after it was sent fails with `lost` (the caller knows whether it may have taken
+    /// effect).
+    async fn to_leader<T: DeserializeOwned>(
+        &self,
+        leader: &(u64, MemberNode),
+        frame: Result<Frame, NetworkError>,
+        lost: StoreError,
+        call: impl AsyncFnOnce(PeerClient<Channel>, Frame) -> Result<tonic::Response<Frame>, tonic::Status>,
+    ) -> Result<T, LinkError> {
+        let failed = |e| LinkError::Failed(store_error(e));
+        let frame = frame.map_err(failed)?;
+        let client = self.client(leader.0, &leader.1).map_err(failed)?;
+        let sent = frame.body.len();
+        let answer = call(client, frame).await.map_err(|status| {
+            tracing::debug!(%status, "a call to the leader failed");
+            if never_sent(&status) {
+                LinkError::NotSent
+            } else {
+                LinkError::Failed(lost)
+            }
+        })?;
+        traffic(leader.0, sent, answer.get_ref().body.len());
+        body::<Result<T, StoreError>>(&answer.into_inner()).map_err(failed)?.map_err(LinkError::Failed)
+    }
+
+    /// [`Peers::to_leader`] for the calls that a member does not retry itself: not sent means
+    /// no leader to take it.
     async fn ask<Req: Serialize, T: DeserializeOwned>(
         &self,
         leader: (u64, MemberNode),
         request: &Req,
         call: impl AsyncFnOnce(PeerClient<Channel>, Frame) -> Result<tonic::Response<Frame>, tonic::Status>,
     ) -> Result<T, StoreError> {
-        let frame = self.frame(request).map_err(store_error)?;
-        let client = self.client(leader.0, &leader.1).map_err(store_error)?;
-        let sent = frame.body.len();
-        let answer = call(client, frame).await.map_err(|status| match forward_failed(status) {
-            LinkError::NotSent => StoreError::NoLeader,
-            LinkError::Failed(_) => StoreError::Timeout,
-        })?;
-        traffic(leader.0, sent, answer.get_ref().body.len());
-        body::<Result<T, StoreError>>(&answer.into_inner()).map_err(store_error)?
+        match self.to_leader(&leader, self.frame(request), StoreError::Timeout, call).await {
+            Ok(answer) => Ok(answer),
+            Err(LinkError::NotSent) => Err(StoreError::NoLeader),
+            Err(LinkError::Failed(err)) => Err(err),
+        }
     }
 
     /// Renews lease `id` on the leader.
@@ -137,10 +161,7 @@ impl Peers {
 
     /// Sends this member's record to the leader, which writes it into the membership.
     pub async fn publish(&self, leader: (u64, MemberNode), me: MemberNode) -> Result<(), StoreError> {
-        let frame = self.frame(&me).map_err(store_error)?;
-        let mut client = self.client(leader.0, &leader.1).map_err(store_error)?;
-        let answer = client.publish(frame).await.map_err(|s| StoreError::Stopped(s.to_string()))?;
-        body::<Result<(), StoreError>>(&answer.into_inner()).map_err(store_error)?
+        self.ask(leader, &me, async |mut c, f| c.publish(f).await).await
     }
 }
 
@@ -160,17 +181,6 @@ fn network_error(text: String) -> NetworkError {
 
 fn store_error(err: NetworkError) -> StoreError {
     StoreError::Stopped(err.to_string())
-}
-
-/// A forwarded call that got no answer: not sent if the leader could not be connected to;
-/// otherwise the leader may have taken it before it went away.
-fn forward_failed(status: tonic::Status) -> LinkError {
-    tracing::debug!(%status, "forwarding to the leader failed");
-    if never_sent(&status) {
-        LinkError::NotSent
-    } else {
-        LinkError::Failed(StoreError::TimeoutDueToLeaderFail)
-    }
 }
 
 /// Whether a failed call never reached the peer: its connection was refused or never made.
@@ -318,32 +328,21 @@ impl LeaderLink for Peers {
         proposal: &Proposal,
     ) -> BoxFuture<'static, Result<Forwarded, LinkError>> {
         let peers = self.clone();
+        // Encoded now: the caller may send the same proposal again.
         let frame = self.frame(proposal);
         Box::pin(async move {
-            let failed = |e| LinkError::Failed(store_error(e));
-            let frame = frame.map_err(failed)?;
-            let mut client = peers.client(leader.0, &leader.1).map_err(failed)?;
-            let sent = frame.body.len();
-            let answer = client.propose(frame).await.map_err(forward_failed)?;
-            traffic(leader.0, sent, answer.get_ref().body.len());
-            body::<Result<Forwarded, StoreError>>(&answer.into_inner())
-                .map_err(failed)?
-                .map_err(LinkError::Failed)
+            // The leader may have taken it before it went away.
+            let lost = StoreError::TimeoutDueToLeaderFail;
+            peers.to_leader(&leader, frame, lost, async |mut c, f| c.propose(f).await).await
         })
     }
 
     fn read_index(&self, leader: (u64, MemberNode)) -> BoxFuture<'static, Result<u64, LinkError>> {
         let peers = self.clone();
         Box::pin(async move {
-            let failed = |e| LinkError::Failed(store_error(e));
-            let frame = peers.frame(&()).map_err(failed)?;
-            let mut client = peers.client(leader.0, &leader.1).map_err(failed)?;
-            let answer = client.read_index(frame).await.map_err(|status| match forward_failed(status) {
-                LinkError::NotSent => LinkError::NotSent,
-                // A read changes nothing: a lost answer is only a timeout.
-                LinkError::Failed(_) => LinkError::Failed(StoreError::Timeout),
-            })?;
-            body::<Result<u64, StoreError>>(&answer.into_inner()).map_err(failed)?.map_err(LinkError::Failed)
+            // A read changes nothing: a lost answer is only a timeout.
+            let frame = peers.frame(&());
+            peers.to_leader(&leader, frame, StoreError::Timeout, async |mut c, f| c.read_index(f).await).await
         })
     }
 }

@@ -174,6 +174,20 @@ impl Cluster {
         )
     }
 
+    /// Waits up to 20 s until every running member has applied `revision` and hashes alike
+    /// there.
+    pub async fn wait_for_equal_hashes(&self, revision: i64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let hashes = self.hashes(revision).await;
+            if hashes.len() == self.running().len() && hashes.iter().all(|h| *h == hashes[0]) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "members disagree at revision {revision}: {hashes:?}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// HashKV at `revision` of every running member that has applied it.
     pub async fn hashes(&self, revision: i64) -> Vec<u32> {
         let mut out = Vec::new();
@@ -338,15 +352,7 @@ async fn three_members_from_etcds_flags_serve_every_call_on_every_member() {
     cluster.restart(leader).await;
     assert_eq!(get(cluster.member(leader), "after", false).await.map(|(_, r)| r), Some(resumed));
     let revision = put(cluster.member(leader), "last", "write").await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let hashes = cluster.hashes(revision).await;
-        if hashes.len() == 3 && hashes.iter().all(|h| *h == hashes[0]) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "members disagree at revision {revision}: {hashes:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    cluster.wait_for_equal_hashes(revision).await;
 }
 
 /// A watch on a follower that was paused while the leader purged the log past it sees every
@@ -442,15 +448,7 @@ async fn five_members_survive_two_kills() {
     cluster.restart(leader).await;
     cluster.restart(other).await;
     let last = put(cluster.member(leader), "last", "x").await;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let hashes = cluster.hashes(last).await;
-        if hashes.len() == 5 && hashes.iter().all(|h| *h == hashes[0]) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "members disagree at revision {last}: {hashes:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    cluster.wait_for_equal_hashes(last).await;
 }
 
 /// Three actcd members and three etcd 3.4 members started with the same flags (the same
