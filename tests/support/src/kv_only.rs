@@ -24,9 +24,8 @@ impl Kv for KvOnly {
 /// Serves on a free loopback port until `shutdown` resolves; returns once it listens. Panics
 /// when no loopback port can be bound (a test cannot go on then).
 pub async fn serve(shutdown: tokio::sync::oneshot::Receiver<()>) -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("binds a loopback port");
-    let addr = listener.local_addr().expect("a bound socket has an address");
-    drop(listener);
+    let port = crate::server::free_port().expect("a free loopback port");
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
     tokio::spawn(async move {
         let _ = tonic::transport::Server::builder()
             .add_service(KvServer::new(KvOnly))

@@ -266,10 +266,35 @@ async fn answers(endpoint: &str) -> bool {
     tokio::time::timeout(Duration::from_secs(1), kv.range(probe)).await.is_ok_and(|r| r.is_ok())
 }
 
-/// A loopback port nobody listened on a moment ago (the kernel's pick for port 0).
+/// Where [`free_port`] hands out ports: below Linux's ephemeral range (32768-60999), so no
+/// outgoing connection of a test running beside it takes a port between the check and the
+/// server's bind. The kernel's pick for port 0 lies inside that range: a cluster test lost a
+/// peer port that way to another test's client connection.
+const PORTS: std::ops::Range<u16> = 20000..32000;
+
+/// A loopback port nobody listens on right now and that this process has not handed out before
+/// (a counter through [`PORTS`], started at an offset drawn from the process id so that two test
+/// processes side by side start apart).
 pub fn free_port() -> Result<u16, StartError> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(StartError::NoPort)?;
-    l.local_addr().map(|a| a.port()).map_err(StartError::NoPort)
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let span = u32::from(PORTS.end - PORTS.start);
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    let mut last = None;
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = PORTS.start + u16::try_from(offset).unwrap_or(0);
+        match std::net::TcpListener::bind(("127.0.0.1", port)) {
+            Ok(_) => return Ok(port),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(StartError::NoPort(last.unwrap_or_else(|| std::io::Error::other("no port tried"))))
 }
 
 /// A started server; dropping it kills the process (and, if [`Launch::fresh`], removes its
