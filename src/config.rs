@@ -81,6 +81,18 @@ pub struct Config {
     #[arg(long = "quota-backend-bytes", default_value_t = 0)]
     pub quota_backend_bytes: u64,
 
+    /// Specify auth token type and its options: 'simple' or 'jwt,pub-key=...,priv-key=...,sign-method=...[,ttl=...]'.
+    #[arg(long = "auth-token", default_value = "simple")]
+    pub auth_token: String,
+
+    /// The lifetime in seconds of a simple auth token since its last use.
+    #[arg(long = "auth-token-ttl", default_value_t = 300, value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
+    pub auth_token_ttl: u64,
+
+    /// bcrypt's cost for hashing authentication passwords (4 to 31).
+    #[arg(long = "bcrypt-cost", default_value_t = 10, value_parser = RangedU64ValueParser::<u32>::new().range(4..=31))]
+    pub bcrypt_cost: u32,
+
     /// Duration of periodic watch progress notifications (e.g. 10m, 30s, 500ms).
     #[arg(long = "experimental-watch-progress-notify-interval", default_value = "10m", value_parser = parse_duration)]
     pub watch_progress_notify_interval: Duration,

@@ -49,6 +49,7 @@ use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::{snapshot_scratch, MaintenanceService};
 use crate::grpc::require_leader::RequireLeader;
 use crate::grpc::store_handle::StoreHandle;
+use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
 use crate::metrics::endpoint;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
@@ -72,6 +73,7 @@ const READS_WAITING: usize = 65_536;
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let cluster = config.initial_cluster()?;
+    let tokens = Arc::new(Tokens::from_flag(&config.auth_token)?);
     crate::c_heap::start_trimmer().context("cannot start the heap trimmer")?;
     let client_urls = listen_urls(&config.listen_client_urls, "listen-client-urls")?;
     let metrics_urls = if config.listen_metrics_urls.is_empty() {
@@ -115,6 +117,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         quota_bytes: config.quota_bytes(),
         max_request_bytes: config.max_request_bytes,
         member: Some(MemberIds { cluster_id: cluster.cluster_id, member_id: cluster.member_id }),
+        token_ttl: Duration::from_secs(config.auth_token_ttl),
     };
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
@@ -241,6 +244,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             core,
             identity: identity.clone(),
             max_txn_ops: config.max_txn_ops,
+            tokens,
             engine: maintenance_engine,
         };
         let stream_pool = ArbiterPool::new(stream_arbiters.iter().map(Arbiter::handle).collect());
@@ -255,6 +259,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             connections: Arc::clone(&connections),
             next_stream: AtomicU64::new(0),
             leader: require_leader.clone(),
+            permit: crate::grpc::watch::watch_permit(store.view.clone(), Arc::clone(&store.tokens)),
         });
         let services =
             Services { store, watch, lease, connections, budget, prometheus, fail_stop, require_leader };
@@ -430,7 +435,8 @@ fn grpc_router(
             leader(),
         ))
         .add_service(InterceptedService::new(
-            AuthServer::new(AuthService::new(store.clone())).max_decoding_message_size(max_message),
+            AuthServer::new(AuthService::new(store.clone(), config.bcrypt_cost))
+                .max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(HealthServer::new(HealthService))

@@ -2,6 +2,7 @@
 //! plain structs, the actix shells beside them, and its messages in its `messages` module.
 //!
 //! # Layout
+//! - [`auth`]: the auth family: users, roles, permissions, the checks, simple tokens.
 //! - [`store`]: the store family: the store core ([`store::mvcc`], no actors) and its messages.
 //! - [`watch`]: the watch family: WatchRoot, WatchShards, the watch records, the StreamActor.
 //! - [`lease`]: the lease family: the lessor, the LeaseActor, the keep-alive stream actor.
@@ -17,6 +18,7 @@
 //! `store::mvcc` imports actix, tonic or the watch tree.
 #![deny(missing_docs)]
 
+pub mod auth;
 pub mod conn;
 pub mod failpoints;
 pub mod identity;

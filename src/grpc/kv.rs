@@ -5,12 +5,14 @@
 
 use tonic::{Request, Response, Status};
 
+use actcd_actors::auth::{Access, Need};
 use actcd_actors::store::mvcc::txn;
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
     RangeRequest, RangeResponse, TxnRequest, TxnResponse,
 };
+use actcd_proto::key_range::KeyRange;
 
 use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
@@ -30,6 +32,9 @@ impl KvService {
 #[tonic::async_trait]
 impl Kv for KvService {
     async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        let who = self.store.who(&request).await?;
+        let req = request.get_ref();
+        who.need(Need::Keys(Access::Read, KeyRange::new(&req.key, &req.range_end)))?;
         if !request.get_ref().serializable {
             self.store.linearize().await?;
         }
@@ -39,7 +44,8 @@ impl Kv for KvService {
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
-        let mut resp = self.store.write(request.into_inner()).await?;
+        let who = self.store.who(&request).await?;
+        let mut resp = self.store.write(&who, request.into_inner()).await?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
     }
@@ -48,20 +54,23 @@ impl Kv for KvService {
         &self,
         request: Request<DeleteRangeRequest>,
     ) -> Result<Response<DeleteRangeResponse>, Status> {
-        let mut resp = self.store.write(request.into_inner()).await?;
+        let who = self.store.who(&request).await?;
+        let mut resp = self.store.write(&who, request.into_inner()).await?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
     }
 
     async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
+        let who = self.store.who(&request).await?;
         let req = request.into_inner();
         let mut resp = if txn::is_read_only(&req) {
+            who.read_only_txn(&req)?;
             if !txn::is_serializable(&req) {
                 self.store.linearize().await?;
             }
             self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?
         } else {
-            self.store.write(req).await?
+            self.store.write(&who, req).await?
         };
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
@@ -71,7 +80,8 @@ impl Kv for KvService {
         &self,
         request: Request<CompactionRequest>,
     ) -> Result<Response<CompactionResponse>, Status> {
-        let mut resp = self.store.write(request.into_inner()).await?;
+        let who = self.store.who(&request).await?;
+        let mut resp = self.store.write(&who, request.into_inner()).await?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
     }

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
+use actcd_actors::auth::{Access, Need};
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::keepalive::KeepAliveStream;
 use actcd_actors::lease::messages::{Forget, Remaining, Track};
@@ -21,6 +22,7 @@ use actcd_proto::etcdserverpb::{
     LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus, LeaseTimeToLiveRequest,
     LeaseTimeToLiveResponse,
 };
+use actcd_proto::key_range::KeyRange;
 
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::status::to_status;
@@ -65,11 +67,12 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseGrantRequest>,
     ) -> Result<Response<LeaseGrantResponse>, Status> {
+        let who = self.store.who(&request).await?;
         let req = request.into_inner();
         for _ in 0..ID_ATTEMPTS {
             let id = if req.id != 0 { req.id } else { self.fresh_id() };
             let grant = LeaseGrantRequest { id, ttl: req.ttl };
-            match self.store.write_raw(grant).await {
+            match self.store.write_raw(&who, grant).await {
                 Ok(mut resp) => {
                     let _ = self.leases.send(Track { id, ttl: resp.ttl }).await;
                     self.store.identity.fill(&mut resp.header);
@@ -86,8 +89,9 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseRevokeRequest>,
     ) -> Result<Response<LeaseRevokeResponse>, Status> {
+        let who = self.store.who(&request).await?;
         let id = request.get_ref().id;
-        let mut resp = self.store.write(request.into_inner()).await?;
+        let mut resp = self.store.write(&who, request.into_inner()).await?;
         let _ = self.leases.send(Forget(id)).await;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
@@ -97,6 +101,7 @@ impl Lease for LeaseService {
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<LeaseKeepAliveResponse>>, Status> {
+        self.store.who(&request).await?.need(Need::User)?;
         // As for Watch: a bad message ends the stream, with grpc-go's error.
         let (error_tx, error_rx) = oneshot::channel::<Status>();
         let mut error_tx = Some(error_tx);
@@ -133,6 +138,8 @@ impl Lease for LeaseService {
         &self,
         request: Request<LeaseTimeToLiveRequest>,
     ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
+        let who = self.store.who(&request).await?;
+        who.need(Need::User)?;
         let req = request.into_inner();
         let header = self.store.identity.header(self.store.view.revision());
         let stopped = |_: actix::MailboxError| to_status(StoreError::Stopped("actor gone".into()));
@@ -147,8 +154,12 @@ impl Lease for LeaseService {
             }));
         };
         let keys = if req.keys {
-            let keys = self.store.core.lock().map_err(to_status)?.lease_keys(req.id);
-            keys.unwrap_or_default().into_iter().map(|k| k.into_vec().into()).collect()
+            let keys = self.store.lease_keys(req.id);
+            // etcd's fix of CVE-2023-32082: the keys only to a user who may read every one.
+            for key in &keys {
+                who.need(Need::Keys(Access::Read, KeyRange::Key(key)))?;
+            }
+            keys.into_iter().map(|k| k.into_vec().into()).collect()
         } else {
             Vec::new()
         };
@@ -157,10 +168,20 @@ impl Lease for LeaseService {
 
     async fn lease_leases(
         &self,
-        _: Request<LeaseLeasesRequest>,
+        request: Request<LeaseLeasesRequest>,
     ) -> Result<Response<LeaseLeasesResponse>, Status> {
+        let who = self.store.who(&request).await?;
+        who.need(Need::User)?;
         let header = self.store.identity.header(self.store.view.revision());
         let list = self.store.core.lock().map_err(to_status)?.lease_list();
+        if who.user().is_some() {
+            // etcd 3.4.42 on: the list only to a user who may read every key of every lease.
+            for (id, _) in &list {
+                for key in self.store.lease_keys(*id) {
+                    who.need(Need::Keys(Access::Read, KeyRange::Key(&key)))?;
+                }
+            }
+        }
         let leases = list.into_iter().map(|(id, _)| LeaseStatus { id }).collect();
         Ok(Response::new(LeaseLeasesResponse { header, leases }))
     }

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use actcd_actors::auth::Need;
 use actcd_actors::store::mvcc::engine::Engine;
 use actcd_actors::store::mvcc::hash;
 use actcd_actors::store::mvcc::snapshot::SnapshotReader;
@@ -24,7 +25,9 @@ use actcd_proto::etcdserverpb::{
     SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
 };
 
-use crate::grpc::status::{snapshot_read_failed, task_status, to_status, unknown_alarm_action, Unsupported};
+use crate::grpc::status::{
+    raw_auth_status, snapshot_read_failed, task_status, to_status, unknown_alarm_action, Unsupported,
+};
 use crate::grpc::store_handle::StoreHandle;
 
 /// The version actcd reports: clients gate features (such as progress requests) on a
@@ -153,6 +156,9 @@ fn send_snapshot(
 #[tonic::async_trait]
 impl Maintenance for MaintenanceService {
     async fn alarm(&self, request: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
+        // Listing needs a user; raising or clearing, the root role (checked with the command).
+        let who = self.store.who(&request).await?;
+        who.need(Need::User)?;
         let req = request.into_inner();
         let action = AlarmAction::try_from(req.action).map_err(|_| unknown_alarm_action(req.action))?;
         let alarms = match action {
@@ -162,12 +168,15 @@ impl Maintenance for MaintenanceService {
                 .view
                 .alarms(AlarmType::try_from(req.alarm).unwrap_or(AlarmType::None))
                 .map_err(to_status)?,
-            AlarmAction::Activate | AlarmAction::Deactivate => self.store.write(req).await?.alarms,
+            AlarmAction::Activate | AlarmAction::Deactivate => self.store.write(&who, req).await?.alarms,
         };
         Ok(Response::new(AlarmResponse { header: self.header(), alarms }))
     }
 
-    async fn status(&self, _: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+    async fn status(&self, request: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+        // A user, not the root role (etcd 3.4.42 on asks root): `etcdctl endpoint status` and
+        // the apiserver's probe run as ordinary users.
+        self.store.who(&request).await?.need(Need::User)?;
         let view = &self.store.view;
         let db_size = self.store.engine.size_bytes();
         let in_use = self.store.engine.live_bytes().min(db_size);
@@ -204,8 +213,10 @@ impl Maintenance for MaintenanceService {
 
     async fn defragment(
         &self,
-        _: Request<DefragmentRequest>,
+        request: Request<DefragmentRequest>,
     ) -> Result<Response<DefragmentResponse>, Status> {
+        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
+        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
         self.blocking(|store| {
             store.engine.compact_all().map_err(to_status)?;
             store.view.refresh_db_size();
@@ -215,13 +226,17 @@ impl Maintenance for MaintenanceService {
         Ok(Response::new(DefragmentResponse { header: self.header() }))
     }
 
-    async fn hash(&self, _: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+    async fn hash(&self, request: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
+        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
+        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
         let header = self.header();
         let hash = self.blocking(|store| hash::hash_all(&store.engine).map_err(to_status)).await?;
         Ok(Response::new(HashResponse { header, hash }))
     }
 
     async fn hash_kv(&self, request: Request<HashKvRequest>) -> Result<Response<HashKvResponse>, Status> {
+        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
+        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
         let revision = request.get_ref().revision;
         let current = self.store.view.revision();
         let compacted = self.store.view.compacted_revision();
@@ -240,8 +255,10 @@ impl Maintenance for MaintenanceService {
 
     async fn snapshot(
         &self,
-        _: Request<SnapshotRequest>,
+        request: Request<SnapshotRequest>,
     ) -> Result<Response<tonic::codegen::BoxStream<SnapshotResponse>>, Status> {
+        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
+        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
         let scratch = self.scratch.clone();
         let header = self.header();
         let reader = self
@@ -256,6 +273,7 @@ impl Maintenance for MaintenanceService {
         &self,
         request: Request<MoveLeaderRequest>,
     ) -> Result<Response<MoveLeaderResponse>, Status> {
+        self.store.who(&request).await?.need(Need::Admin)?;
         // The only member already leads: moving the lead to it is done, as on etcd.
         if self.is_member(request.get_ref().target_id) {
             return Ok(Response::new(MoveLeaderResponse { header: self.header() }));
@@ -270,7 +288,11 @@ impl Maintenance for MaintenanceService {
 
 #[tonic::async_trait]
 impl Cluster for MaintenanceService {
-    async fn member_add(&self, _: Request<MemberAddRequest>) -> Result<Response<MemberAddResponse>, Status> {
+    async fn member_add(
+        &self,
+        request: Request<MemberAddRequest>,
+    ) -> Result<Response<MemberAddResponse>, Status> {
+        self.store.who(&request).await?.need(Need::Admin)?;
         Err(Unsupported::Membership("adding a member").status())
     }
 
@@ -278,6 +300,7 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberRemoveRequest>,
     ) -> Result<Response<MemberRemoveResponse>, Status> {
+        self.store.who(&request).await?.need(Need::Admin)?;
         if !self.is_member(request.get_ref().id) {
             return Err(member_not_found());
         }
@@ -288,6 +311,7 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberUpdateRequest>,
     ) -> Result<Response<MemberUpdateResponse>, Status> {
+        self.store.who(&request).await?.need(Need::Admin)?;
         if !self.is_member(request.get_ref().id) {
             return Err(member_not_found());
         }
@@ -298,6 +322,7 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberPromoteRequest>,
     ) -> Result<Response<MemberPromoteResponse>, Status> {
+        self.store.who(&request).await?.need(Need::Admin)?;
         if !self.is_member(request.get_ref().id) {
             return Err(member_not_found());
         }
@@ -310,6 +335,8 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberListRequest>,
     ) -> Result<Response<MemberListResponse>, Status> {
+        // etcd's fix of GHSA-q8m4-xhhv-38mg: the members only to a user.
+        self.store.who(&request).await?.need(Need::User)?;
         if request.get_ref().linearizable {
             self.store.linearize().await?;
         }

@@ -12,7 +12,9 @@
 //!   keep-alive streams in the LeaseActor.
 //! - [`maintenance`]: Maintenance and Cluster: status, alarms, hashes, defragment, snapshots,
 //!   the members.
-//! - [`auth`]: Auth while authentication is disabled.
+//! - [`auth`]: Auth: users, roles, permissions and tokens, through the Raft log.
+//! - [`tokens`]: `--auth-token`: simple tokens or signed JWTs.
+//! - [`who`]: who sent a request (its token) and whether the auth state lets them.
 //! - [`health`]: the standard grpc.health.v1 service, which etcd serves on its client port too.
 //! - [`store_handle`]: the read view, the typed write API and the engine every service reaches the store by.
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
@@ -28,4 +30,6 @@ pub mod maintenance;
 pub mod require_leader;
 pub mod status;
 pub mod store_handle;
+pub mod tokens;
 pub mod watch;
+pub mod who;

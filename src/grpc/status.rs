@@ -4,6 +4,7 @@
 
 use tonic::{Code, Status};
 
+use actcd_actors::auth::AuthError;
 use actcd_actors::store::StoreError;
 use actcd_proto::errors::EtcdError;
 
@@ -31,12 +32,71 @@ pub fn to_status(err: StoreError) -> Status {
         StoreError::Timeout => EtcdError::Timeout,
         StoreError::TimeoutDueToLeaderFail => EtcdError::TimeoutDueToLeaderFail,
         StoreError::TooManyRequests => EtcdError::TooManyRequests,
+        StoreError::Auth(auth) => return auth_status(*auth),
         // A bug in actcd, not a client's doing.
         StoreError::WrongAnswer(_) => return Status::internal(err.to_string()),
         // etcd answers errors it has no name for with codes.Unknown and the error's own text.
         _ => return Status::new(Code::Unknown, err.to_string()),
     };
     etcd.status()
+}
+
+/// An auth refusal as etcd answers it.
+pub fn auth_status(err: AuthError) -> Status {
+    let etcd = match err {
+        AuthError::RootUserNotExist => EtcdError::RootUserNotExist,
+        AuthError::RootRoleNotExist => EtcdError::RootRoleNotExist,
+        AuthError::UserAlreadyExist => EtcdError::UserAlreadyExist,
+        AuthError::UserEmpty => EtcdError::UserEmpty,
+        AuthError::UserNotFound => EtcdError::UserNotFound,
+        AuthError::RoleAlreadyExist => EtcdError::RoleAlreadyExist,
+        AuthError::RoleNotFound => EtcdError::RoleNotFound,
+        AuthError::RoleEmpty => EtcdError::RoleEmpty,
+        AuthError::AuthFailed => EtcdError::AuthFailed,
+        AuthError::PermissionDenied => EtcdError::PermissionDenied,
+        AuthError::RoleNotGranted => EtcdError::RoleNotGranted,
+        AuthError::PermissionNotGranted => EtcdError::PermissionNotGranted,
+        AuthError::PermissionNotGiven => EtcdError::PermissionNotGiven,
+        AuthError::NotEnabled => EtcdError::AuthNotEnabled,
+        AuthError::InvalidToken => EtcdError::InvalidAuthToken,
+        AuthError::InvalidAuthMgmt => EtcdError::InvalidAuthMgmt,
+        AuthError::OldRevision => EtcdError::AuthOldRevision,
+        // etcd has no rpctypes error for it: the auth store's text, with codes.Unknown.
+        AuthError::NoPasswordUser => {
+            return Status::new(Code::Unknown, actcd_proto::errors::auth::NO_PASSWORD_USER)
+        }
+        AuthError::VerifyOnlyKey => {
+            return Status::new(Code::Unknown, actcd_proto::errors::auth::VERIFY_ONLY_KEY)
+        }
+    };
+    etcd.status()
+}
+
+/// An auth refusal as etcd answers it where it passes the auth store's error through raw:
+/// codes.Unknown with the auth package's text (see `actcd_proto::errors::auth`).
+pub fn raw_auth_status(err: AuthError) -> Status {
+    use actcd_proto::errors::auth;
+    let text = match err {
+        AuthError::UserEmpty => auth::USER_EMPTY,
+        AuthError::UserNotFound => auth::USER_NOT_FOUND,
+        AuthError::InvalidToken => auth::INVALID_TOKEN,
+        _ => auth::PERMISSION_DENIED,
+    };
+    Status::new(Code::Unknown, text)
+}
+
+/// The text grpc-go gives a status (`err.Error()`), which etcd puts in a refused watch's cancel
+/// reason.
+pub fn grpc_go_text(status: &Status) -> String {
+    let code = match status.code() {
+        Code::InvalidArgument => "InvalidArgument",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::Unauthenticated => "Unauthenticated",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Unavailable => "Unavailable",
+        _ => "Unknown",
+    };
+    format!("rpc error: code = {code} desc = {}", status.message())
 }
 
 /// A blocking maintenance task that did not finish (it panicked or the runtime is stopping).
@@ -57,8 +117,6 @@ pub fn unknown_alarm_action(action: i32) -> Status {
 /// What etcd does and actcd does not (yet).
 #[derive(Debug, Clone, Copy)]
 pub enum Unsupported {
-    /// AuthEnable: there are no users, roles or tokens.
-    Authentication,
     /// Downgrade: a single member has no cluster version to lower.
     Downgrade,
     /// A membership change, named in words ("adding a member").
@@ -69,9 +127,6 @@ impl Unsupported {
     /// codes.Unimplemented, with a text that says what is missing.
     pub fn status(self) -> Status {
         Status::unimplemented(match self {
-            Unsupported::Authentication => {
-                "actcd: authentication is not supported yet (no users, roles or tokens)".to_owned()
-            }
             Unsupported::Downgrade => {
                 "actcd: downgrade is not supported: a single actcd member has no cluster version to lower"
                     .to_owned()

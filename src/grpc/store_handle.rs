@@ -6,7 +6,7 @@
 
 use actix::Addr;
 use tokio::sync::oneshot;
-use tonic::Status;
+use tonic::{Request, Status};
 
 use actcd_actors::identity::Identity;
 use actcd_actors::raft::proposer::Proposer;
@@ -15,9 +15,11 @@ use actcd_actors::raft::route::Route;
 use actcd_actors::raft::state_machine::CoreHandle;
 use actcd_actors::store::messages::Write;
 use actcd_actors::store::mvcc::command::WriteRequest;
-use actcd_actors::store::{ReadView, RocksEngine, StoreError};
+use actcd_actors::store::{Command, ReadView, RocksEngine, StoreError};
 
 use crate::grpc::status::to_status;
+use crate::grpc::tokens::Tokens;
+use crate::grpc::who::Who;
 
 /// The handles a service needs to reach the store.
 #[derive(Clone)]
@@ -36,15 +38,29 @@ pub struct StoreHandle {
     pub identity: Identity,
     /// `--max-txn-ops`, for read-only txns (the writer checks the others).
     pub max_txn_ops: usize,
+    /// The tokens `--auth-token` chose.
+    pub tokens: std::sync::Arc<Tokens>,
     /// The engine itself, for maintenance that works below the store (checkpoints,
     /// defragmentation, hashes).
     pub engine: RocksEngine,
 }
 
 impl StoreHandle {
-    /// Submits `request` to the writer and waits for its durable answer.
-    pub async fn write<R: WriteRequest>(&self, request: R) -> Result<R::Response, Status> {
-        self.write_raw(request).await.map_err(to_status)
+    /// Who sent `request` (see [`Who`]). A simple token this member does not know may come
+    /// from an Authenticate another member proposed that this one has not applied yet: after
+    /// the read barrier it has (etcd waits for the index in the token's name instead).
+    pub async fn who<T>(&self, request: &Request<T>) -> Result<Who, Status> {
+        let who = Who::of(&self.view, &self.tokens, request)?;
+        if !who.bad_token() {
+            return Ok(who);
+        }
+        self.linearize().await?;
+        Who::of(&self.view, &self.tokens, request)
+    }
+
+    /// Submits `request` from `who` to the writer and waits for its durable answer.
+    pub async fn write<R: WriteRequest>(&self, who: &Who, request: R) -> Result<R::Response, Status> {
+        self.write_raw(who, request).await.map_err(to_status)
     }
 
     /// Waits until a linearizable read may be answered from this member's read view.
@@ -52,14 +68,26 @@ impl StoreHandle {
         self.reads.wait().await.map_err(to_status)
     }
 
-    /// [`StoreHandle::write`], with the store's own error.
-    pub async fn write_raw<R: WriteRequest>(&self, request: R) -> Result<R::Response, StoreError> {
+    /// [`StoreHandle::write`], with the store's own error. The edge checks the sender's
+    /// permissions first, so a refused write never reaches the log.
+    pub async fn write_raw<R: WriteRequest>(&self, who: &Who, request: R) -> Result<R::Response, StoreError> {
+        let command = who.command(request.into_command(), &|id| self.lease_keys(id))?;
+        self.propose::<R>(command).await
+    }
+
+    /// Proposes `command`, checked and sent as `R`, and waits for its durable answer.
+    pub async fn propose<R: WriteRequest>(&self, command: Command) -> Result<R::Response, StoreError> {
         let (reply, answer) = oneshot::channel();
         self.writer
-            .send(Write { command: request.into_command(), reply })
+            .send(Write { command, reply })
             .await
             .map_err(|_| StoreError::Stopped("writer is gone".into()))?;
         let answer = answer.await.map_err(|_| StoreError::Stopped("writer dropped the request".into()))?;
         R::response(answer?)
+    }
+
+    /// The keys lease `id` holds (none for an unknown lease).
+    pub fn lease_keys(&self, id: i64) -> Vec<Box<[u8]>> {
+        self.core.lock().ok().and_then(|core| core.lease_keys(id)).unwrap_or_default()
     }
 }

@@ -13,18 +13,23 @@ use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
+use actcd_actors::auth::{Access, Need};
 use actcd_actors::conn::actor::ConnActor;
 use actcd_actors::conn::messages::AttachStream;
 use actcd_actors::identity::Identity;
 use actcd_actors::store::{ReadView, RocksEngine};
 use actcd_actors::watch::messages::StopStream;
 use actcd_actors::watch::shard::WatchShard;
-use actcd_actors::watch::stream::{StreamActor, StreamSetup};
+use actcd_actors::watch::stream::{StreamActor, StreamSetup, WatchPermit};
 use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
+use actcd_proto::key_range::KeyRange;
 
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::require_leader::RequireLeader;
+use crate::grpc::status::grpc_go_text;
+use crate::grpc::tokens::Tokens;
+use crate::grpc::who::{self, Who};
 use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_go_errors::stream_receive_error;
 
@@ -101,6 +106,23 @@ pub struct WatchService {
     pub next_stream: AtomicU64,
     /// Whether this member knows a leader, for streams that require one.
     pub leader: RequireLeader,
+    /// The auth check of every watch create (see [`watch_permit`]).
+    pub permit: Arc<PermitCheck>,
+}
+
+/// The check a stream's watch creates pass.
+pub type PermitCheck = dyn Fn(Option<&str>, Option<&str>, &[u8], &[u8]) -> Result<(), String> + Send + Sync;
+
+/// READ on the watched range for the user of the stream's token, against `view`'s auth state
+/// at the create; refused with the cancel reason etcd gives, grpc-go's text of the refusal. A
+/// from-key watch is checked over all of `[key, ∞)` (etcd checks its first key alone, the
+/// hole of GHSA-xg4h-6gfc-h4m8).
+pub fn watch_permit(view: ReadView<RocksEngine>, tokens: Arc<Tokens>) -> Arc<PermitCheck> {
+    Arc::new(move |token: Option<&str>, common_name: Option<&str>, key: &[u8], range_end: &[u8]| {
+        Who::with_token(&view, &tokens, token, common_name)
+            .and_then(|who| who.need(Need::Keys(Access::Read, KeyRange::new(key, range_end))))
+            .map_err(|status| grpc_go_text(&status))
+    })
 }
 
 #[tonic::async_trait]
@@ -112,6 +134,11 @@ impl Watch for WatchService {
         self.leader.check(request.metadata())?;
         let leader_lost = RequireLeader::asked(request.metadata()).then(|| self.leader.lost());
         let conn = request.extensions().get::<ConnInfo>().map(|c| c.id);
+        let permit = WatchPermit {
+            check: Arc::clone(&self.permit),
+            token: who::token(request.metadata()).map(Box::from),
+            common_name: who::common_name(&request).map(Arc::from),
+        };
         let failure = FailureSlot::default();
         let input = RequestsUntilError(Requests::Open(request.into_inner()), Arc::clone(&failure));
         let arbiter = self.arbiters.next()?.clone();
@@ -131,6 +158,7 @@ impl Watch for WatchService {
             identity: self.identity.clone(),
             max_bytes: self.max_request_bytes,
             conn: conn_actor.as_ref().map(|c| c.downgrade().recipient()),
+            permit: Some(permit),
         };
         let stream: Addr<StreamActor<RocksEngine>> = StreamActor::start_in_arbiter(&arbiter, move |ctx| {
             ctx.add_stream(input);

@@ -39,6 +39,10 @@ pub struct ConnInfo {
     pub id: ConnId,
     /// The connection's share of undelivered Range answers.
     pub range_slots: RangeSlots,
+    /// The Common Name of the client certificate the TLS handshake verified (with
+    /// `--client-cert-auth`): with auth enabled it is the user of a request without a token,
+    /// as on etcd.
+    pub common_name: Option<Arc<str>>,
 }
 
 impl ConnInfo {
@@ -100,9 +104,9 @@ pub struct TrackedStream<S = Admitted> {
 const READ_CHUNK: usize = 16 * 1024;
 
 impl<S> TrackedStream<S> {
-    fn new(inner: S, registry: &Arc<Connections>) -> Self {
+    fn new(inner: S, registry: &Arc<Connections>, common_name: Option<Arc<str>>) -> Self {
         let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
-        let info = ConnInfo { id, range_slots: RangeSlots::default() };
+        let info = ConnInfo { id, range_slots: RangeSlots::default(), common_name };
         Self {
             inner,
             info,
@@ -188,7 +192,7 @@ pub fn incoming(
         let (inner, _) = accept(&listener, &budget).await;
         // Small requests and responses must not wait for Nagle.
         let _ = inner.stream().set_nodelay(true);
-        let tracked = TrackedStream::new(inner, &registry);
+        let tracked = TrackedStream::new(inner, &registry, None);
         Some((Ok(tracked), (listener, registry, budget)))
     })
 }
@@ -200,6 +204,16 @@ pub fn incoming_tls(
     budget: Arc<ConnectionBudget>,
     tls: TlsServer,
 ) -> impl Stream<Item = io::Result<TrackedStream<TlsStream<Admitted>>>> {
-    ReceiverStream::new(handshakes(listener, budget, tls))
-        .map(move |(stream, _)| Ok(TrackedStream::new(stream, &registry)))
+    ReceiverStream::new(handshakes(listener, budget, tls)).map(move |(stream, _)| {
+        let common_name =
+            stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?));
+        Ok(TrackedStream::new(stream, &registry, common_name))
+    })
+}
+
+/// The subject Common Name of a DER certificate (x509-parser: the handshake verified it).
+fn common_name(der: &[u8]) -> Option<Arc<str>> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(Arc::from(cn))
 }

@@ -353,6 +353,42 @@ async fn three_members_from_etcds_flags_serve_every_call_on_every_member() {
     assert_eq!(get(cluster.member(leader), "after", false).await.map(|(_, r)| r), Some(resumed));
     let revision = put(cluster.member(leader), "last", "write").await;
     cluster.wait_for_equal_hashes(revision).await;
+
+    // Auth is state machine state: set up through one member, it holds on every member, and a
+    // simple token one member handed out is good on another.
+    let on = |i: usize, args: &[&str]| crate::harness::etcdctl(cluster.member(i), args, None);
+    for (i, step) in [
+        (0, vec!["user", "add", "root", "--new-user-password=rootpw"]),
+        (1, vec!["auth", "enable"]),
+        (2, vec!["--user=root:rootpw", "user", "add", "alice", "--new-user-password=apw"]),
+        (0, vec!["--user=root:rootpw", "role", "add", "r1"]),
+        (1, vec!["--user=root:rootpw", "role", "grant-permission", "--prefix", "r1", "readwrite", "pre/"]),
+        (2, vec!["--user=root:rootpw", "user", "grant-role", "alice", "r1"]),
+    ] {
+        let (ok, out, err) = on(i, &step);
+        assert!(ok, "{step:?} on member {i}: {out}{err}");
+    }
+    let mut auth =
+        actcd_proto::etcdserverpb::auth_client::AuthClient::connect(cluster.member(0).endpoint.clone())
+            .await
+            .unwrap();
+    let token = auth
+        .authenticate(actcd_proto::etcdserverpb::AuthenticateRequest {
+            name: "alice".into(),
+            password: "apw".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .token;
+    for (i, key, allowed) in [(1, "pre/a", true), (2, "pre/b", true), (2, "secret", false)] {
+        let mut request = tonic::Request::new(PutRequest { key: key.into(), ..Default::default() });
+        request.metadata_mut().insert("token", token.parse().unwrap());
+        let answer = cluster.member(i).kv().await.put(request).await;
+        assert_eq!(answer.is_ok(), allowed, "alice's token from member 0 on member {i}, {key}: {answer:?}");
+    }
+    let (ok, _, err) = on(1, &["get", "pre/a"]);
+    assert!(!ok && err.contains("user name is empty"), "auth is enabled on every member: {err}");
 }
 
 /// A watch on a follower that was paused while the leader purged the log past it sees every

@@ -5,6 +5,7 @@
 // A failed unwrap is a failed test, which is what these tests want.
 #![allow(clippy::unwrap_used)]
 
+mod auth;
 mod cli;
 mod client;
 mod cluster;

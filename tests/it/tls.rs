@@ -378,3 +378,37 @@ fn versions_and_suites_follow_etcd_and_refuse_what_rustls_cannot_do() {
     let half = TlsFlags { cert_file: Some("c.pem".into()), ..TlsFlags::default() };
     assert!(refused(half).is_some());
 }
+
+/// With --client-cert-auth and auth enabled, a client certificate's Common Name is the user of
+/// a request that carries no token; a token, when there is one, wins (as on etcd).
+#[tokio::test]
+async fn the_client_certificate_common_name_is_the_auth_user() {
+    let Fixture { data, pki, ca, ca_file, server: (server_cert, server_key) } = Fixture::new();
+    let (alice_cert, alice_key) = ca.issue(pki.path(), "alice", ExtendedKeyUsagePurpose::ClientAuth);
+    let https = format!("https://127.0.0.1:{}", free_port());
+    let args = server_flags(&https, (&server_cert, &server_key), Some(&ca_file), &["--bcrypt-cost", "4"]);
+    let server = Server::actcd(data.path(), &args.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let plain = |args: &[&str]| etcdctl(&server.endpoint, &[], args);
+    for step in [
+        vec!["user", "add", "root", "--new-user-password=rootpw"],
+        vec!["auth", "enable"],
+        vec!["--user=root:rootpw", "user", "add", "alice", "--no-password"],
+        vec!["--user=root:rootpw", "role", "add", "r1"],
+        vec!["--user=root:rootpw", "role", "grant-permission", "--prefix", "r1", "readwrite", "pre/"],
+        vec!["--user=root:rootpw", "user", "grant-role", "alice", "r1"],
+    ] {
+        let (ok, out) = plain(&step);
+        assert!(ok, "{step:?}: {out}");
+    }
+    let alice = [ca_file.as_path(), alice_cert.as_path(), alice_key.as_path()];
+    let (ok, out) = etcdctl(&https, &alice, &["put", "pre/a", "by certificate"]);
+    assert!(ok, "alice's certificate names alice: {out}");
+    let (ok, out) = etcdctl(&https, &alice, &["put", "secret", "x"]);
+    assert!(!ok && out.contains("etcdserver: permission denied"), "{out}");
+    let (ok, out) = etcdctl(&https, &alice, &["--user=root:rootpw", "put", "secret", "x"]);
+    assert!(ok, "the token of root wins over the certificate of alice: {out}");
+    let (ok, out) = plain(&["put", "pre/b", "x"]);
+    assert!(!ok && out.contains("etcdserver: user name is empty"), "no certificate on the plain URL: {out}");
+    let (ok, out) = plain(&["--user=alice:anything", "get", "pre/a"]);
+    assert!(!ok && out.contains("password was given for no password user"), "{out}");
+}

@@ -17,6 +17,7 @@ use actix::prelude::*;
 
 use super::route::Route;
 use super::types::{Applied, Proposal};
+use crate::auth::Caller;
 use crate::lease::messages::RevokeExpired;
 use crate::store::messages::Write;
 use crate::store::{Command, StoreError};
@@ -156,8 +157,11 @@ impl Handler<RevokeExpired> for Proposer {
         let route = self.route.clone();
         Box::pin(async move {
             route.read_index_as_leader().await?;
-            let commands =
-                msg.0.into_iter().map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id })).collect();
+            let commands = msg
+                .0
+                .into_iter()
+                .map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id }).from_caller(Caller::Lessor))
+                .collect();
             let proposal = Proposal::new(route.member_id(), commands);
             let Applied(answers) = route.propose_as_leader(proposal).await?.applied;
             Ok(answers.into_iter().map(|a| a.map(|_| ())).collect())

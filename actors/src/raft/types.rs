@@ -156,7 +156,11 @@ mod tests {
     fn a_proposal_and_its_answers_survive_the_log_encoding() {
         let put =
             PutRequest { key: "k".into(), value: vec![0, 1, 255].into(), lease: 7, ..Default::default() };
-        let proposal = Proposal::new(42, vec![Command::Put(put)]);
+        let as_alice = Command::Put(put.clone())
+            .from_caller(crate::auth::Caller::User { name: "alice".into(), auth_revision: 7 });
+        let revoke = Command::LeaseRevoke(actcd_proto::etcdserverpb::LeaseRevokeRequest { id: 3 })
+            .from_caller(crate::auth::Caller::Lessor);
+        let proposal = Proposal::new(42, vec![Command::Put(put), as_alice, revoke]);
         let bytes = encode(&proposal).expect("encodes");
         assert_eq!(decode::<Proposal>(&bytes).expect("decodes"), proposal);
 

@@ -23,7 +23,7 @@ use actix::WeakRecipient;
 use futures::channel::mpsc;
 use futures::SinkExt;
 
-use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
+use actcd_proto::etcdserverpb::{watch_request, WatchRequest, WatchResponse};
 
 use crate::identity::Identity;
 use crate::store::mvcc::engine::Engine;
@@ -56,6 +56,24 @@ pub struct StreamSetup<E: Engine> {
     /// The connection's actor, told when the stream ends (weak: the connection's registry
     /// keeps it alive, and a strong address would allocate per stream).
     pub conn: Option<WeakRecipient<StreamEnded>>,
+    /// Whether the stream's sender may watch a range; `None` lets every watch through.
+    pub permit: Option<WatchPermit>,
+}
+
+/// The auth check a watch create passes: READ on the watched range, for the user the stream's
+/// token names, against the auth state of the moment of the create (auth may be enabled, or a
+/// permission revoked, while the stream lives).
+pub struct WatchPermit {
+    /// Asked with the stream's token, its client certificate's Common Name and the create's
+    /// key and range end (the key already `\0` for an empty one); the refusal's text when the
+    /// watch is not permitted.
+    #[allow(clippy::type_complexity)]
+    pub check:
+        std::sync::Arc<dyn Fn(Option<&str>, Option<&str>, &[u8], &[u8]) -> Result<(), String> + Send + Sync>,
+    /// The token the stream was opened with.
+    pub token: Option<Box<str>>,
+    /// The Common Name of the stream's client certificate.
+    pub common_name: Option<std::sync::Arc<str>>,
 }
 
 /// The actor of one Watch stream.
@@ -183,6 +201,18 @@ impl<E: Engine> Actor for StreamActor<E> {
 /// The client's requests; the gRPC edge ends the stream at the first transport error.
 impl<E: Engine> StreamHandler<WatchRequest> for StreamActor<E> {
     fn handle(&mut self, request: WatchRequest, ctx: &mut Self::Context) {
+        if let (Some(permit), Some(watch_request::RequestUnion::CreateRequest(create))) =
+            (&self.setup.permit, &request.request_union)
+        {
+            let key: &[u8] = if create.key.is_empty() { b"\0" } else { &create.key };
+            if let Err(reason) =
+                (permit.check)(permit.token.as_deref(), permit.common_name.as_deref(), key, &create.range_end)
+            {
+                let refused = StreamState::refused(self.setup.view.revision(), &reason);
+                self.send(vec![refused], None, ctx);
+                return;
+            }
+        }
         for step in self.state.on_request(request, self.setup.view.revision()).into_iter().flatten() {
             match step {
                 Step::Respond(response) => self.send(vec![response], None, ctx),
@@ -277,6 +307,7 @@ mod tests {
                 identity: Identity::new(1, 2),
                 max_bytes: 1 << 20,
                 conn: None,
+                permit: None,
             };
             let (output, mut responses) = mpsc::channel(16);
             let (requests, incoming) = mpsc::unbounded();

@@ -105,22 +105,24 @@ impl StreamState {
         }
     }
 
+    /// The answer to a create that is refused for `reason`, at revision `current`.
+    pub fn refused(current: i64, reason: &str) -> WatchResponse {
+        WatchResponse {
+            header: header(current),
+            watch_id: -1,
+            created: true,
+            canceled: true,
+            cancel_reason: reason.to_string(),
+            ..Default::default()
+        }
+    }
+
     /// etcd's create: empty key means "\0"; a key at or past a non-empty range end is an empty
     /// range; watch_id 0 picks the next unused id; a start revision of 0 means "after
     /// `current`". The created response's header revision is `current`.
     pub fn create(&mut self, req: WatchCreateRequest, current: i64) -> Created {
         let key = if req.key.is_empty() { Bytes::from_static(b"\0") } else { req.key };
-        let refused = |reason: &str| Created {
-            response: WatchResponse {
-                header: header(current),
-                watch_id: -1,
-                created: true,
-                canceled: true,
-                cancel_reason: reason.to_string(),
-                ..Default::default()
-            },
-            watch: None,
-        };
+        let refused = |reason: &str| Created { response: Self::refused(current, reason), watch: None };
         let range_end = req.range_end;
         if KeyRange::new(&key, &range_end).is_empty() {
             return refused(EMPTY_RANGE);

@@ -257,13 +257,18 @@ impl Launch {
     }
 }
 
-/// Whether a gRPC server at `endpoint` answers a Range (any answer from the KV service).
+/// Whether a gRPC server at `endpoint` answers a Range: a response, or one of etcd's refusals
+/// (a server with auth enabled answers a probe without a token "user name is empty").
 async fn answers(endpoint: &str) -> bool {
     let Ok(mut kv) = KvClient::connect(endpoint.to_string()).await else {
         return false;
     };
     let probe = RangeRequest { key: "ready".into(), ..Default::default() };
-    tokio::time::timeout(Duration::from_secs(1), kv.range(probe)).await.is_ok_and(|r| r.is_ok())
+    match tokio::time::timeout(Duration::from_secs(1), kv.range(probe)).await {
+        Ok(Ok(_)) => true,
+        Ok(Err(status)) => status.message().starts_with("etcdserver: user name is empty"),
+        Err(_) => false,
+    }
 }
 
 /// Where [`free_port`] hands out ports: below Linux's ephemeral range (32768-60999), so no

@@ -28,6 +28,26 @@ pub struct Batch {
     pub compaction: Option<i64>,
     /// The alarm list after this batch's Alarm commands, published once it is durable.
     pub alarms: Option<super::alarm::AlarmList>,
+    /// The auth state after this batch's auth commands, published once it is durable.
+    pub auth: Option<crate::auth::AuthState>,
+    /// What this batch's auth commands do to the simple tokens, in order, once durable.
+    pub tokens: Vec<TokenChange>,
+}
+
+/// A change to the simple tokens a member remembers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenChange {
+    /// Authenticate: remember `token` for `user`.
+    Issued {
+        /// The token.
+        token: String,
+        /// Its user.
+        user: String,
+    },
+    /// The user was deleted or its password changed: its tokens are void.
+    UserVoid(String),
+    /// Auth was disabled: every token is void.
+    AllVoid,
 }
 
 /// Values as a command inside the batch sees them: the batch's own writes, then the engine.

@@ -72,6 +72,9 @@ pub enum StoreError {
     /// The member applies too far behind what is committed to take more writes.
     #[error("too many requests")]
     TooManyRequests,
+    /// The auth store refused the request.
+    #[error("{0}")]
+    Auth(#[from] crate::auth::AuthError),
     /// The storage engine failed.
     #[error("storage: {0}")]
     Storage(String),

@@ -14,6 +14,7 @@
 //! - [`command`]: the write seam: every write as one command.
 //! - [`writer`]: the single writer, [`writer::StoreCore`]: apply, commit, compaction, quota.
 //! - [`lease_commands`]: lease grants and revokes as the writer applies them.
+//! - [`auth_commands`]: the auth commands as the writer applies them.
 //! - [`recovery`]: what open reads back from the engine, checked.
 //! - [`shared`]: the state the writer shares with its readers, and the visibility rule.
 //! - [`read_view`]: the concurrent readers, [`read_view::ReadView`].
@@ -30,6 +31,7 @@
 //! - [`snapshot`]: checkpoint snapshots and their restore.
 
 pub mod alarm;
+pub mod auth_commands;
 pub mod batch;
 pub mod codec;
 pub mod command;

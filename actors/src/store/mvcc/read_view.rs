@@ -177,6 +177,20 @@ impl<E: Engine> ReadView<E> {
         Ok(alarms.list(alarm))
     }
 
+    /// The auth state as of the last commit: one consistent state for a whole request.
+    pub fn auth(&self) -> Result<Arc<crate::auth::AuthState>, StoreError> {
+        let auth = self.shared.auth.read().map_err(|_| StoreError::Stopped("auth lock poisoned".into()))?;
+        Ok(Arc::clone(&auth))
+    }
+
+    /// The user a simple token names, if this member applied its Authenticate and it has not
+    /// expired at `now`; the use extends its life.
+    pub fn token_user(&self, token: &str, now: std::time::Instant) -> Result<Option<String>, StoreError> {
+        let mut tokens =
+            self.shared.tokens.lock().map_err(|_| StoreError::Stopped("token lock poisoned".into()))?;
+        Ok(tokens.user(token, now))
+    }
+
     /// KV.Txn for a txn that writes nothing ([`txn::is_read_only`]), checked as etcd checks
     /// any txn, at one revision.
     pub fn read_only_txn(&self, req: &TxnRequest, max_txn_ops: usize) -> Result<TxnResponse, StoreError> {

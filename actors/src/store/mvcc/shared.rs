@@ -6,11 +6,13 @@
 //! and a reader never waits for one.
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use super::alarm::AlarmList;
 use super::error::StoreError;
 use super::index::Index;
+use crate::auth::simple_tokens::SimpleTokens;
+use crate::auth::AuthState;
 
 /// State the writer and the readers share.
 pub(super) struct Shared<E> {
@@ -29,6 +31,11 @@ pub(super) struct Shared<E> {
     pub(super) applied_index: AtomicU64,
     /// The active alarms, as of the last commit.
     pub(super) alarms: RwLock<AlarmList>,
+    /// The auth state, as of the last commit; replaced whole by a commit that changes it, so
+    /// a reader holds one consistent state for a whole request.
+    pub(super) auth: RwLock<Arc<AuthState>>,
+    /// The simple tokens this member learnt from applied Authenticate commands.
+    pub(super) tokens: Mutex<SimpleTokens>,
 }
 
 impl<E> Shared<E> {

@@ -1,7 +1,8 @@
 //! The single writer, [`StoreCore`]: applies commands in order into a [`Batch`], then commits
 //! the batch with one engine write and one fsync, then makes it visible to readers at once (the
 //! rule is in [`super::shared`]). Every write rule sits on this path, once, in etcd's order:
-//! validation, the request size, the active alarms, the quota, then the fit in one revision
+//! validation, the request size, the active alarms, the user's permissions (at the auth state
+//! of this point in the log), the quota, then the fit in one revision
 //! and compaction's bounds; so a replicated log can feed it the same commands and the gRPC edge
 //! only decodes, submits and encodes.
 //!
@@ -10,7 +11,8 @@
 //! longer vouch for what the index or the disk holds.
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use actcd_proto::etcdserverpb::{
     AlarmRequest, AlarmResponse, CompactionRequest, CompactionResponse, ResponseHeader, TxnRequest,
@@ -18,7 +20,7 @@ use actcd_proto::etcdserverpb::{
 use actcd_proto::mvccpb::Event;
 
 use super::alarm::AlarmList;
-use super::batch::Batch;
+use super::batch::{Batch, TokenChange};
 use super::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY};
 use super::command::{Command, CommandResponse};
 use super::engine::{Engine, Family, WriteSet};
@@ -31,6 +33,9 @@ use super::recovery::{recover, Recovered};
 use super::shared::Shared;
 use super::txn;
 use super::validate;
+use crate::auth::needs::check_command;
+use crate::auth::simple_tokens::SimpleTokens;
+use crate::auth::{AuthState, Caller};
 
 /// Limits the writer enforces.
 #[derive(Debug, Clone)]
@@ -44,12 +49,20 @@ pub struct StoreConfig {
     /// The cluster and member the data dir must belong to (bound at its first open); `None`
     /// opens any (tests, fuzzing, snapshot restore).
     pub member: Option<MemberIds>,
+    /// etcd's `--auth-token-ttl`: how long a simple token lives after its last use.
+    pub token_ttl: Duration,
 }
 
 impl Default for StoreConfig {
     /// etcd's defaults.
     fn default() -> Self {
-        Self { max_txn_ops: 128, quota_bytes: 2 << 30, max_request_bytes: 1536 * 1024, member: None }
+        Self {
+            max_txn_ops: 128,
+            quota_bytes: 2 << 30,
+            max_request_bytes: 1536 * 1024,
+            member: None,
+            token_ttl: Duration::from_secs(300),
+        }
     }
 }
 
@@ -83,6 +96,8 @@ pub struct StoreCore<E> {
     pub(super) leases: LeaseIndex,
     /// The active alarms as applied, ahead of what readers see until the commit.
     alarms: AlarmList,
+    /// The auth state as applied, ahead of what readers see until the commit.
+    pub(super) auth: AuthState,
     /// Lease grants and revokes applied since the lessor last took them, when one takes them
     /// ([`StoreCore::journal_leases`]); `None` otherwise, so that nothing piles up.
     pub(super) lease_journal: Option<Vec<LeaseChange>>,
@@ -113,8 +128,11 @@ impl<E: Engine> StoreCore<E> {
             member::bind(&engine, ids)?;
         }
         let alarms = AlarmList::load(&engine)?;
+        let auth = AuthState::load(&engine)?;
         let shared = Shared {
             alarms: RwLock::new(alarms.clone()),
+            auth: RwLock::new(Arc::new(auth.clone())),
+            tokens: Mutex::new(SimpleTokens::new(config.token_ttl)),
             db_size: AtomicU64::new(engine.size_bytes()),
             engine,
             index: RwLock::new(index),
@@ -130,6 +148,7 @@ impl<E: Engine> StoreCore<E> {
             failed: None,
             leases,
             alarms,
+            auth,
             lease_journal: None,
         })
     }
@@ -150,15 +169,17 @@ impl<E: Engine> StoreCore<E> {
     pub fn reload(&mut self) -> Result<(), StoreError> {
         let Recovered { index, leases, current, compacted, applied_index } = recover(&self.shared.engine)?;
         let alarms = AlarmList::load(&self.shared.engine)?;
+        let auth = AuthState::load(&self.shared.engine)?;
         *self.shared.write_index()? = index;
+        self.publish_auth(auth.clone(), &[TokenChange::AllVoid])?;
         *self.shared.alarms.write().map_err(|_| StoreError::Stopped("alarm lock poisoned".into()))? =
             alarms.clone();
         self.shared.compacted.store(compacted, Ordering::Release);
         self.shared.applied_index.store(applied_index, Ordering::Release);
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.visible.store(current, Ordering::Release);
-        (self.current, self.leases, self.applied_index, self.alarms) =
-            (current, leases, applied_index, alarms);
+        (self.current, self.leases, self.applied_index, self.alarms, self.auth) =
+            (current, leases, applied_index, alarms, auth);
         if let Some(journal) = self.lease_journal.as_mut() {
             journal.clear();
             journal.push(LeaseChange::Reloaded);
@@ -203,6 +224,15 @@ impl<E: Engine> StoreCore<E> {
             return Err(StoreError::Stopped(reason.clone()));
         }
         batch.commands += 1;
+        let (caller, command) = command.caller();
+        let anonymous;
+        let caller = match caller {
+            Some(caller) => caller,
+            None => {
+                anonymous = Caller::anonymous();
+                &anonymous
+            }
+        };
         match command {
             Command::Put(req) => validate::check_put(req)?,
             Command::DeleteRange(req) => validate::check_delete(req)?,
@@ -213,6 +243,11 @@ impl<E: Engine> StoreCore<E> {
             return Err(StoreError::RequestTooLarge);
         }
         self.alarms.gate(command)?;
+        let leases = &self.leases;
+        check_command(&self.auth, caller, command, &|id| leases.keys(id).unwrap_or_default())?;
+        if let Some(answer) = self.apply_auth(caller, command, batch) {
+            return answer;
+        }
         match command {
             Command::Put(req) => {
                 self.check_quota(KV_QUOTA_OVERHEAD + (req.key.len() + req.value.len()) as u64)?;
@@ -238,7 +273,33 @@ impl<E: Engine> StoreCore<E> {
             Command::LeaseGrant(req) => self.lease_grant(req, batch).map(CommandResponse::LeaseGrant),
             Command::LeaseRevoke(req) => self.lease_revoke(req, batch).map(CommandResponse::LeaseRevoke),
             Command::Alarm(req) => Ok(CommandResponse::Alarm(self.alarm(req, batch))),
+            // Auth commands were applied above; a header inside a header never decodes.
+            _ => Err(StoreError::Corrupt(format!("a command the writer cannot apply: {command:?}"))),
         }
+    }
+
+    /// Makes `auth` the state readers check against, and applies `tokens` to the simple tokens.
+    fn publish_auth(&self, auth: AuthState, tokens: &[TokenChange]) -> Result<(), StoreError> {
+        *self.shared.auth.write().map_err(|_| StoreError::Stopped("auth lock poisoned".into()))? =
+            Arc::new(auth);
+        self.change_tokens(tokens)
+    }
+
+    fn change_tokens(&self, changes: &[TokenChange]) -> Result<(), StoreError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let mut tokens =
+            self.shared.tokens.lock().map_err(|_| StoreError::Stopped("token lock poisoned".into()))?;
+        let now = Instant::now();
+        for change in changes {
+            match change {
+                TokenChange::Issued { token, user } => tokens.add(token.clone(), user.clone(), now),
+                TokenChange::UserVoid(user) => tokens.forget_user(user),
+                TokenChange::AllVoid => tokens.clear(),
+            }
+        }
+        Ok(())
     }
 
     /// Raises or clears an alarm; readers see the new list with the batch.
@@ -304,6 +365,10 @@ impl<E: Engine> StoreCore<E> {
         if let Some(alarms) = batch.alarms {
             *self.shared.alarms.write().map_err(|_| StoreError::Stopped("alarm lock poisoned".into()))? =
                 alarms;
+        }
+        match batch.auth {
+            Some(auth) => self.publish_auth(auth, &batch.tokens)?,
+            None => self.change_tokens(&batch.tokens)?,
         }
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.applied_index.store(self.applied_index, Ordering::Release);
