@@ -127,23 +127,22 @@ impl Jwt {
                     private.ok_or_else(|| TokenFlagError::Options("auth: missing key data".into()))?;
                 (Some(EncodingKey::from_secret(&secret)), DecodingKey::from_secret(&secret))
             }
-            Algorithm::ES256 | Algorithm::ES384 => {
-                let sign = match &private {
-                    Some((path, pem)) => Some(EncodingKey::from_ec_pem(pem).map_err(|e| bad(path, e))?),
-                    None => None,
-                };
-                let (path, pem) =
-                    public.ok_or_else(|| TokenFlagError::Options("auth: missing key data".into()))?;
-                (sign, DecodingKey::from_ec_pem(&pem).map_err(|e| bad(&path, e))?)
-            }
+            // Key pairs: PEM files, signing only with a private key.
             _ => {
+                type FromPem<K> = fn(&[u8]) -> jsonwebtoken::errors::Result<K>;
+                let (private_key, public_key): (FromPem<EncodingKey>, FromPem<DecodingKey>) =
+                    if matches!(alg, Algorithm::ES256 | Algorithm::ES384) {
+                        (EncodingKey::from_ec_pem, DecodingKey::from_ec_pem)
+                    } else {
+                        (EncodingKey::from_rsa_pem, DecodingKey::from_rsa_pem)
+                    };
                 let sign = match &private {
-                    Some((path, pem)) => Some(EncodingKey::from_rsa_pem(pem).map_err(|e| bad(path, e))?),
+                    Some((path, pem)) => Some(private_key(pem).map_err(|e| bad(path, e))?),
                     None => None,
                 };
                 let (path, pem) =
                     public.ok_or_else(|| TokenFlagError::Options("auth: missing key data".into()))?;
-                (sign, DecodingKey::from_rsa_pem(&pem).map_err(|e| bad(&path, e))?)
+                (sign, public_key(&pem).map_err(|e| bad(&path, e))?)
             }
         };
         Ok(Jwt { alg, sign, verify, ttl })

@@ -20,7 +20,7 @@ use actcd_actors::identity::Identity;
 use actcd_actors::store::{ReadView, RocksEngine};
 use actcd_actors::watch::messages::StopStream;
 use actcd_actors::watch::shard::WatchShard;
-use actcd_actors::watch::stream::{StreamActor, StreamSetup, WatchPermit};
+use actcd_actors::watch::stream::{PermitCheck, StreamActor, StreamSetup, WatchPermit};
 use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use actcd_proto::key_range::KeyRange;
@@ -109,9 +109,6 @@ pub struct WatchService {
     /// The auth check of every watch create (see [`watch_permit`]).
     pub permit: Arc<PermitCheck>,
 }
-
-/// The check a stream's watch creates pass.
-pub type PermitCheck = dyn Fn(Option<&str>, Option<&str>, &[u8], &[u8]) -> Result<(), String> + Send + Sync;
 
 /// READ on the watched range for the user of the stream's token, against `view`'s auth state
 /// at the create; refused with the cancel reason etcd gives, grpc-go's text of the refusal. A

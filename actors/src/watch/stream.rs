@@ -60,6 +60,9 @@ pub struct StreamSetup<E: Engine> {
     pub permit: Option<WatchPermit>,
 }
 
+/// Asked with a stream's token, its certificate's Common Name, a create's key and range end.
+pub type PermitCheck = dyn Fn(Option<&str>, Option<&str>, &[u8], &[u8]) -> Result<(), String> + Send + Sync;
+
 /// The auth check a watch create passes: READ on the watched range, for the user the stream's
 /// token names, against the auth state of the moment of the create (auth may be enabled, or a
 /// permission revoked, while the stream lives).
@@ -67,9 +70,7 @@ pub struct WatchPermit {
     /// Asked with the stream's token, its client certificate's Common Name and the create's
     /// key and range end (the key already `\0` for an empty one); the refusal's text when the
     /// watch is not permitted.
-    #[allow(clippy::type_complexity)]
-    pub check:
-        std::sync::Arc<dyn Fn(Option<&str>, Option<&str>, &[u8], &[u8]) -> Result<(), String> + Send + Sync>,
+    pub check: std::sync::Arc<PermitCheck>,
     /// The token the stream was opened with.
     pub token: Option<Box<str>>,
     /// The Common Name of the stream's client certificate.
