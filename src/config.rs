@@ -15,7 +15,8 @@ use crate::membership::{
     BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
     DEFAULT_INITIAL_CLUSTER,
 };
-use crate::transport::tls::TlsFlags;
+use crate::transport::cert_names::AllowedName;
+use crate::transport::tls::{TlsFlags, CLIENT_FLAGS, PEER_FLAGS};
 use anyhow::{bail, Context};
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
@@ -37,7 +38,7 @@ pub struct Config {
     #[arg(long = "data-dir", default_value = "default.actcd")]
     pub data_dir: PathBuf,
 
-    /// URLs to listen on for client traffic (comma-separated, http only).
+    /// URLs to listen on for client traffic (comma-separated).
     #[arg(long = "listen-client-urls", default_value = "http://127.0.0.1:2379", value_delimiter = ',')]
     pub listen_client_urls: Vec<String>,
 
@@ -61,11 +62,11 @@ pub struct Config {
     #[arg(long = "initial-advertise-peer-urls", default_value = DEFAULT_ADVERTISE_PEER_URL, value_delimiter = ',')]
     pub initial_advertise_peer_urls: Vec<String>,
 
-    /// URLs to listen on for peer traffic (comma-separated, http only).
+    /// URLs to listen on for peer traffic (comma-separated).
     #[arg(long = "listen-peer-urls", default_value = "http://localhost:2380", value_delimiter = ',')]
     pub listen_peer_urls: Vec<String>,
 
-    /// URLs to serve /metrics, /health and /version on (comma-separated, http only).
+    /// URLs to serve /metrics, /health and /version on (comma-separated).
     #[arg(long = "listen-metrics-urls", default_value = "http://127.0.0.1:2381", value_delimiter = ',')]
     pub listen_metrics_urls: Vec<String>,
 
@@ -161,6 +162,38 @@ pub struct Config {
     #[arg(long = "tls-max-version")]
     pub tls_max_version: Option<String>,
 
+    /// Path to the peer server TLS cert file.
+    #[arg(long = "peer-cert-file")]
+    pub peer_cert_file: Option<PathBuf>,
+
+    /// Path to the peer server TLS key file.
+    #[arg(long = "peer-key-file")]
+    pub peer_key_file: Option<PathBuf>,
+
+    /// Path to the peer server TLS trusted CA file.
+    #[arg(long = "peer-trusted-ca-file")]
+    pub peer_trusted_ca_file: Option<PathBuf>,
+
+    /// Enable peer client cert authentication.
+    #[arg(long = "peer-client-cert-auth", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub peer_client_cert_auth: bool,
+
+    /// Path to the peer certificate revocation list file.
+    #[arg(long = "peer-crl-file")]
+    pub peer_crl_file: Option<PathBuf>,
+
+    /// Allowed CN for inter peer authentication.
+    #[arg(long = "peer-cert-allowed-cn")]
+    pub peer_cert_allowed_cn: Option<String>,
+
+    /// Allowed TLS hostname for inter peer authentication.
+    #[arg(long = "peer-cert-allowed-hostname")]
+    pub peer_cert_allowed_hostname: Option<String>,
+
+    /// Peer TLS using self-generated certificates if --peer-key-file and --peer-cert-file are not provided.
+    #[arg(long = "peer-auto-tls", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub peer_auto_tls: bool,
+
     /// Mailbox capacities of the long-lived actors (no flags: see [`Mailboxes`]).
     #[arg(skip)]
     pub mailboxes: Mailboxes,
@@ -195,18 +228,47 @@ impl Config {
         })
     }
 
-    /// The client TLS flags.
+    /// The client URLs' TLS flags.
     pub fn tls_flags(&self) -> TlsFlags {
         TlsFlags {
+            names: &CLIENT_FLAGS,
             cert_file: self.cert_file.clone(),
             key_file: self.key_file.clone(),
             trusted_ca_file: self.trusted_ca_file.clone(),
             client_cert_auth: self.client_cert_auth,
-            client_crl_file: self.client_crl_file.clone(),
+            crl_file: self.client_crl_file.clone(),
             auto_tls: self.auto_tls,
+            allowed_name: None,
+            ..self.shared_tls()
+        }
+    }
+
+    /// The peer URLs' TLS flags.
+    pub fn peer_tls_flags(&self) -> anyhow::Result<TlsFlags> {
+        Ok(TlsFlags {
+            names: &PEER_FLAGS,
+            cert_file: self.peer_cert_file.clone(),
+            key_file: self.peer_key_file.clone(),
+            trusted_ca_file: self.peer_trusted_ca_file.clone(),
+            client_cert_auth: self.peer_client_cert_auth,
+            crl_file: self.peer_crl_file.clone(),
+            auto_tls: self.peer_auto_tls,
+            allowed_name: AllowedName::from_flags(
+                self.peer_cert_allowed_cn.as_deref(),
+                self.peer_cert_allowed_hostname.as_deref(),
+            )?,
+            ..self.shared_tls()
+        })
+    }
+
+    /// What the client and the peer URLs share: etcd's cipher suites and versions are one
+    /// set of flags for both.
+    fn shared_tls(&self) -> TlsFlags {
+        TlsFlags {
             cipher_suites: self.cipher_suites.clone(),
             min_version: self.tls_min_version.clone(),
             max_version: self.tls_max_version.clone(),
+            ..TlsFlags::default()
         }
     }
 

@@ -57,6 +57,7 @@ use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connection
 use crate::transport::grpc_metrics::GrpcMetricsLayer;
 use crate::transport::range_backpressure::RangeBackpressureLayer;
 use crate::transport::tls::TlsServer;
+use crate::transport::tls_client::{self, TlsClient};
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
@@ -92,14 +93,13 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         bind_all(&metrics_addrs)?.into_iter().zip(metrics_urls.iter().map(|(_, tls)| *tls)).collect();
     // A member alone has no peer to hear from (and membership changes do not exist yet), so it
     // takes no peer port: single members side by side need no --listen-peer-urls of their own.
-    let peer_listeners = if cluster.members.len() > 1 {
+    let (peer_listeners, peer_tls) = if cluster.members.len() > 1 {
         let peer_urls = listen_urls(&config.listen_peer_urls, "listen-peer-urls")?;
-        if peer_urls.iter().any(|(_, tls)| *tls) {
-            anyhow::bail!("--listen-peer-urls: https peer URLs are not supported yet");
-        }
-        bind_all(&peer_urls.iter().map(|(addr, _)| *addr).collect::<Vec<_>>())?
+        let tls = peer_tls(&config, &cluster)?;
+        let listeners = bind_all(&peer_urls.iter().map(|(addr, _)| *addr).collect::<Vec<_>>())?;
+        (listeners.into_iter().zip(peer_urls.iter().map(|(_, tls)| *tls)).collect(), tls)
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
@@ -179,7 +179,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             })
             .collect();
         let member_id = identity.member_id;
-        let peers = Peers::new(cluster.cluster_id, member_id);
+        let peers =
+            Peers::new(cluster.cluster_id, member_id, peer_tls.as_ref().map(|(_, client)| client.clone()));
         let raft =
             crate::cluster::start::start(member_id, members, timing, peers.clone(), log, state_machine)
                 .await?;
@@ -203,9 +204,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot load the leases: {e}"))?
         .start();
         tokio::spawn(crate::cluster::leadership::follow(route.clone(), leases.clone()));
-        for listener in peer_listeners {
+        for (listener, is_tls) in peer_listeners {
             let listener = TcpListener::from_std(listener).context("cannot serve on the peer listener")?;
-            tracing::info!(addr = ?listener.local_addr().ok(), "serving peer traffic");
+            tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving peer traffic");
             let service =
                 PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone(), leases.clone());
             let server = Server::builder()
@@ -216,13 +217,19 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                         .max_decoding_message_size(MAX_PEER_MESSAGE)
                         .max_encoding_message_size(MAX_PEER_MESSAGE),
                 );
-            // Small Raft messages (heartbeats, one-write appends) leave at once.
-            let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-            tokio::spawn(async move {
-                if let Err(err) = server.serve_with_incoming(incoming).await {
-                    tracing::error!(%err, "the peer listener failed");
-                }
-            });
+            match (&peer_tls, is_tls) {
+                // Peer sockets count against the same descriptor budget; they have no client
+                // streams, so a registry of their own that never holds an actor.
+                (Some((tls, _)), true) => spawn_peer_server(
+                    server,
+                    incoming_tls(listener, Arc::default(), Arc::clone(&budget), tls.clone()),
+                ),
+                // Small Raft messages (heartbeats, one-write appends) leave at once.
+                _ => spawn_peer_server(
+                    server,
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                ),
+            }
         }
         if alone {
             crate::cluster::start::wait_for_leader(&raft, LEADER_WAIT).await?;
@@ -265,6 +272,26 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             Services { store, watch, lease, connections, budget, prometheus, fail_stop, require_leader };
         serve(&config, services, client_listeners, tls, metrics_listeners).await
     })
+}
+
+/// Serves the peer transport on `incoming`'s connections until the process ends.
+fn spawn_peer_server<S, IO, IE>(server: tonic::transport::server::Router, incoming: S)
+where
+    S: futures::Stream<Item = Result<IO, IE>> + Send + 'static,
+    IO: tokio::io::AsyncRead
+        + tokio::io::AsyncWrite
+        + tonic::transport::server::Connected
+        + Unpin
+        + Send
+        + 'static,
+    IO::ConnectInfo: Clone + Send + Sync + 'static,
+    IE: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
+        if let Err(err) = server.serve_with_incoming(incoming).await {
+            tracing::error!(%err, "the peer listener failed");
+        }
+    });
 }
 
 /// Everything the gRPC listeners serve.
@@ -315,16 +342,43 @@ fn client_tls(
             "TLS key/cert (--cert-file, --key-file) must be provided for client url {url} with HTTPS scheme"
         );
     }
-    let hosts: Vec<String> = config
-        .listen_client_urls
-        .iter()
-        .chain(&config.advertise_client_urls)
-        .filter_map(|u| u.split_once("://").map(|(_, rest)| rest.trim_end_matches('/')))
+    let hosts = url_hosts(config.listen_client_urls.iter().chain(&config.advertise_client_urls));
+    Ok(Some(TlsServer::new(&flags, &hosts)?))
+}
+
+/// The TLS of the peer URLs, both ends, if any member's peer URL is https: this member's
+/// listener, and its dialer to the others. A certificate is needed as soon as one URL is
+/// https (a member dials every other's URL, and presents its certificate there).
+fn peer_tls(
+    config: &Config,
+    cluster: &crate::membership::InitialCluster,
+) -> anyhow::Result<Option<(TlsServer, TlsClient)>> {
+    let flags = config.peer_tls_flags()?;
+    let https = |u: &&String| u.starts_with("https://");
+    let listened = config.listen_peer_urls.iter().find(https);
+    let dialed = cluster.members.iter().flat_map(|m| &m.peer_urls).find(https);
+    let Some(url) = listened.or(dialed) else {
+        if flags.has_certificate() {
+            tracing::warn!("--peer-cert-file/--peer-key-file/--peer-auto-tls are set but no peer URL is https: ignoring them");
+        }
+        return Ok(None);
+    };
+    if !flags.has_certificate() {
+        anyhow::bail!(
+            "TLS key/cert (--peer-cert-file, --peer-key-file) must be provided for peer url {url} with HTTPS scheme"
+        );
+    }
+    let hosts = url_hosts(config.listen_peer_urls.iter().chain(&config.initial_advertise_peer_urls));
+    Ok(Some(tls_client::peer(&flags, &hosts)?))
+}
+
+/// The host names of `urls` (`scheme://host:port`), for auto TLS's self-signed certificate.
+fn url_hosts<'a>(urls: impl Iterator<Item = &'a String>) -> Vec<String> {
+    urls.filter_map(|u| u.split_once("://").map(|(_, rest)| rest.trim_end_matches('/')))
         .filter_map(|host_port| {
             host_port.rsplit_once(':').map(|(host, _)| host.trim_matches(['[', ']']).to_string())
         })
-        .collect();
-    Ok(Some(TlsServer::new(&flags, &hosts)?))
+        .collect()
 }
 
 async fn serve(

@@ -2,6 +2,7 @@
 //! commands, each variant holding that command's own flags; checked for bad values before
 //! anything connects, then run through [`execute`].
 
+use crate::cmd::authenticate::AuthenticateArgs;
 use crate::cmd::lease_keepalive::LeaseKeepaliveArgs;
 use crate::cmd::put::PutArgs;
 use crate::cmd::range::RangeArgs;
@@ -61,6 +62,9 @@ pub enum Command {
     WatchFanout(WatchFanoutArgs),
     /// Benchmark lease keepalive (one short keep-alive stream per request).
     LeaseKeepalive(LeaseKeepaliveArgs),
+    /// Benchmark Authenticate with one name and password (right or wrong): what checking a
+    /// password costs the server.
+    Authenticate(AuthenticateArgs),
     /// Benchmark STM: etcd's software transactional memory (client-side transactions of gets
     /// and puts, retried on conflict) at an isolation level, optionally under a lock.
     Stm(StmArgs),
@@ -78,7 +82,7 @@ impl Command {
             Command::WatchGet(a) => a.validate(),
             Command::WatchLatency(a) => a.validate(),
             Command::WatchFanout(a) => a.validate(),
-            Command::LeaseKeepalive(_) => Ok(()),
+            Command::LeaseKeepalive(_) | Command::Authenticate(_) => Ok(()),
             Command::Stm(a) => a.validate(),
         }
     }
@@ -96,6 +100,7 @@ impl Run for Command {
             Command::WatchLatency(_) => "watch-latency",
             Command::WatchFanout(_) => "watch-fanout",
             Command::LeaseKeepalive(_) => "lease-keepalive",
+            Command::Authenticate(_) => "authenticate",
             Command::Stm(_) => "stm",
         }
     }
@@ -111,6 +116,7 @@ impl Run for Command {
             Command::WatchLatency(a) => a.run(settings, stop, out).await,
             Command::WatchFanout(a) => a.run(settings, stop, out).await,
             Command::LeaseKeepalive(a) => a.run(settings, stop, out).await,
+            Command::Authenticate(a) => a.run(settings, stop, out).await,
             Command::Stm(a) => a.run(settings, stop, out).await,
         }
     }

@@ -1,25 +1,62 @@
 //! Endpoints and connections: one tonic `Channel` (one HTTP/2 connection) per `--conns`, spread
 //! round-robin over `--endpoints`, each dialed under `--dial-timeout`, with clients spread
-//! round-robin over the connections; and the error texts that the error distribution counts.
+//! round-robin over the connections; with `--user`, each connection authenticates once and
+//! every request carries the token (as clientv3 does); and the error texts that the error
+//! distribution counts.
 
 use crate::output::Out;
 use crate::report::Recorder;
 use crate::settings::Settings;
 use crate::stop::Stop;
+use actcd_proto::etcdserverpb::auth_client::AuthClient;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
-use actcd_proto::etcdserverpb::StatusRequest;
+use actcd_proto::etcdserverpb::{AuthenticateRequest, StatusRequest};
 use std::error::Error as StdError;
 use std::time::Duration;
+use tonic::metadata::{AsciiMetadataValue, MetadataValue};
+use tonic::service::interceptor::InterceptedService;
+use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Status};
+use tonic::{Code, Request, Status};
 
 /// Largest response the client accepts (etcd's client allows up to 2 GiB).
 pub const MAX_RESPONSE: usize = i32::MAX as usize;
 
-/// A KV client on `channel` that accepts large responses.
-pub fn kv_client(channel: Channel) -> KvClient<Channel> {
-    KvClient::new(channel).max_decoding_message_size(MAX_RESPONSE)
+/// A connection as the commands use it: a channel whose requests carry the auth token, if any.
+pub type Conn = InterceptedService<Channel, Token>;
+
+/// The auth token every request of a connection carries (`--user`), in the `token` metadata
+/// etcd reads.
+#[derive(Clone, Default)]
+pub struct Token(Option<AsciiMetadataValue>);
+
+impl Interceptor for Token {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(token) = &self.0 {
+            request.metadata_mut().insert("token", token.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// A connection without a token.
+pub fn plain(channel: Channel) -> Conn {
+    InterceptedService::new(channel, Token::default())
+}
+
+/// A KV client on `conn` that accepts large responses.
+pub fn kv_client(conn: Conn) -> KvClient<Conn> {
+    KvClient::new(conn).max_decoding_message_size(MAX_RESPONSE)
+}
+
+/// Authenticates as `user` (name and password) on `channel`: the connection with its token.
+async fn authenticate(channel: Channel, (name, password): &(String, String)) -> Result<Conn, String> {
+    let request = AuthenticateRequest { name: name.clone(), password: password.clone() };
+    let answer = AuthClient::new(channel.clone()).authenticate(request).await.map_err(|s| status_text(&s))?;
+    let token: AsciiMetadataValue = MetadataValue::try_from(answer.into_inner().token)
+        .map_err(|e| format!("the server's auth token is no metadata value: {e}"))?;
+    Ok(InterceptedService::new(channel, Token(Some(token))))
 }
 
 /// An error and its causes, joined with `: `, leaving out a text that the next cause repeats
@@ -97,8 +134,8 @@ fn endpoint_for(uris: &[String], conn: usize) -> &str {
 }
 
 /// Dials `conns` connections, each within `dial_timeout` (TCP connect and HTTP/2 handshake).
-/// Returns the channels, or every connection's failure.
-pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Channel>, Vec<DialError>> {
+/// Returns the connections (authenticated with `--user`), or every connection's failure.
+pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Conn>, Vec<DialError>> {
     let dial_timeout = settings.dial_timeout;
     let attempts = (0..conns).map(|conn| {
         let uri = endpoint_for(&settings.endpoints, conn).to_string();
@@ -118,8 +155,12 @@ pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Channel>, Vec
                 // error status: only a transport failure means unreachable.
                 let mut probe = MaintenanceClient::new(channel.clone());
                 match probe.status(StatusRequest {}).await {
-                    Err(s) if is_transport_failure(&s) => Err(status_text(&s)),
-                    _ => Ok(channel),
+                    Err(s) if is_transport_failure(&s) => return Err(status_text(&s)),
+                    _ => {}
+                }
+                match &settings.user {
+                    Some(user) => authenticate(channel, user).await,
+                    None => Ok(plain(channel)),
                 }
             };
             match tokio::time::timeout(dial_timeout, connected).await {
@@ -148,7 +189,7 @@ pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Channel>, Vec
 /// Dials every connection of a command. When any fails, prints what a report of nothing
 /// completed looks like (each failed connection counted in the error distribution of `reports`),
 /// stops the run with the reason, and returns `None`.
-pub async fn connect(settings: &Settings, stop: &Stop, out: &Out, reports: &[&str]) -> Option<Vec<Channel>> {
+pub async fn connect(settings: &Settings, stop: &Stop, out: &Out, reports: &[&str]) -> Option<Vec<Conn>> {
     match dial(settings, settings.conns).await {
         Ok(channels) => Some(channels),
         Err(errors) => {
@@ -167,7 +208,7 @@ pub async fn connect(settings: &Settings, stop: &Stop, out: &Out, reports: &[&st
 }
 
 /// The connection client `client` uses: clients go round-robin over connections.
-pub fn channel_for(channels: &[Channel], client: usize) -> Channel {
+pub fn channel_for(channels: &[Conn], client: usize) -> Conn {
     channels[client % channels.len()].clone()
 }
 

@@ -264,6 +264,7 @@ mod tests {
             stall_timeout: Duration::from_secs(5),
             threads: 1,
             tls: None,
+            user: None,
         }
     }
 

@@ -50,6 +50,10 @@ pub struct Global {
     /// Identify secure client using this TLS key file (range's KEY argument is another thing).
     #[arg(long = "key", id = "tls_key", global = true)]
     pub key: Option<std::path::PathBuf>,
+    /// Provide username:password: each connection authenticates and its requests carry the
+    /// token (etcd's benchmark prompts for a missing password; a benchmark run cannot).
+    #[arg(long, global = true)]
+    pub user: Option<String>,
 }
 
 /// The global settings every command runs with.
@@ -77,6 +81,8 @@ pub struct Settings {
     pub threads: usize,
     /// TLS for https endpoints (None: plain only).
     pub tls: Option<tonic::transport::ClientTlsConfig>,
+    /// `--user`: the name and password each connection authenticates with.
+    pub user: Option<(String, String)>,
 }
 
 impl Global {
@@ -105,6 +111,15 @@ impl Global {
         }
         let endpoints = self.endpoints.iter().map(|e| endpoint_uri(e)).collect::<Result<Vec<_>, _>>()?;
         let tls = self.tls(&endpoints)?;
+        let user = match &self.user {
+            None => None,
+            Some(user) => match user.split_once(':') {
+                Some((name, password)) => Some((name.to_string(), password.to_string())),
+                None => {
+                    return Err("--user needs username:password (no prompt in a benchmark run)".to_string())
+                }
+            },
+        };
         Ok(Settings {
             endpoints,
             conns: self.conns,
@@ -117,6 +132,7 @@ impl Global {
             stall_timeout: self.stall_timeout,
             threads: self.threads,
             tls,
+            user,
         })
     }
 

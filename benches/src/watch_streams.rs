@@ -7,7 +7,7 @@
 //! Against a server without the Watch service the stream fails with UNIMPLEMENTED: the creation
 //! report counts the failed watches and the command stops with that reason.
 
-use crate::conn::{channel_for, is_fatal, kv_client, status_text, MAX_RESPONSE};
+use crate::conn::{channel_for, is_fatal, kv_client, status_text, Conn, MAX_RESPONSE};
 use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
@@ -27,7 +27,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tonic::transport::Channel;
 use tonic::Streaming;
 
 /// Checks the sizes of puts that carry their send time: a key of at least one byte, a value
@@ -83,7 +82,7 @@ pub struct StreamPlan {
 /// watches not created are counted as errors).
 pub async fn open_stream(
     index: usize,
-    channel: Channel,
+    channel: Conn,
     keys: Vec<Bytes>,
     plan: &StreamPlan,
     rec: &Recorder,
@@ -163,7 +162,7 @@ pub async fn open_stream(
 pub async fn open_streams(
     settings: &Settings,
     stop: &Stop,
-    channels: &[Channel],
+    channels: &[Conn],
     streams: usize,
     keys_of: impl Fn(usize) -> Vec<Bytes>,
     plan: StreamPlan,
@@ -241,7 +240,7 @@ async fn receive_events(
 
 /// Puts whose value starts with the send time (nanoseconds since `base`, little-endian).
 struct StampedPutWorker {
-    kv: KvClient<Channel>,
+    kv: KvClient<Conn>,
     keys: Arc<Vec<Bytes>>,
     base: Instant,
     value_size: usize,
@@ -274,7 +273,7 @@ pub struct EventPhase {
     /// Puts per second (0 is no limit).
     pub put_rate: u64,
     /// One putter on each.
-    pub put_channels: Vec<Channel>,
+    pub put_channels: Vec<Conn>,
     /// The puts' value size (at least the 8 bytes of the send time).
     pub value_size: usize,
     /// Events the streams are to receive in all.

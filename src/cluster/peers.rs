@@ -33,6 +33,7 @@ use actcd_proto::actcdpeerpb::peer_client::PeerClient;
 use actcd_proto::actcdpeerpb::Frame;
 
 use super::snapshot_stream;
+use crate::transport::tls_client::TlsClient;
 
 /// The largest peer message either side takes: an append of `MAX_PAYLOAD_ENTRIES` entries of
 /// full batches stays below it (see `start::MAX_PAYLOAD_ENTRIES`).
@@ -53,12 +54,15 @@ pub struct Peers {
     cluster_id: u64,
     me: u64,
     channels: Arc<Mutex<HashMap<u64, (String, Channel)>>>,
+    /// How to dial an https peer URL (`--peer-*` flags), if any is.
+    tls: Option<TlsClient>,
 }
 
 impl Peers {
-    /// The peers of member `me` of cluster `cluster_id`.
-    pub fn new(cluster_id: u64, me: u64) -> Self {
-        Self { cluster_id, me, channels: Arc::default() }
+    /// The peers of member `me` of cluster `cluster_id`, dialed through `tls` where their
+    /// URL is https.
+    pub fn new(cluster_id: u64, me: u64, tls: Option<TlsClient>) -> Self {
+        Self { cluster_id, me, channels: Arc::default(), tls }
     }
 
     /// The channel to `id` at its first peer URL, made once per URL (tonic reconnects it).
@@ -68,22 +72,32 @@ impl Peers {
             .first()
             .ok_or_else(|| network_error(format!("member {id:x} has no peer URL")))?
             .clone();
-        if url.starts_with("https://") {
-            return Err(network_error(format!(
-                "member {id:x}: https peer URLs are not supported yet ({url})"
-            )));
-        }
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
         let channel = match channels.get(&id) {
             Some((known, channel)) if *known == url => channel.clone(),
             _ => {
-                let endpoint = Endpoint::from_shared(url.clone())
-                    .map_err(|e| network_error(format!("member {id:x}: bad peer URL {url}: {e}")))?
-                    .connect_timeout(CONNECT_TIMEOUT)
-                    .initial_stream_window_size(PEER_WINDOW)
-                    .initial_connection_window_size(PEER_WINDOW)
-                    .tcp_nodelay(true);
-                let channel = endpoint.connect_lazy();
+                let endpoint = |dialed: String| {
+                    Endpoint::from_shared(dialed)
+                        .map_err(|e| network_error(format!("member {id:x}: bad peer URL {url}: {e}")))
+                        .map(|e| {
+                            e.connect_timeout(CONNECT_TIMEOUT)
+                                .initial_stream_window_size(PEER_WINDOW)
+                                .initial_connection_window_size(PEER_WINDOW)
+                                .tcp_nodelay(true)
+                        })
+                };
+                let channel = match (url.strip_prefix("https://"), &self.tls) {
+                    (None, _) => endpoint(url.clone())?.connect_lazy(),
+                    // tonic is given the URL as http: the connector adds the TLS.
+                    (Some(rest), Some(tls)) => {
+                        endpoint(format!("http://{rest}"))?.connect_with_connector_lazy(tls.connector())
+                    }
+                    (Some(_), None) => {
+                        return Err(network_error(format!(
+                            "member {id:x}: https peer URL {url}, and no --peer-cert-file or --peer-auto-tls to dial it with"
+                        )))
+                    }
+                };
                 channels.insert(id, (url, channel.clone()));
                 channel
             }
@@ -189,6 +203,10 @@ fn never_sent(status: &tonic::Status) -> bool {
     while let Some(err) = source {
         if let Some(io) = err.downcast_ref::<std::io::Error>() {
             if matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::TimedOut) {
+                return true;
+            }
+            // A refused TLS handshake: nothing was sent over it.
+            if io.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
                 return true;
             }
         }

@@ -24,6 +24,7 @@ use actcd_actors::conn::actor::ConnActor;
 use actcd_actors::conn::messages::ConnectionClosed;
 
 use crate::transport::authority_fix::AuthorityFix;
+use crate::transport::cert_names::common_name;
 use crate::transport::connection_budget::{accept, handshakes, Admitted, ConnectionBudget};
 use crate::transport::range_backpressure::RangeSlots;
 use crate::transport::tls::TlsServer;
@@ -209,11 +210,4 @@ pub fn incoming_tls(
             stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?));
         Ok(TrackedStream::new(stream, &registry, common_name))
     })
-}
-
-/// The subject Common Name of a DER certificate (x509-parser: the handshake verified it).
-fn common_name(der: &[u8]) -> Option<Arc<str>> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
-    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
-    Some(Arc::from(cn))
 }

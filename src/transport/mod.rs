@@ -21,16 +21,21 @@
 //!   connections that have a ConnActor.
 //! - [`authority_fix`]: the scheme etcdctl 3.4 puts into the HTTP/2 `:authority`, taken out
 //!   before h2 refuses the stream.
-//! - [`tls`]: TLS on the client URLs from etcd's flags: certificates re-read on change, client
-//!   certificates, cipher suites and versions.
+//! - [`tls`]: TLS listeners on the client and peer URLs from etcd's flags: certificates re-read
+//!   on change, client certificates, cipher suites and versions.
+//! - [`tls_client`]: the dialing side of peer TLS (a member's own certificate, the listener's
+//!   checked), as a connector for tonic's channels.
+//! - [`cert_names`]: a certificate's Common Name, and the allowed CN or host name of a peer.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
 //! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
 
 pub mod authority_fix;
+pub mod cert_names;
 pub mod connection_budget;
 pub mod connections;
 pub mod grpc_go_errors;
 pub mod grpc_metrics;
 pub mod range_backpressure;
 pub mod tls;
+pub mod tls_client;

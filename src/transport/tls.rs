@@ -1,8 +1,10 @@
-//! TLS on the client URLs, from etcd's flags, with rustls: the certificate and key (re-read
-//! when either file changes, as etcd re-reads them on a handshake after a rotation), client
-//! certificates verified against `--trusted-ca-file` and `--client-crl-file` when
-//! `--client-cert-auth` asks for them, a self-signed pair with `--auto-tls`, and the cipher
-//! suites and protocol versions etcd lets an operator pick.
+//! TLS on the client and peer URLs, from etcd's flags, with rustls: the certificate and key
+//! (re-read when either file changes, as etcd re-reads them on a handshake after a rotation),
+//! client certificates verified against the trusted CA file and the CRL file when client
+//! certificate auth asks for them, a self-signed pair with auto TLS, and the cipher suites and
+//! protocol versions etcd lets an operator pick. The client URLs and the peer URLs each have
+//! their own set of these flags ([`FlagNames`]); the peer set adds the allowed CN or host name
+//! ([`super::cert_names`]) and the dialing side ([`super::tls_client`]).
 //!
 //! What rustls cannot do is refused at start, never parsed and ignored: TLS 1.0 and 1.1, and
 //! every cipher suite without forward secrecy or with CBC or RC4 (Go's crypto/tls still offers
@@ -14,12 +16,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use rustls::client::ResolvesClientCert;
 use rustls::crypto::{ring, CryptoProvider};
 use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
-use rustls::{RootCertStore, ServerConfig, SupportedCipherSuite, SupportedProtocolVersion};
+use rustls::{RootCertStore, ServerConfig, SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
+
+use super::cert_names::{AllowedClients, AllowedName};
 
 /// How often a handshake looks at the files' modification times (a stat of two files).
 const RECHECK: Duration = Duration::from_secs(1);
@@ -45,9 +50,48 @@ pub enum TlsError {
     Rustls(String),
 }
 
-/// etcd's client TLS flags.
-#[derive(Debug, Clone, Default)]
+/// What one set of TLS flags is called on the command line, for the messages that name them.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FlagNames {
+    /// The certificate file's flag.
+    pub cert_file: &'static str,
+    /// The key file's flag.
+    pub key_file: &'static str,
+    /// The trusted CA file's flag.
+    pub trusted_ca_file: &'static str,
+    /// The flag that requires client certificates.
+    pub client_cert_auth: &'static str,
+    /// The CRL file's flag.
+    pub crl_file: &'static str,
+    /// The self-signed certificate's flag.
+    pub auto_tls: &'static str,
+}
+
+/// The client URLs' flags.
+pub static CLIENT_FLAGS: FlagNames = FlagNames {
+    cert_file: "--cert-file",
+    key_file: "--key-file",
+    trusted_ca_file: "--trusted-ca-file",
+    client_cert_auth: "--client-cert-auth",
+    crl_file: "--client-crl-file",
+    auto_tls: "--auto-tls",
+};
+
+/// The peer URLs' flags.
+pub static PEER_FLAGS: FlagNames = FlagNames {
+    cert_file: "--peer-cert-file",
+    key_file: "--peer-key-file",
+    trusted_ca_file: "--peer-trusted-ca-file",
+    client_cert_auth: "--peer-client-cert-auth",
+    crl_file: "--peer-crl-file",
+    auto_tls: "--peer-auto-tls",
+};
+
+/// One set of etcd's TLS flags (the client URLs' or the peer URLs').
+#[derive(Debug, Clone)]
 pub struct TlsFlags {
+    /// Which set: the flags' names in messages.
+    pub names: &'static FlagNames,
     /// `--cert-file`.
     pub cert_file: Option<PathBuf>,
     /// `--key-file`.
@@ -57,9 +101,11 @@ pub struct TlsFlags {
     /// `--client-cert-auth`.
     pub client_cert_auth: bool,
     /// `--client-crl-file`.
-    pub client_crl_file: Option<PathBuf>,
+    pub crl_file: Option<PathBuf>,
     /// `--auto-tls`: a self-signed certificate for these host names when no files are given.
     pub auto_tls: bool,
+    /// `--peer-cert-allowed-cn` or `--peer-cert-allowed-hostname` (peers only).
+    pub allowed_name: Option<AllowedName>,
     /// `--cipher-suites` (Go's names).
     pub cipher_suites: Vec<String>,
     /// `--tls-min-version`.
@@ -68,10 +114,80 @@ pub struct TlsFlags {
     pub max_version: Option<String>,
 }
 
+/// No TLS: the client URLs' set with nothing given.
+impl Default for TlsFlags {
+    fn default() -> Self {
+        Self {
+            names: &CLIENT_FLAGS,
+            cert_file: None,
+            key_file: None,
+            trusted_ca_file: None,
+            client_cert_auth: false,
+            crl_file: None,
+            auto_tls: false,
+            allowed_name: None,
+            cipher_suites: Vec::new(),
+            min_version: None,
+            max_version: None,
+        }
+    }
+}
+
 impl TlsFlags {
-    /// True when the flags give a certificate (files or `--auto-tls`).
+    /// True when the flags give a certificate (files or auto TLS).
     pub fn has_certificate(&self) -> bool {
         (self.cert_file.is_some() && self.key_file.is_some()) || self.auto_tls
+    }
+}
+
+/// What both ends of one set of flags share: the crypto provider with the chosen suites, the
+/// protocol versions, and this process's own certificate (served by a listener, presented by
+/// a dialing peer).
+pub(super) struct Basis {
+    pub(super) provider: Arc<CryptoProvider>,
+    pub(super) versions: Vec<&'static SupportedProtocolVersion>,
+    pub(super) own: Arc<OwnCert>,
+}
+
+impl Basis {
+    /// Reads the flags; `hosts` names the self-signed certificate of auto TLS.
+    pub(super) fn new(flags: &TlsFlags, hosts: &[String]) -> Result<Self, TlsError> {
+        let mut provider = ring::default_provider();
+        let versions = versions(flags.min_version.as_deref(), flags.max_version.as_deref())?;
+        if !flags.cipher_suites.is_empty() {
+            if !versions.iter().any(|v| v.version == rustls::ProtocolVersion::TLSv1_2) {
+                return Err(TlsError::Flag(
+                    "cipher suites cannot be configured when only TLS1.3 is enabled".into(),
+                ));
+            }
+            provider.cipher_suites = cipher_suites(&flags.cipher_suites)?;
+        }
+        let provider = Arc::new(provider);
+        let names = flags.names;
+        let own = match (&flags.cert_file, &flags.key_file) {
+            (Some(cert), Some(key)) => {
+                OwnCert::Files(ReloadingCert::load(names, cert, key, Arc::clone(&provider))?)
+            }
+            (None, None) if flags.auto_tls => OwnCert::SelfSigned(self_signed(hosts, &provider)?),
+            _ => {
+                return Err(TlsError::Flag(format!(
+                    "{} and {} must be given together",
+                    names.cert_file, names.key_file
+                )))
+            }
+        };
+        Ok(Self { provider, versions, own: Arc::new(own) })
+    }
+
+    /// The trusted CA file's certificates, when one is given.
+    pub(super) fn roots(&self, flags: &TlsFlags) -> Result<Option<RootCertStore>, TlsError> {
+        let Some(ca) = &flags.trusted_ca_file else { return Ok(None) };
+        let what = flags.names.trusted_ca_file;
+        let mut roots = RootCertStore::empty();
+        for cert in pem_certs(what, ca)? {
+            roots.add(cert).map_err(|e| file_error(what, ca, e))?;
+        }
+        Ok(Some(roots))
     }
 }
 
@@ -88,49 +204,44 @@ impl fmt::Debug for TlsServer {
 }
 
 impl TlsServer {
-    /// Reads the flags; `hosts` names the self-signed certificate of `--auto-tls`.
+    /// Reads the flags; `hosts` names the self-signed certificate of auto TLS.
     pub fn new(flags: &TlsFlags, hosts: &[String]) -> Result<Self, TlsError> {
-        let mut provider = ring::default_provider();
-        let versions = versions(flags.min_version.as_deref(), flags.max_version.as_deref())?;
-        if !flags.cipher_suites.is_empty() {
-            if !versions.iter().any(|v| v.version == rustls::ProtocolVersion::TLSv1_2) {
-                return Err(TlsError::Flag(
-                    "cipher suites cannot be configured when only TLS1.3 is enabled".into(),
-                ));
-            }
-            provider.cipher_suites = cipher_suites(&flags.cipher_suites)?;
-        }
-        let provider = Arc::new(provider);
-        let certificate: Arc<dyn ResolvesServerCert> = match (&flags.cert_file, &flags.key_file) {
-            (Some(cert), Some(key)) => Arc::new(ReloadingCert::load(cert, key, Arc::clone(&provider))?),
-            (None, None) if flags.auto_tls => Arc::new(SelfSigned(self_signed(hosts, &provider)?)),
-            _ => return Err(TlsError::Flag("--cert-file and --key-file must be given together".into())),
-        };
-        let builder = ServerConfig::builder_with_provider(Arc::clone(&provider))
-            .with_protocol_versions(&versions)
+        Self::with(flags, &Basis::new(flags, hosts)?)
+    }
+
+    pub(super) fn with(flags: &TlsFlags, basis: &Basis) -> Result<Self, TlsError> {
+        let names = flags.names;
+        let builder = ServerConfig::builder_with_provider(Arc::clone(&basis.provider))
+            .with_protocol_versions(&basis.versions)
             .map_err(|e| TlsError::Rustls(e.to_string()))?;
         let builder = if flags.client_cert_auth {
-            let Some(ca) = &flags.trusted_ca_file else {
-                return Err(TlsError::Flag("--client-cert-auth needs --trusted-ca-file".into()));
+            let Some(roots) = basis.roots(flags)? else {
+                return Err(TlsError::Flag(format!(
+                    "{} needs {}",
+                    names.client_cert_auth, names.trusted_ca_file
+                )));
             };
-            let mut roots = RootCertStore::empty();
-            for cert in pem_certs("--trusted-ca-file", ca)? {
-                roots.add(cert).map_err(|e| file_error("--trusted-ca-file", ca, e))?;
-            }
             let mut verifier =
-                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&provider));
-            if let Some(crl) = &flags.client_crl_file {
+                WebPkiClientVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&basis.provider));
+            if let Some(crl) = &flags.crl_file {
                 let crls = CertificateRevocationListDer::pem_file_iter(crl)
-                    .map_err(|e| file_error("--client-crl-file", crl, e))?
+                    .map_err(|e| file_error(names.crl_file, crl, e))?
                     .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| file_error("--client-crl-file", crl, e))?;
+                    .map_err(|e| file_error(names.crl_file, crl, e))?;
                 verifier = verifier.with_crls(crls);
             }
-            builder.with_client_cert_verifier(verifier.build().map_err(|e| TlsError::Rustls(e.to_string()))?)
+            let verifier = verifier.build().map_err(|e| TlsError::Rustls(e.to_string()))?;
+            match &flags.allowed_name {
+                Some(name) => builder.with_client_cert_verifier(Arc::new(AllowedClients {
+                    inner: verifier,
+                    name: name.clone(),
+                })),
+                None => builder.with_client_cert_verifier(verifier),
+            }
         } else {
             builder.with_no_client_auth()
         };
-        let mut config = builder.with_cert_resolver(certificate);
+        let mut config = builder.with_cert_resolver(Arc::clone(&basis.own) as Arc<dyn ResolvesServerCert>);
         // gRPC is HTTP/2 only; grpc-go clients refuse a server that does not say so.
         config.alpn_protocols = vec![b"h2".to_vec()];
         Ok(Self { config: Arc::new(config) })
@@ -149,6 +260,43 @@ impl TlsServer {
     }
 }
 
+/// This process's certificate: the files' (re-read when they change) or auto TLS's.
+#[derive(Debug)]
+pub(super) enum OwnCert {
+    Files(ReloadingCert),
+    SelfSigned(Arc<CertifiedKey>),
+}
+
+impl OwnCert {
+    fn current(&self) -> Option<Arc<CertifiedKey>> {
+        match self {
+            Self::Files(files) => files.current(),
+            Self::SelfSigned(key) => Some(Arc::clone(key)),
+        }
+    }
+
+    /// True for auto TLS's certificate, which no CA vouches for.
+    pub(super) fn is_self_signed(&self) -> bool {
+        matches!(self, Self::SelfSigned(_))
+    }
+}
+
+impl ResolvesServerCert for OwnCert {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.current()
+    }
+}
+
+impl ResolvesClientCert for OwnCert {
+    fn resolve(&self, _: &[&[u8]], _: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        self.current()
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
 fn file_error(what: &'static str, path: &Path, reason: impl fmt::Display) -> TlsError {
     TlsError::File { what, path: path.to_path_buf(), reason: reason.to_string() }
 }
@@ -164,15 +312,20 @@ fn pem_certs(what: &'static str, path: &Path) -> Result<Vec<CertificateDer<'stat
     Ok(certs)
 }
 
-fn certified_key(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
-    let certs = pem_certs("--cert-file", cert)?;
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| file_error("--key-file", key, e))?;
+fn certified_key(
+    names: &FlagNames,
+    cert: &Path,
+    key: &Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, TlsError> {
+    let certs = pem_certs(names.cert_file, cert)?;
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| file_error(names.key_file, key, e))?;
     let signing =
-        provider.key_provider.load_private_key(key_der).map_err(|e| file_error("--key-file", key, e))?;
+        provider.key_provider.load_private_key(key_der).map_err(|e| file_error(names.key_file, key, e))?;
     let certified = CertifiedKey::new(certs, signing);
     certified
         .keys_match()
-        .map_err(|e| file_error("--key-file", key, format!("does not match --cert-file: {e}")))?;
+        .map_err(|e| file_error(names.key_file, key, format!("does not match {}: {e}", names.cert_file)))?;
     Ok(certified)
 }
 
@@ -255,7 +408,8 @@ fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, TlsError
 
 /// The files' certificate, re-read when either file's modification time changes. A file
 /// caught half written keeps the old pair (and the next check tries again).
-struct ReloadingCert {
+pub(super) struct ReloadingCert {
+    names: &'static FlagNames,
     cert_file: PathBuf,
     key_file: PathBuf,
     provider: Arc<CryptoProvider>,
@@ -282,46 +436,42 @@ fn modified(path: &Path) -> Option<SystemTime> {
 }
 
 impl ReloadingCert {
-    fn load(cert_file: &Path, key_file: &Path, provider: Arc<CryptoProvider>) -> Result<Self, TlsError> {
+    fn load(
+        names: &'static FlagNames,
+        cert_file: &Path,
+        key_file: &Path,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<Self, TlsError> {
         let stamps = (modified(cert_file), modified(key_file));
-        let key = Arc::new(certified_key(cert_file, key_file, &provider)?);
+        let key = Arc::new(certified_key(names, cert_file, key_file, &provider)?);
         Ok(Self {
+            names,
             cert_file: cert_file.to_path_buf(),
             key_file: key_file.to_path_buf(),
             provider,
             state: Mutex::new(Loaded { stamps, key, checked: Instant::now() }),
         })
     }
-}
 
-impl ResolvesServerCert for ReloadingCert {
-    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+    /// The pair to hand out now, re-read first when the files changed.
+    fn current(&self) -> Option<Arc<CertifiedKey>> {
         let mut state = self.state.lock().ok()?;
         if state.checked.elapsed() >= RECHECK {
             state.checked = Instant::now();
             let stamps = (modified(&self.cert_file), modified(&self.key_file));
             if stamps != state.stamps {
-                match certified_key(&self.cert_file, &self.key_file, &self.provider) {
+                let flag = self.names.cert_file;
+                match certified_key(self.names, &self.cert_file, &self.key_file, &self.provider) {
                     Ok(key) => {
-                        tracing::info!(cert = %self.cert_file.display(), "reloaded the client TLS certificate");
+                        tracing::info!(cert = %self.cert_file.display(), flag, "reloaded the TLS certificate");
                         state.key = Arc::new(key);
                         state.stamps = stamps;
                     }
-                    Err(err) => tracing::warn!(%err, "keeping the previous client TLS certificate"),
+                    Err(err) => tracing::warn!(%err, flag, "keeping the previous TLS certificate"),
                 }
             }
         }
         Some(Arc::clone(&state.key))
-    }
-}
-
-/// `--auto-tls`'s certificate.
-#[derive(Debug)]
-struct SelfSigned(Arc<CertifiedKey>);
-
-impl ResolvesServerCert for SelfSigned {
-    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(Arc::clone(&self.0))
     }
 }
 
@@ -330,10 +480,10 @@ fn self_signed(hosts: &[String], provider: &CryptoProvider) -> Result<Arc<Certif
     names.push("localhost".into());
     names.sort();
     names.dedup();
-    let generated = rcgen::generate_simple_self_signed(names)
-        .map_err(|e| TlsError::Rustls(format!("--auto-tls: {e}")))?;
+    let generated =
+        rcgen::generate_simple_self_signed(names).map_err(|e| TlsError::Rustls(format!("auto TLS: {e}")))?;
     let key_der = PrivateKeyDer::try_from(generated.key_pair.serialize_der())
-        .map_err(|e| TlsError::Rustls(format!("--auto-tls: {e}")))?;
+        .map_err(|e| TlsError::Rustls(format!("auto TLS: {e}")))?;
     let signing =
         provider.key_provider.load_private_key(key_der).map_err(|e| TlsError::Rustls(e.to_string()))?;
     Ok(Arc::new(CertifiedKey::new(vec![generated.cert.der().clone()], signing)))

@@ -31,6 +31,8 @@ pub struct Cluster {
     dirs: Vec<PathBuf>,
     logs: Vec<PathBuf>,
     extra: Vec<String>,
+    /// Each member's own flags, after `extra`.
+    each: Vec<Vec<String>>,
     pub members: Vec<Option<Server>>,
     _root: tempfile::TempDir,
 }
@@ -44,6 +46,17 @@ impl Cluster {
 
     /// [`Cluster::start`] on the given peer URLs, one member each.
     pub async fn start_on(kind: Kind, peers: Vec<String>, extra: &[&str]) -> Cluster {
+        let each = vec![Vec::new(); peers.len()];
+        Self::start_each(kind, peers, extra, each).await
+    }
+
+    /// [`Cluster::start_on`], member `i` also given the flags `each[i]`.
+    pub async fn start_each(
+        kind: Kind,
+        peers: Vec<String>,
+        extra: &[&str],
+        each: Vec<Vec<String>>,
+    ) -> Cluster {
         let n = peers.len();
         let root = tempfile::tempdir().unwrap();
         let names: Vec<String> = (1..=n).map(|i| format!("m{i}")).collect();
@@ -54,6 +67,7 @@ impl Cluster {
             names,
             peers,
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            each,
             members: (0..n).map(|_| None).collect(),
             _root: root,
         };
@@ -65,7 +79,8 @@ impl Cluster {
         cluster
     }
 
-    fn launch(&self, i: usize) -> Launch {
+    /// Member `i`'s start, not yet made.
+    pub fn launch(&self, i: usize) -> Launch {
         let binary = match self.kind {
             Kind::Actcd => PathBuf::from(env!("CARGO_BIN_EXE_actcd")),
             Kind::Etcd => etcd_binary(),
@@ -88,6 +103,7 @@ impl Cluster {
             .log_level("info")
             .args(&flags)
             .args(&self.extra)
+            .args(&self.each[i])
     }
 
     /// Member `i`, which must be running.

@@ -29,6 +29,7 @@ mod maintenance;
 mod membership;
 mod metrics;
 mod pause;
+mod peer_tls;
 mod raft_log;
 mod setup;
 mod tls;

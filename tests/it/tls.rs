@@ -16,13 +16,13 @@ use rcgen::{
 use crate::harness::{etcdctl_binary, free_port, Server};
 
 /// A CA and the files of certificates it signed.
-struct Ca {
+pub struct Ca {
     cert: Certificate,
     key: KeyPair,
 }
 
 impl Ca {
-    fn new(name: &str) -> Ca {
+    pub fn new(name: &str) -> Ca {
         let key = KeyPair::generate().unwrap();
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -45,14 +45,32 @@ impl Ca {
         purpose: ExtendedKeyUsagePurpose,
         serial: Option<u64>,
     ) -> (PathBuf, PathBuf) {
+        self.sign(dir, name, name, &[purpose], serial)
+    }
+
+    /// Writes `<file>.pem` and `<file>-key.pem` under `dir`: a certificate named `cn` for the
+    /// loopback names, for both ends of a peer connection.
+    pub fn issue_peer(&self, dir: &Path, file: &str, cn: &str) -> (PathBuf, PathBuf) {
+        use ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+        self.sign(dir, file, cn, &[ServerAuth, ClientAuth], None)
+    }
+
+    fn sign(
+        &self,
+        dir: &Path,
+        file: &str,
+        cn: &str,
+        purposes: &[ExtendedKeyUsagePurpose],
+        serial: Option<u64>,
+    ) -> (PathBuf, PathBuf) {
         let key = KeyPair::generate().unwrap();
         let mut params =
             CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
         params.serial_number = serial.map(SerialNumber::from);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.extended_key_usages = vec![purpose];
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = purposes.to_vec();
         let cert = params.signed_by(&key, &self.cert, &self.key).unwrap();
-        let (cert_file, key_file) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}-key.pem")));
+        let (cert_file, key_file) = (dir.join(format!("{file}.pem")), dir.join(format!("{file}-key.pem")));
         // Written whole and renamed, as a certificate manager rotates them.
         for (path, text) in [(&key_file, key.serialize_pem()), (&cert_file, cert.pem())] {
             let staged = path.with_extension("tmp");
@@ -85,7 +103,8 @@ impl Ca {
         path
     }
 
-    fn write(&self, dir: &Path) -> PathBuf {
+    /// Writes the CA's certificate to `ca.pem` under `dir`.
+    pub fn write(&self, dir: &Path) -> PathBuf {
         let path = dir.join("ca.pem");
         std::fs::write(&path, self.cert.pem()).unwrap();
         path

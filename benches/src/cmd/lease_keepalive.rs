@@ -1,7 +1,7 @@
 //! `lease-keepalive`: each client grants one lease (TTL 100) and then keeps it alive once per
 //! request, each time over a short LeaseKeepAlive stream (etcd's `KeepAliveOnce`).
 
-use crate::conn::{channel_for, connect};
+use crate::conn::{channel_for, connect, Conn};
 use crate::output::Out;
 use crate::report::Recorder;
 use crate::runner::{run_load, OpError, Plan, Worker};
@@ -12,7 +12,6 @@ use actcd_proto::etcdserverpb::{LeaseGrantRequest, LeaseKeepAliveRequest};
 use clap::Args;
 use std::future::Future;
 use std::sync::Arc;
-use tonic::transport::Channel;
 
 /// `lease-keepalive`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -48,7 +47,7 @@ impl LeaseKeepaliveArgs {
 const TTL: i64 = 100;
 
 struct KeepaliveWorker {
-    lease: LeaseClient<Channel>,
+    lease: LeaseClient<Conn>,
     id: Option<i64>,
 }
 

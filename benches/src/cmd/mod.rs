@@ -12,9 +12,11 @@
 //! - [`watch_latency`]: from a put's send to each watcher's event.
 //! - [`watch_fanout`]: many watchers of one key, events delivered per second.
 //! - [`lease_keepalive`]: one short keep-alive stream per request.
+//! - [`authenticate`]: Authenticate with one name and password, right or wrong.
 //! - [`stm`]: etcd's software transactional memory, at its four isolation levels, optionally
 //!   under a lock.
 
+pub mod authenticate;
 pub mod lease_keepalive;
 pub mod put;
 pub mod range;

@@ -2,7 +2,7 @@
 //! one random `--val-size` value, optionally compacting every `--compact-interval`, and reading
 //! HashKV and Status after the run with `--check-hashkv`.
 
-use crate::conn::{channel_for, connect, kv_client, status_text};
+use crate::conn::{channel_for, connect, kv_client, status_text, Conn};
 use crate::format::humanize_bytes;
 use crate::keys::{check_key_space, varint_key, Rng};
 use crate::output::Out;
@@ -19,7 +19,6 @@ use clap::{ArgAction, Args};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 
 /// `put`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -54,7 +53,7 @@ pub struct PutArgs {
 }
 
 struct PutWorker {
-    kv: KvClient<Channel>,
+    kv: KvClient<Conn>,
     rng: Rng,
     key_size: usize,
     key_space: u64,
@@ -127,7 +126,7 @@ impl PutArgs {
 
 /// Every `interval`, reads the current revision and compacts `delta` revisions behind it.
 /// Failures are warnings: the put load goes on.
-async fn compact_loop(mut kv: KvClient<Channel>, interval: Duration, delta: i64, bound: Duration) {
+async fn compact_loop(mut kv: KvClient<Conn>, interval: Duration, delta: i64, bound: Duration) {
     loop {
         tokio::time::sleep(interval).await;
         let range = RangeRequest { key: Bytes::from_static(b"foo"), ..Default::default() };
@@ -158,7 +157,7 @@ async fn compact_loop(mut kv: KvClient<Channel>, interval: Duration, delta: i64,
 }
 
 /// `--check-hashkv`: HashKV and Status of the first endpoint, as etcd's `HashKV Summary`.
-async fn hash_kv(settings: &Settings, out: &Out, channel: Channel) {
+async fn hash_kv(settings: &Settings, out: &Out, channel: Conn) {
     let endpoint = settings.endpoints.first().cloned().unwrap_or_default();
     let mut m = MaintenanceClient::new(channel);
     let bound = settings.request_timeout;

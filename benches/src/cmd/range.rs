@@ -1,7 +1,7 @@
 //! `range key [end]`: the same Range request `--total` times, linearizable or serializable, with
 //! `--limit`, `--count-only`, `--keys-only` and `--prefix`.
 
-use crate::conn::{channel_for, connect, kv_client};
+use crate::conn::{channel_for, connect, kv_client, Conn};
 use crate::output::Out;
 use crate::report::Recorder;
 use crate::runner::{run_load, OpError, Plan, Worker};
@@ -14,7 +14,6 @@ use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;
 use std::sync::Arc;
-use tonic::transport::Channel;
 
 /// `range key [end]`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -114,7 +113,7 @@ pub fn request(a: &RangeArgs) -> Result<RangeRequest, String> {
 }
 
 struct RangeWorker {
-    kv: KvClient<Channel>,
+    kv: KvClient<Conn>,
     req: RangeRequest,
 }
 

@@ -3,7 +3,7 @@
 
 use super::range::serializable;
 use super::txn_put::put_op;
-use crate::conn::{channel_for, connect, kv_client};
+use crate::conn::{channel_for, connect, kv_client, Conn};
 use crate::keys::{check_key_space, varint_key, Rng};
 use crate::output::Out;
 use crate::report::Recorder;
@@ -18,7 +18,6 @@ use clap::Args;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tonic::transport::Channel;
 
 /// `txn-mixed [key] [end]`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -126,7 +125,7 @@ const READ: usize = 0;
 const WRITE: usize = 1;
 
 struct MixedWorker {
-    kv: KvClient<Channel>,
+    kv: KvClient<Conn>,
     rng: Rng,
     read_share: f64,
     read: TxnRequest,

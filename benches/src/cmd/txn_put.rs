@@ -1,7 +1,7 @@
 //! `txn-put`: transactions of `--txn-ops` puts, request `i` putting the key numbers
 //! `i·ops .. i·ops + ops` (mod `--key-space-size`).
 
-use crate::conn::{channel_for, connect, kv_client};
+use crate::conn::{channel_for, connect, kv_client, Conn};
 use crate::keys::{check_key_space, varint_key, Rng};
 use crate::output::Out;
 use crate::report::Recorder;
@@ -15,7 +15,6 @@ use bytes::Bytes;
 use clap::Args;
 use std::future::Future;
 use std::sync::Arc;
-use tonic::transport::Channel;
 
 /// `txn-put`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -98,7 +97,7 @@ pub fn txn_put_request(i: u64, ops: u64, space: u64, key_size: usize, value: &By
 }
 
 struct TxnPutWorker {
-    kv: KvClient<Channel>,
+    kv: KvClient<Conn>,
     ops: u64,
     space: u64,
     key_size: usize,

@@ -9,7 +9,7 @@
 //! create on, one more client on a connection of its own gets key `abc` (serializable) over and
 //! over until every watcher has its events; the report is those gets' latencies.
 
-use crate::conn::{channel_for, connect, dial, is_fatal, kv_client, status_text, MAX_RESPONSE};
+use crate::conn::{channel_for, connect, dial, is_fatal, kv_client, status_text, Conn, MAX_RESPONSE};
 use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
@@ -30,7 +30,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tonic::transport::Channel;
 
 /// The key the watchers watch (etcd benchmark's).
 const WATCH_KEY: &[u8] = b"watchkey";
@@ -139,7 +138,7 @@ impl WatchGetArgs {
 
 /// Puts `versions` versions of [`WATCH_KEY`] (values "0", "1", ...); returns the revision of the
 /// first, where the watchers start.
-async fn put_versions(settings: &Settings, channel: Channel, versions: u64) -> Result<i64, String> {
+async fn put_versions(settings: &Settings, channel: Conn, versions: u64) -> Result<i64, String> {
     let mut kv = kv_client(channel);
     let mut first = 0;
     for i in 0..versions {
@@ -164,7 +163,7 @@ async fn put_versions(settings: &Settings, channel: Channel, versions: u64) -> R
 /// Serializable gets of [`GET_KEY`], one after another, until `done`; a get cut off by `done`
 /// is not recorded.
 async fn get_loop(
-    mut kv: KvClient<Channel>,
+    mut kv: KvClient<Conn>,
     rec: Arc<Recorder>,
     mut done: watch::Receiver<bool>,
     bound: std::time::Duration,
@@ -185,7 +184,7 @@ async fn get_loop(
 
 /// One stream's watchers, each to catch up on `events` events from `start_revision`.
 struct Unsynced {
-    channel: Channel,
+    channel: Conn,
     watchers: usize,
     start_revision: i64,
     events: u64,

@@ -21,6 +21,7 @@
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
 use actcd_bench::conn::dial;
+use actcd_bench::conn::Conn;
 use actcd_bench::output::Out;
 use actcd_bench::progress::Progress;
 use actcd_bench::report::Recorder;
@@ -38,7 +39,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 
 /// Connections dialed at once (a burst of thousands overflows the server's accept backlog).
 const DIAL_BATCH: usize = 100;
@@ -322,7 +322,7 @@ async fn measure(
 
     // Connections, in batches.
     let conns = row.clients as usize;
-    let mut channels: Vec<Channel> = Vec::with_capacity(conns);
+    let mut channels: Vec<Conn> = Vec::with_capacity(conns);
     while channels.len() < conns && !stop.is_stopped() {
         let n = DIAL_BATCH.min(conns - channels.len());
         match dial(settings, n).await {

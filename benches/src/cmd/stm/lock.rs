@@ -9,7 +9,7 @@
 //! - `lock-rpc`, the server's Lock service (etcd's `v3lockpb.Lock`), which does the same on the
 //!   server: Lock(name `stmlock`, the lease) answers with the held key, Unlock deletes it.
 
-use crate::conn::{status_text, MAX_RESPONSE};
+use crate::conn::{status_text, Conn, MAX_RESPONSE};
 use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
@@ -29,7 +29,6 @@ use futures::StreamExt;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 use tonic::codegen::http::uri::PathAndQuery;
-use tonic::transport::Channel;
 use tonic::Status;
 
 /// The lock's name (etcd benchmark's); the mutex's keys live under `stmlock/`.
@@ -41,13 +40,13 @@ const SESSION_TTL: i64 = 60;
 pub struct Session {
     /// The lease.
     pub lease: i64,
-    lease_client: LeaseClient<Channel>,
+    lease_client: LeaseClient<Conn>,
     keep_alive: JoinHandle<()>,
 }
 
 impl Session {
     /// Grants the lease on `channel` and starts keeping it alive.
-    pub async fn open(channel: Channel) -> Result<Self, Status> {
+    pub async fn open(channel: Conn) -> Result<Self, Status> {
         let mut lease_client = LeaseClient::new(channel);
         let grant =
             lease_client.lease_grant(LeaseGrantRequest { ttl: SESSION_TTL, id: 0 }).await?.into_inner();
@@ -104,8 +103,8 @@ fn range_of(op: Option<&actcd_proto::etcdserverpb::ResponseOp>) -> Option<&Range
 
 /// etcd's `concurrency.Mutex` on `stmlock/`, for one session.
 pub struct Mutex {
-    kv: KvClient<Channel>,
-    watch: WatchClient<Channel>,
+    kv: KvClient<Conn>,
+    watch: WatchClient<Conn>,
     prefix: Bytes,
     key: Bytes,
     lease: i64,
@@ -113,7 +112,7 @@ pub struct Mutex {
 
 impl Mutex {
     /// The mutex of the session with `lease`, over `channel`.
-    pub fn new(channel: Channel, lease: i64) -> Self {
+    pub fn new(channel: Conn, lease: i64) -> Self {
         let prefix = Bytes::from(format!("{LOCK_NAME}/"));
         Self {
             kv: KvClient::new(channel.clone()).max_decoding_message_size(MAX_RESPONSE),
@@ -267,7 +266,7 @@ mod v3lockpb {
 
 /// The server's Lock service, for one session.
 pub struct RpcLock {
-    grpc: tonic::client::Grpc<Channel>,
+    grpc: tonic::client::Grpc<Conn>,
     lease: i64,
     /// The key the last Lock answered with, which Unlock deletes.
     held: Bytes,
@@ -275,7 +274,7 @@ pub struct RpcLock {
 
 impl RpcLock {
     /// The lock of the session with `lease`, over `channel`.
-    pub fn new(channel: Channel, lease: i64) -> Self {
+    pub fn new(channel: Conn, lease: i64) -> Self {
         Self { grpc: tonic::client::Grpc::new(channel), lease, held: Bytes::new() }
     }
 

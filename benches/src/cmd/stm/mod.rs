@@ -13,7 +13,7 @@
 pub mod lock;
 pub mod txn;
 
-use crate::conn::{channel_for, connect, kv_client, status_text};
+use crate::conn::{channel_for, connect, kv_client, status_text, Conn};
 use crate::keys::{varint_key, Rng};
 use crate::output::Out;
 use crate::report::Recorder;
@@ -27,7 +27,6 @@ use lock::{Mutex, RpcLock, Session};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tonic::transport::Channel;
 use txn::{Commit, Isolation, Stm};
 
 /// The size of an STM key (etcd benchmark's).
@@ -137,8 +136,8 @@ impl StmArgs {
                     isolation,
                     lock: match locker {
                         Locker::Stm => Lock::None,
-                        Locker::Client => Lock::Client(Mutex::new(channel, lease)),
-                        Locker::Rpc => Lock::Rpc(RpcLock::new(channel, lease)),
+                        Locker::Client => Lock::Client(Box::new(Mutex::new(channel, lease))),
+                        Locker::Rpc => Lock::Rpc(Box::new(RpcLock::new(channel, lease))),
                     },
                     keys: self.keys,
                     per_txn: self.keys_per_txn as usize,
@@ -187,12 +186,13 @@ impl Limiter {
 
 enum Lock {
     None,
-    Client(Mutex),
-    Rpc(RpcLock),
+    // Boxed: each holds clients of a few hundred bytes (tokened connections), once per worker.
+    Client(Box<Mutex>),
+    Rpc(Box<RpcLock>),
 }
 
 struct StmWorker {
-    kv: KvClient<Channel>,
+    kv: KvClient<Conn>,
     rng: Rng,
     isolation: Isolation,
     lock: Lock,

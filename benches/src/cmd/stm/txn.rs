@@ -15,6 +15,7 @@
 //! The serializable levels also read every key of the read set in the commit's failure branch,
 //! so a retry starts from those values without asking again (etcd's prefetch).
 
+use crate::conn::Conn;
 use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::request_op::Request;
@@ -22,7 +23,6 @@ use actcd_proto::etcdserverpb::response_op::Response;
 use actcd_proto::etcdserverpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse};
 use bytes::Bytes;
 use std::collections::BTreeMap;
-use tonic::transport::Channel;
 use tonic::Status;
 
 /// etcd's STM isolation levels.
@@ -78,7 +78,7 @@ pub enum Commit {
 /// One STM transaction over `kv`: [`Stm::reset`], then gets and puts, then [`Stm::commit`],
 /// again from `reset` while the commit says [`Commit::Retry`].
 pub struct Stm<'a> {
-    kv: &'a mut KvClient<Channel>,
+    kv: &'a mut KvClient<Conn>,
     isolation: Isolation,
     reads: BTreeMap<Bytes, Read>,
     writes: BTreeMap<Bytes, Bytes>,
@@ -90,7 +90,7 @@ pub struct Stm<'a> {
 
 impl<'a> Stm<'a> {
     /// A transaction at `isolation`.
-    pub fn new(kv: &'a mut KvClient<Channel>, isolation: Isolation) -> Self {
+    pub fn new(kv: &'a mut KvClient<Conn>, isolation: Isolation) -> Self {
         Self {
             kv,
             isolation,
@@ -215,7 +215,7 @@ fn reads_of(r: &TxnResponse) -> Vec<Read> {
 mod tests {
     use super::*;
 
-    fn stm_with(isolation: Isolation, kv: &mut KvClient<Channel>) -> Stm<'_> {
+    fn stm_with(isolation: Isolation, kv: &mut KvClient<Conn>) -> Stm<'_> {
         let mut s = Stm::new(kv, isolation);
         s.reads.insert(Bytes::from_static(b"a"), Read { mod_revision: 7, revision: 9 });
         s.reads.insert(Bytes::from_static(b"b"), Read { mod_revision: 0, revision: 11 });
@@ -238,7 +238,8 @@ mod tests {
 
     #[tokio::test]
     async fn each_level_guards_what_etcd_guards() {
-        let channel = Channel::from_static("http://127.0.0.1:1").connect_lazy();
+        let channel =
+            crate::conn::plain(tonic::transport::Channel::from_static("http://127.0.0.1:1").connect_lazy());
         let mut kv = KvClient::new(channel);
         let eq = CompareResult::Equal as i32;
         let lt = CompareResult::Less as i32;

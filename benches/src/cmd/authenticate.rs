@@ -1,0 +1,68 @@
+//! `authenticate`: Authenticate over and over with one name and password, right or wrong: what
+//! checking a password costs the server (bcrypt is slow on purpose), and, run beside `put`,
+//! whether a loop of wrong passwords slows anyone else's writes. etcd's benchmark has no such
+//! command.
+
+use crate::conn::{channel_for, connect, Conn};
+use crate::output::Out;
+use crate::report::Recorder;
+use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::settings::Settings;
+use crate::stop::Stop;
+use actcd_proto::etcdserverpb::auth_client::AuthClient;
+use actcd_proto::etcdserverpb::AuthenticateRequest;
+use clap::Args;
+use std::future::Future;
+use std::sync::Arc;
+
+/// `authenticate`'s flags.
+#[derive(Debug, Clone, Args)]
+pub struct AuthenticateArgs {
+    /// Total number of Authenticate requests.
+    #[arg(long, default_value_t = 1000)]
+    pub total: u64,
+    /// The user name to authenticate as.
+    #[arg(long, default_value = "root")]
+    pub name: String,
+    /// The password to try (a wrong one measures the brute-force loop).
+    #[arg(long, default_value = "")]
+    pub password: String,
+}
+
+impl AuthenticateArgs {
+    /// Runs `authenticate`.
+    pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
+        let Some(channels) = connect(settings, stop, out, &["authenticate"]).await else {
+            return;
+        };
+        let request = AuthenticateRequest { name: self.name, password: self.password };
+        let workers: Vec<AuthWorker> = (0..settings.clients)
+            .map(|c| AuthWorker {
+                auth: AuthClient::new(channel_for(&channels, c)),
+                request: request.clone(),
+            })
+            .collect();
+        let rec = Arc::new(Recorder::new("authenticate", settings.clients, settings.sample));
+        let total =
+            run_load(settings, stop, Plan::new(self.total, 0), std::slice::from_ref(&rec), workers).await;
+        out.report("", rec.stats(total), "");
+    }
+}
+
+struct AuthWorker {
+    auth: AuthClient<Conn>,
+    request: AuthenticateRequest,
+}
+
+impl AuthWorker {
+    async fn authenticate(&mut self) -> Result<(), OpError> {
+        self.auth.authenticate(self.request.clone()).await?;
+        Ok(())
+    }
+}
+
+impl Worker for AuthWorker {
+    fn call(&mut self, _i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
+        (0, self.authenticate())
+    }
+}

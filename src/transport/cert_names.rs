@@ -1,0 +1,171 @@
+//! The names a verified certificate carries, and etcd's checks on them: the subject Common
+//! Name (with auth enabled, a client certificate's CN is the user), and `--peer-cert-allowed-cn`
+//! / `--peer-cert-allowed-hostname`, which admit a peer only when its certificate names the
+//! one CN, or is valid for the one host name, the operator gave.
+//!
+//! etcd applies the allowed name to both ends of a peer connection (its `baseConfig` sets the
+//! check on the client and on the server configuration): the listener checks the dialing
+//! member's client certificate, and the dialing member checks the listener's certificate. So
+//! here the check wraps both of rustls' verifiers, and runs after the chain was verified: a
+//! certificate that names the right CN but comes from another CA is refused by the chain.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::ParsedCertificate;
+use rustls::{DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
+
+use super::tls::TlsError;
+
+/// The subject Common Name of a DER certificate.
+pub fn common_name(der: &[u8]) -> Option<Arc<str>> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(Arc::from(cn))
+}
+
+/// The one name a peer's certificate must carry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedName {
+    /// `--peer-cert-allowed-cn`: the subject CN, exactly.
+    CommonName(String),
+    /// `--peer-cert-allowed-hostname`: a DNS or IP subject alternative name valid for this
+    /// host, as a TLS client checks a server's name (Go's `VerifyHostname`).
+    Hostname(ServerName<'static>),
+}
+
+impl AllowedName {
+    /// The allowed name from the two flags, which etcd lets an operator give one of.
+    pub fn from_flags(cn: Option<&str>, hostname: Option<&str>) -> Result<Option<Self>, TlsError> {
+        match (cn.filter(|c| !c.is_empty()), hostname.filter(|h| !h.is_empty())) {
+            (None, None) => Ok(None),
+            (Some(cn), None) => Ok(Some(Self::CommonName(cn.to_string()))),
+            (None, Some(host)) => ServerName::try_from(host.to_string())
+                .map(|name| Some(Self::Hostname(name)))
+                .map_err(|e| TlsError::Flag(format!("--peer-cert-allowed-hostname {host:?}: {e}"))),
+            (Some(cn), Some(host)) => Err(TlsError::Flag(format!(
+                "AllowedCN and AllowedHostname are mutually exclusive (cn={cn:?}, hostname={host:?})"
+            ))),
+        }
+    }
+
+    /// Whether `end_entity` (already verified up to a trusted root) carries the name.
+    pub fn admits(&self, end_entity: &CertificateDer<'_>) -> bool {
+        match self {
+            Self::CommonName(cn) => common_name(end_entity).is_some_and(|name| *name == **cn),
+            Self::Hostname(host) => ParsedCertificate::try_from(end_entity)
+                .is_ok_and(|cert| rustls::client::verify_server_name(&cert, host).is_ok()),
+        }
+    }
+
+    fn refuse(&self) -> Error {
+        // etcd's words for the same refusal.
+        Error::General("client certificate authentication failed".into())
+    }
+}
+
+/// A client certificate verifier that also wants the allowed name.
+#[derive(Debug)]
+pub struct AllowedClients {
+    pub(super) inner: Arc<dyn ClientCertVerifier>,
+    pub(super) name: AllowedName,
+}
+
+impl ClientCertVerifier for AllowedClients {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, Error> {
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        if self.name.admits(end_entity) {
+            Ok(verified)
+        } else {
+            Err(self.name.refuse())
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// A server certificate verifier that also wants the allowed name, when one is given.
+#[derive(Debug)]
+pub struct AllowedServers {
+    pub(super) inner: Arc<dyn ServerCertVerifier>,
+    pub(super) name: Option<AllowedName>,
+}
+
+impl ServerCertVerifier for AllowedServers {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        let verified =
+            self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)?;
+        match &self.name {
+            Some(name) if !name.admits(end_entity) => Err(name.refuse()),
+            _ => Ok(verified),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
