@@ -243,8 +243,17 @@ impl Config {
         }
     }
 
-    /// The peer URLs' TLS flags.
+    /// The peer URLs' TLS flags. As on etcd, `--peer-auto-tls` without certificate files
+    /// replaces the whole set: client certificates, the CA, the CRL and the allowed name go
+    /// (self-signed members could not verify one another), and given files win over it.
     pub fn peer_tls_flags(&self) -> anyhow::Result<TlsFlags> {
+        let files = self.peer_cert_file.is_some() || self.peer_key_file.is_some();
+        if self.peer_auto_tls && files {
+            tracing::warn!("ignoring peer auto TLS since certs given");
+        }
+        if self.peer_auto_tls && !files {
+            return Ok(TlsFlags { names: &PEER_FLAGS, auto_tls: true, ..self.shared_tls() });
+        }
         Ok(TlsFlags {
             names: &PEER_FLAGS,
             cert_file: self.peer_cert_file.clone(),
@@ -252,7 +261,7 @@ impl Config {
             trusted_ca_file: self.peer_trusted_ca_file.clone(),
             client_cert_auth: self.peer_client_cert_auth,
             crl_file: self.peer_crl_file.clone(),
-            auto_tls: self.peer_auto_tls,
+            auto_tls: false,
             allowed_name: AllowedName::from_flags(
                 self.peer_cert_allowed_cn.as_deref(),
                 self.peer_cert_allowed_hostname.as_deref(),

@@ -364,9 +364,8 @@ fn peer_tls(
         return Ok(None);
     };
     if !flags.has_certificate() {
-        anyhow::bail!(
-            "TLS key/cert (--peer-cert-file, --peer-key-file) must be provided for peer url {url} with HTTPS scheme"
-        );
+        let host = url.trim_start_matches("https://").trim_end_matches('/');
+        anyhow::bail!("cannot listen on TLS for {host}: KeyFile and CertFile are not presented");
     }
     let hosts = url_hosts(config.listen_peer_urls.iter().chain(&config.initial_advertise_peer_urls));
     Ok(Some(tls_client::peer(&flags, &hosts)?))

@@ -205,9 +205,11 @@ pub fn incoming_tls(
     budget: Arc<ConnectionBudget>,
     tls: TlsServer,
 ) -> impl Stream<Item = io::Result<TrackedStream<TlsStream<Admitted>>>> {
+    let cn_is_user = tls.cn_is_user();
     ReceiverStream::new(handshakes(listener, budget, tls)).map(move |(stream, _)| {
-        let common_name =
-            stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?));
+        let common_name = cn_is_user
+            .then(|| stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?)))
+            .flatten();
         Ok(TrackedStream::new(stream, &registry, common_name))
     })
 }

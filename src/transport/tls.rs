@@ -195,6 +195,7 @@ impl Basis {
 #[derive(Clone)]
 pub struct TlsServer {
     config: Arc<ServerConfig>,
+    cn_is_user: bool,
 }
 
 impl fmt::Debug for TlsServer {
@@ -214,7 +215,10 @@ impl TlsServer {
         let builder = ServerConfig::builder_with_provider(Arc::clone(&basis.provider))
             .with_protocol_versions(&basis.versions)
             .map_err(|e| TlsError::Rustls(e.to_string()))?;
-        let builder = if flags.client_cert_auth {
+        // etcd 3.4 requires and verifies client certificates as soon as a trusted CA file is
+        // given, with or without the client-cert-auth flag (pkg/transport's ServerConfig); the
+        // flag alone (without a CA) is refused here, where Go would verify against nothing.
+        let builder = if flags.client_cert_auth || flags.trusted_ca_file.is_some() {
             let Some(roots) = basis.roots(flags)? else {
                 return Err(TlsError::Flag(format!(
                     "{} needs {}",
@@ -244,14 +248,20 @@ impl TlsServer {
         let mut config = builder.with_cert_resolver(Arc::clone(&basis.own) as Arc<dyn ResolvesServerCert>);
         // gRPC is HTTP/2 only; grpc-go clients refuse a server that does not say so.
         config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(Self { config: Arc::new(config) })
+        Ok(Self { config: Arc::new(config), cn_is_user: flags.client_cert_auth })
+    }
+
+    /// Whether a verified client certificate's Common Name is the auth user: on etcd only with
+    /// client-cert-auth itself, not with a trusted CA file alone.
+    pub fn cn_is_user(&self) -> bool {
+        self.cn_is_user
     }
 
     /// The same TLS for an HTTP/1.1 server (the metrics URLs): ALPN says http/1.1, not h2.
     pub fn for_http1(&self) -> Self {
         let mut config = (*self.config).clone();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Self { config: Arc::new(config) }
+        Self { config: Arc::new(config), cn_is_user: self.cn_is_user }
     }
 
     /// An acceptor for one handshake.

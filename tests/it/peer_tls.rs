@@ -33,19 +33,23 @@ fn path(p: &Path) -> String {
     p.to_str().unwrap().to_string()
 }
 
-/// Member `i`'s peer flags: its own certificate, the cluster's CA, client certificates
-/// required and the allowed CN.
-fn member_flags(cert: &(PathBuf, PathBuf), ca: &Path) -> Vec<String> {
-    vec![
+/// A member's peer flags: its own certificate, the cluster's CA, client certificates required
+/// (by the flag, or, as on etcd 3.4, by the CA file alone when `require` is false) and the
+/// allowed CN.
+fn member_flags(cert: &(PathBuf, PathBuf), ca: &Path, require: bool) -> Vec<String> {
+    let mut flags = vec![
         "--peer-cert-file".into(),
         path(&cert.0),
         "--peer-key-file".into(),
         path(&cert.1),
         "--peer-trusted-ca-file".into(),
         path(ca),
-        "--peer-client-cert-auth".into(),
         format!("--peer-cert-allowed-cn={PEER_CN}"),
-    ]
+    ];
+    if require {
+        flags.push("--peer-client-cert-auth".into());
+    }
+    flags
 }
 
 /// A peer client of the port `port` dialed through actcd's own peer dialer with `cert` (or a
@@ -136,7 +140,7 @@ async fn members_on_https_peer_urls_admit_only_their_own_certificates() {
 
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers = ports.iter().map(|p| format!("https://127.0.0.1:{p}")).collect();
-    let each = certs.iter().map(|c| member_flags(c, &ca_file)).collect();
+    let each = certs.iter().enumerate().map(|(i, c)| member_flags(c, &ca_file, i != 2)).collect();
     let mut cluster = Cluster::start_each(Kind::Actcd, peers, &[], each).await;
     let leader = cluster.leader().await;
     let (ok, out, err) = cluster.etcdctl(&["put", "over", "peer tls"]);
@@ -146,28 +150,35 @@ async fn members_on_https_peer_urls_admit_only_their_own_certificates() {
     let cluster_id = status.header.as_ref().unwrap().cluster_id;
     cluster.wait_for_equal_hashes(status.header.as_ref().unwrap().revision).await;
 
-    // At a member's peer port: the right certificate reaches Raft ...
-    let port = ports[leader];
-    raft_answers(&mut peer_client(port, Some(&certs[0]), &ca_file).await, cluster_id)
-        .await
-        .expect("a member's own certificate is admitted");
-    // ... nothing else gets past the handshake.
-    assert!(speaks_http2(port, Some(&certs[1]), &ca_file).await, "a member's certificate, by rustls' client");
-    assert!(!speaks_http2(port, None, &ca_file).await, "no client certificate");
-    for (what, cert) in
-        [("another CA", Some(&stranger)), ("another CN", Some(&wrong_cn)), ("self-signed", None)]
-    {
-        let refused = raft_answers(&mut peer_client(port, cert, &ca_file).await, cluster_id).await;
-        let status = refused.expect_err(what);
-        // Refused during the handshake, or by an alert right after it (TLS 1.3, where the
-        // client's certificate is checked once the client thinks it is done): either way a
-        // transport failure (the status has a transport cause), never a gRPC answer.
-        assert!(status.source().is_some(), "{what}: {status:?}");
+    // At every member's peer port (the third requires certificates by its CA file alone):
+    // the right certificate reaches Raft ...
+    for port in ports.iter().copied() {
+        raft_answers(&mut peer_client(port, Some(&certs[0]), &ca_file).await, cluster_id)
+            .await
+            .expect("a member's own certificate is admitted");
+        // ... nothing else gets past the handshake.
+        assert!(
+            speaks_http2(port, Some(&certs[1]), &ca_file).await,
+            "a member's certificate, by rustls' client"
+        );
+        assert!(!speaks_http2(port, None, &ca_file).await, "no client certificate");
+        for (what, cert) in
+            [("another CA", Some(&stranger)), ("another CN", Some(&wrong_cn)), ("self-signed", None)]
+        {
+            let refused = raft_answers(&mut peer_client(port, cert, &ca_file).await, cluster_id).await;
+            let status = refused.expect_err(what);
+            // Refused during the handshake, or by an alert right after it (TLS 1.3, where the
+            // client's certificate is checked once the client thinks it is done): either way
+            // a transport failure (the status has a transport cause), never a gRPC answer.
+            assert!(status.source().is_some(), "{what}: {status:?}");
+        }
+        let mut plain = PeerClient::new(
+            tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
+                .unwrap()
+                .connect_lazy(),
+        );
+        assert!(raft_answers(&mut plain, cluster_id).await.is_err(), "plaintext on the TLS peer port");
     }
-    let mut plain = PeerClient::new(
-        tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect_lazy(),
-    );
-    assert!(raft_answers(&mut plain, cluster_id).await.is_err(), "plaintext on the TLS peer port");
 
     // A member restarted with a certificate of another CA is refused by its peers and refuses
     // them: it never hears from a leader, so never answers a linearizable read.
