@@ -66,6 +66,34 @@ impl AllowedName {
     }
 }
 
+/// The handshake-signature half of a rustls verifier that only adds a check on the chain:
+/// the wrapped verifier's own (`self.inner`), unchanged.
+macro_rules! signatures_by_inner {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            self.inner.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            self.inner.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.inner.supported_verify_schemes()
+        }
+    };
+}
+
 /// A client certificate verifier that also wants the allowed name.
 #[derive(Debug)]
 pub struct AllowedClients {
@@ -100,34 +128,14 @@ impl ClientCertVerifier for AllowedClients {
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    signatures_by_inner!();
 }
 
-/// A server certificate verifier that also wants the allowed name, when one is given.
+/// A server certificate verifier that also wants the allowed name.
 #[derive(Debug)]
 pub struct AllowedServers {
     pub(super) inner: Arc<dyn ServerCertVerifier>,
-    pub(super) name: Option<AllowedName>,
+    pub(super) name: AllowedName,
 }
 
 impl ServerCertVerifier for AllowedServers {
@@ -141,31 +149,12 @@ impl ServerCertVerifier for AllowedServers {
     ) -> Result<ServerCertVerified, Error> {
         let verified =
             self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)?;
-        match &self.name {
-            Some(name) if !name.admits(end_entity) => Err(name.refuse()),
-            _ => Ok(verified),
+        if self.name.admits(end_entity) {
+            Ok(verified)
+        } else {
+            Err(self.name.refuse())
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
+    signatures_by_inner!();
 }

@@ -55,7 +55,10 @@ impl TlsClient {
                 WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::clone(&basis.provider))
                     .build()
                     .map_err(|e| TlsError::Rustls(e.to_string()))?;
-            Arc::new(AllowedServers { inner, name: flags.allowed_name.clone() })
+            match &flags.allowed_name {
+                Some(name) => Arc::new(AllowedServers { inner, name: name.clone() }),
+                None => inner,
+            }
         };
         let mut config = ClientConfig::builder_with_provider(Arc::clone(&basis.provider))
             .with_protocol_versions(&basis.versions)
