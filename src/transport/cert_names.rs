@@ -17,7 +17,10 @@ use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::ParsedCertificate;
 use rustls::{DigitallySignedStruct, DistinguishedName, Error, SignatureScheme};
 
-use super::tls::TlsError;
+/// Allowed-name flags that cannot be served.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct AllowedNameError(String);
 
 /// The subject Common Name of a DER certificate.
 pub fn common_name(der: &[u8]) -> Option<Arc<str>> {
@@ -38,14 +41,14 @@ pub enum AllowedName {
 
 impl AllowedName {
     /// The allowed name from the two flags, which etcd lets an operator give one of.
-    pub fn from_flags(cn: Option<&str>, hostname: Option<&str>) -> Result<Option<Self>, TlsError> {
+    pub fn from_flags(cn: Option<&str>, hostname: Option<&str>) -> Result<Option<Self>, AllowedNameError> {
         match (cn.filter(|c| !c.is_empty()), hostname.filter(|h| !h.is_empty())) {
             (None, None) => Ok(None),
             (Some(cn), None) => Ok(Some(Self::CommonName(cn.to_string()))),
             (None, Some(host)) => ServerName::try_from(host.to_string())
                 .map(|name| Some(Self::Hostname(name)))
-                .map_err(|e| TlsError::Flag(format!("--peer-cert-allowed-hostname {host:?}: {e}"))),
-            (Some(cn), Some(host)) => Err(TlsError::Flag(format!(
+                .map_err(|e| AllowedNameError(format!("--peer-cert-allowed-hostname {host:?}: {e}"))),
+            (Some(cn), Some(host)) => Err(AllowedNameError(format!(
                 "AllowedCN and AllowedHostname are mutually exclusive (cn={cn:?}, hostname={host:?})"
             ))),
         }
