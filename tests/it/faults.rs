@@ -185,11 +185,13 @@ async fn assert_all_acked_present(server: &Server, log: &Log, value_len: usize) 
 }
 
 /// How a write may end when the server fail-stops: refused with etcd's "server stopped", or cut
-/// off by the exit (tonic reports a dropped connection as Unknown "transport error", etcd's Go
-/// clients as Unavailable "transport is closing").
+/// off by the exit (tonic reports a dropped connection as Unknown "transport error", or, when
+/// h2 sees the socket close mid-frame, as Cancelled "h2 protocol error"; etcd's Go clients as
+/// Unavailable "transport is closing").
 fn is_fail_stop(refused: &Refused) -> bool {
     refused.code == Code::Unavailable
         || (refused.code, refused.message.as_str()) == (Code::Unknown, "transport error")
+        || (refused.code == Code::Cancelled && refused.message.starts_with("h2 protocol error"))
 }
 
 fn describe(refused: &[Refused]) -> String {
