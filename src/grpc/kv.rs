@@ -1,11 +1,13 @@
 //! The KV service: reads are served from the read view on the caller's task, a linearizable
 //! one (etcd's default) once the read barrier says this member applied everything acknowledged
-//! before it; writes go to the Raft log, where the state machine checks them as etcd does;
-//! they are answered once applied.
+//! before it, and checked before and after (an auth change during the read refuses it, as
+//! etcd's doSerialize does); writes go to the Raft log, where the state machine checks them as
+//! etcd does; they are answered once applied.
 
 use tonic::{Request, Response, Status};
 
 use actcd_actors::auth::{Access, Need};
+use actcd_actors::failpoints;
 use actcd_actors::store::mvcc::txn;
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
@@ -39,6 +41,8 @@ impl Kv for KvService {
             self.store.linearize().await?;
         }
         let mut resp = self.store.view.range(request.get_ref()).map_err(to_status)?;
+        failpoints::hold("grpc::after_range", &request.get_ref().key).await;
+        who.still_current(&self.store.view)?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
     }
@@ -68,7 +72,9 @@ impl Kv for KvService {
             if !txn::is_serializable(&req) {
                 self.store.linearize().await?;
             }
-            self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?
+            let resp = self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
+            who.still_current(&self.store.view)?;
+            resp
         } else {
             self.store.write(&who, req).await?
         };

@@ -13,7 +13,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use actcd_actors::auth::{Access, Need};
 use actcd_actors::lease::actor::LeaseActor;
-use actcd_actors::lease::keepalive::KeepAliveStream;
+use actcd_actors::lease::keepalive::{KeepAliveStream, RenewCheck};
 use actcd_actors::lease::messages::{Forget, Remaining, Track};
 use actcd_actors::store::StoreError;
 use actcd_proto::etcdserverpb::lease_server::Lease;
@@ -27,6 +27,7 @@ use actcd_proto::key_range::KeyRange;
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
+use crate::grpc::who::{self, Who};
 use crate::transport::grpc_go_errors::stream_receive_error;
 
 /// Keep-alive answers queued towards one client before its stream actor waits.
@@ -102,6 +103,17 @@ impl Lease for LeaseService {
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<LeaseKeepAliveResponse>>, Status> {
         self.store.who(&request).await?.need(Need::User)?;
+        // Asked again on every renewal, with the stream's token against the auth state then.
+        let (token, common_name) = (
+            who::token(request.metadata()).map(str::to_owned),
+            who::common_name(&request).map(str::to_owned),
+        );
+        let store = self.store.clone();
+        let check: Arc<RenewCheck> = Arc::new(move |id| {
+            let who = Who::with_token(&store.view, &store.tokens, token.as_deref(), common_name.as_deref())?;
+            who.renewal(id, &|id| store.lease_keys(id))?;
+            Ok(who.checked_at())
+        });
         // As for Watch: a bad message ends the stream, with grpc-go's error.
         let (error_tx, error_rx) = oneshot::channel::<Status>();
         let mut error_tx = Some(error_tx);
@@ -124,7 +136,7 @@ impl Lease for LeaseService {
             (self.leases.clone(), self.store.view.clone(), self.store.identity.clone());
         KeepAliveStream::start_in_arbiter(arbiter, move |ctx| {
             ctx.add_stream(input);
-            KeepAliveStream::new(leases, output, view, identity)
+            KeepAliveStream::new(leases, output, view, identity, check)
         });
         let failed = futures::stream::once(error_rx)
             .filter_map(|r| futures::future::ready(r.ok().and_then(stream_receive_error).map(Err)));
@@ -163,6 +175,7 @@ impl Lease for LeaseService {
         } else {
             Vec::new()
         };
+        who.still_current(&self.store.view)?;
         Ok(Response::new(LeaseTimeToLiveResponse { header, id: req.id, ttl, granted_ttl, keys }))
     }
 
@@ -182,6 +195,7 @@ impl Lease for LeaseService {
                 }
             }
         }
+        who.still_current(&self.store.view)?;
         let leases = list.into_iter().map(|(id, _)| LeaseStatus { id }).collect();
         Ok(Response::new(LeaseLeasesResponse { header, leases }))
     }

@@ -27,7 +27,7 @@ use actcd_proto::key_range::KeyRange;
 
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::require_leader::RequireLeader;
-use crate::grpc::status::grpc_go_text;
+use crate::grpc::status::{grpc_go_text, to_status};
 use crate::grpc::tokens::Tokens;
 use crate::grpc::who::{self, Who};
 use crate::transport::connections::{ConnInfo, Connections};
@@ -117,6 +117,7 @@ pub struct WatchService {
 pub fn watch_permit(view: ReadView<RocksEngine>, tokens: Arc<Tokens>) -> Arc<PermitCheck> {
     Arc::new(move |token: Option<&str>, common_name: Option<&str>, key: &[u8], range_end: &[u8]| {
         Who::with_token(&view, &tokens, token, common_name)
+            .map_err(to_status)
             .and_then(|who| who.need(Need::Keys(Access::Read, KeyRange::new(key, range_end))))
             .map_err(|status| grpc_go_text(&status))
     })

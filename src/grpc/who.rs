@@ -14,7 +14,7 @@ use std::time::Instant;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Status};
 
-use actcd_actors::auth::needs::{check_command, check_read_only_txn, LeaseKeys};
+use actcd_actors::auth::needs::{check_command, check_read_only_txn, check_renewal, LeaseKeys};
 use actcd_actors::auth::{AuthError, AuthState, Caller, Need};
 use actcd_actors::store::{Command, ReadView, RocksEngine, StoreError};
 use actcd_proto::etcdserverpb::TxnRequest;
@@ -58,7 +58,7 @@ enum Sender {
 impl Who {
     /// Identifies the sender of a request with `metadata`.
     pub fn of<T>(view: &ReadView<RocksEngine>, tokens: &Tokens, request: &Request<T>) -> Result<Who, Status> {
-        Self::with_token(view, tokens, token(request.metadata()), common_name(request))
+        Self::with_token(view, tokens, token(request.metadata()), common_name(request)).map_err(to_status)
     }
 
     /// Identifies the sender of a request that came with `token` (or none) over a connection
@@ -70,17 +70,15 @@ impl Who {
         tokens: &Tokens,
         token: Option<&str>,
         common_name: Option<&str>,
-    ) -> Result<Who, Status> {
-        let auth = view.auth().map_err(to_status)?;
+    ) -> Result<Who, StoreError> {
+        let auth = view.auth()?;
         let known = |name, auth_revision| Sender::Known(Caller::User { name, auth_revision });
         let sender = match (token, tokens) {
             _ if !auth.enabled() => Sender::Anyone,
-            (Some(token), Tokens::Simple) => {
-                match view.token_user(token, Instant::now()).map_err(to_status)? {
-                    Some(name) => known(name, auth.revision()),
-                    None => Sender::BadToken,
-                }
-            }
+            (Some(token), Tokens::Simple) => match view.token_user(token, Instant::now())? {
+                Some(name) => known(name, auth.revision()),
+                None => Sender::BadToken,
+            },
             (Some(token), Tokens::Jwt(jwt)) => match jwt.verify(token) {
                 Some((name, revision)) => known(name, revision),
                 None => Sender::BadToken,
@@ -118,6 +116,31 @@ impl Who {
                 Ok(command.from_caller(caller.clone()))
             }
             Sender::BadToken => Err(AuthError::InvalidToken.into()),
+        }
+    }
+
+    /// The auth revision the sender was identified at: zero while auth is disabled, or when
+    /// the token was bad (the check refused it already).
+    pub fn checked_at(&self) -> u64 {
+        match &self.sender {
+            Sender::Known(Caller::User { auth_revision, .. }) => *auth_revision,
+            _ => 0,
+        }
+    }
+
+    /// etcd's doSerialize: an answer read from this member's view after the check is
+    /// refused with "revision of auth store is old" if the auth state moved meanwhile.
+    pub fn still_current(&self, view: &ReadView<RocksEngine>) -> Result<(), Status> {
+        let auth = view.auth().map_err(to_status)?;
+        auth.unchanged_since(self.checked_at()).map_err(auth_status)
+    }
+
+    /// Whether the sender may renew lease `id` (a user with WRITE on every key it holds).
+    pub fn renewal(&self, id: i64, lease_keys: &LeaseKeys<'_>) -> Result<(), AuthError> {
+        match &self.sender {
+            Sender::Anyone => Ok(()),
+            Sender::Known(caller) => check_renewal(&self.auth, caller, id, lease_keys),
+            Sender::BadToken => Err(AuthError::InvalidToken),
         }
     }
 

@@ -1,7 +1,8 @@
 //! etcd's auth through etcdctl, against Debian's etcd 3.4 and actcd side by side: the same
 //! session of users, roles, permissions and refusals prints the same lines and exits alike on
-//! both; then what 3.4.23 still allowed and later 3.4 releases refuse, on actcd alone; and auth
-//! state and users surviving a restart.
+//! both; then what 3.4.23 still allowed and later 3.4 releases refuse, on actcd alone; auth
+//! state and users surviving a restart; and an auth change refusing a read or a keep-alive
+//! renewal already under way.
 
 use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::{watch_request, WatchCreateRequest, WatchRequest};
@@ -246,4 +247,65 @@ fn base64_url(text: &str) -> String {
     use base64::Engine;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).unwrap();
     String::from_utf8(bytes).unwrap()
+}
+
+/// etcd's checks after serving: a range that read while an auth change landed is refused as
+/// old (the next one, checked at the new revision, is answered), and a keep-alive stream is
+/// asked on every renewal, so revoking the permission on the lease's key ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_auth_change_refuses_a_read_and_a_renewal_under_way() {
+    use actcd_proto::etcdserverpb::kv_client::KvClient;
+    use actcd_proto::etcdserverpb::lease_client::LeaseClient;
+    use actcd_proto::etcdserverpb::{LeaseGrantRequest, LeaseKeepAliveRequest, PutRequest, RangeRequest};
+
+    let dir = tempfile::tempdir().unwrap();
+    // A range of a key ending in "/held" is held 2 s between its read and its answer.
+    let env = "FAILPOINTS=grpc::after_range=return(2000)";
+    let actcd = Server::actcd_under(&["env", env], dir.path(), &["--bcrypt-cost", "4"]).await;
+    set_up(&actcd);
+    let token = token(&actcd, "alice", "apw").await;
+    let range = || with_token(&token, RangeRequest { key: "pre/held".into(), ..Default::default() });
+
+    let kv = KvClient::connect(actcd.endpoint.clone()).await.unwrap();
+    let put = PutRequest { key: "pre/held".into(), value: "1".into(), ..Default::default() };
+    kv.clone().put(with_token(&token, put)).await.unwrap();
+    let held = tokio::spawn({
+        let (mut kv, request) = (kv.clone(), range());
+        async move { kv.range(request).await }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(run(&actcd, &[ROOT, "role", "add", "r2"]).ok, "an auth change while the range is held");
+    let old = held.await.unwrap().unwrap_err();
+    assert_eq!(
+        (old.code(), old.message()),
+        (tonic::Code::InvalidArgument, "etcdserver: revision of auth store is old")
+    );
+    let again = kv.clone().range(range()).await.expect("checked at the new revision, it is answered");
+    assert_eq!(again.into_inner().kvs[0].value, &b"1"[..]);
+
+    let mut lease = LeaseClient::connect(actcd.endpoint.clone()).await.unwrap();
+    let grant = LeaseGrantRequest { ttl: 60, id: 0 };
+    let id = lease.lease_grant(with_token(&token, grant)).await.unwrap().into_inner().id;
+    let put = PutRequest { key: "pre/leased".into(), lease: id, ..Default::default() };
+    kv.clone().put(with_token(&token, put)).await.unwrap();
+    let (renew, renewals) = tokio::sync::mpsc::channel(4);
+    let stream = tokio_stream::wrappers::ReceiverStream::new(renewals);
+    let mut answers = lease.lease_keep_alive(with_token(&token, stream)).await.unwrap().into_inner();
+    renew.send(LeaseKeepAliveRequest { id }).await.unwrap();
+    assert_eq!(answers.next().await.unwrap().unwrap().ttl, 60, "alice may keep her key alive");
+    let revoke = [ROOT, "role", "revoke-permission", "r1", "pre/", "--prefix"];
+    assert!(run(&actcd, &revoke).ok);
+    renew.send(LeaseKeepAliveRequest { id }).await.unwrap();
+    let ended = answers.next().await.unwrap().unwrap_err();
+    assert_eq!(
+        (ended.code(), ended.message()),
+        (tonic::Code::PermissionDenied, "etcdserver: permission denied")
+    );
+}
+
+/// `message` as a request carrying `token`.
+fn with_token<T>(token: &str, message: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(message);
+    request.metadata_mut().insert("token", token.parse().unwrap());
+    request
 }

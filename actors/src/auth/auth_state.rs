@@ -118,6 +118,17 @@ impl AuthState {
         self.roles.keys().cloned().collect()
     }
 
+    /// etcd's check after serving a request outside the log (a read, a time-to-live, a
+    /// keep-alive): one checked at auth revision `checked_at` is refused if the auth state has
+    /// moved since, so a permission revoked while a long range ran keeps its answer in. Zero
+    /// is a request checked as nobody (auth disabled), which nothing can make old.
+    pub fn unchanged_since(&self, checked_at: u64) -> Result<(), AuthError> {
+        if checked_at != 0 && checked_at != self.revision {
+            return Err(AuthError::OldRevision);
+        }
+        Ok(())
+    }
+
     /// Whether `user` may do what `need` says, when auth is enabled (always, when it is not),
     /// in etcd's order. `revision` is the auth revision the user was identified at: older than
     /// the store's, a key check was made against a state that has changed since (etcd's admin

@@ -8,7 +8,9 @@
 //! - Txn: READ on every compare's range, and each op of both branches as if sent alone,
 //!   nested txns included (etcd 3.4.44's fix: a txn's puts with prev_kv or a lease checked as
 //!   lone puts).
-//! - LeaseRevoke: a user, and WRITE on every key of the lease.
+//! - LeaseRevoke: a user, and WRITE on every key of the lease. A keep-alive renewal, which
+//!   is no command (the leader's lessor renews in memory), needs the same, asked at the edge
+//!   on every renewal (etcd 3.4.42 on).
 //! - LeaseGrant: a user (etcd 3.4.42's fix of GHSA-q8m4-xhhv-38mg: before it, a client without
 //!   a token could grant, keep alive and list leases, and raise alarms).
 //! - Compact, Alarm (raise or clear), auth management: the root role.
@@ -70,6 +72,19 @@ pub fn check_command(
 pub fn check_read_only_txn(state: &AuthState, caller: &Caller, req: &TxnRequest) -> Result<(), AuthError> {
     let Some((user, revision)) = checked(state, caller) else { return Ok(()) };
     txn(&|need: Need<'_>| state.check(user, revision, need), req, &|_| Vec::new())
+}
+
+/// Whether `caller` may renew lease `id` (the revoke rule, see above).
+pub fn check_renewal(
+    state: &AuthState,
+    caller: &Caller,
+    id: i64,
+    lease_keys: &LeaseKeys<'_>,
+) -> Result<(), AuthError> {
+    let Some((user, revision)) = checked(state, caller) else { return Ok(()) };
+    let check = |need: Need<'_>| state.check(user, revision, need);
+    check(Need::User)?;
+    lease(&check, id, lease_keys)
 }
 
 /// The user and revision to check, or `None` when nothing is checked.

@@ -1,6 +1,14 @@
 //! The stream actor of one LeaseKeepAlive stream: each request renews its lease through the
 //! LeaseActor and the answer goes back on the stream, in order. A renewal that fails (no
-//! leader to take it) ends the stream with the error, as etcd's does; clients open a new one.
+//! leader to take it, or auth refused it) ends the stream with the error, as etcd's does;
+//! clients open a new one.
+//!
+//! Auth is asked on every renewal, not once at the stream's open (etcd 3.4.42 on): a stream
+//! lives for hours, and a user whose permission on the lease's keys was revoked, or whose
+//! token expired, must stop keeping them alive. The renewal is refused afterwards too if the
+//! auth state moved while it was under way (etcd's revision check after serving).
+
+use std::sync::Arc;
 
 use actix::prelude::*;
 use tokio::sync::mpsc;
@@ -14,12 +22,18 @@ use crate::store::{ReadView, StoreError};
 use super::actor::LeaseActor;
 use super::messages::Renew;
 
+/// Whether the stream's sender may renew lease `id` now, answered with the auth revision it
+/// was checked at (zero when auth is disabled): the gRPC edge builds it around the stream's
+/// token, which this crate cannot read.
+pub type RenewCheck = dyn Fn(i64) -> Result<u64, StoreError> + Send + Sync;
+
 /// The actor of one keep-alive stream.
 pub struct KeepAliveStream<E: Engine> {
     leases: Addr<LeaseActor>,
     output: mpsc::Sender<Result<Box<LeaseKeepAliveResponse>, StoreError>>,
     view: ReadView<E>,
     identity: Identity,
+    check: Arc<RenewCheck>,
 }
 
 impl<E: Engine> KeepAliveStream<E> {
@@ -30,8 +44,9 @@ impl<E: Engine> KeepAliveStream<E> {
         output: mpsc::Sender<Result<Box<LeaseKeepAliveResponse>, StoreError>>,
         view: ReadView<E>,
         identity: Identity,
+        check: Arc<RenewCheck>,
     ) -> Self {
-        Self { leases, output, view, identity }
+        Self { leases, output, view, identity, check }
     }
 }
 
@@ -45,11 +60,19 @@ impl<E: Engine> StreamHandler<LeaseKeepAliveRequest> for KeepAliveStream<E> {
         let output = self.output.clone();
         // etcd fills the header before the renewal.
         let header = self.identity.header(self.view.revision());
+        let checked = (self.check)(req.id);
+        let view = self.view.clone();
         ctx.wait(
             async move {
-                let renewed = match leases.send(Renew { id: req.id, forwarded: false }).await {
-                    Ok(renewed) => renewed,
-                    Err(_) => Err(StoreError::Stopped("lease actor gone".into())),
+                let renewed = match checked {
+                    Err(refused) => Err(refused),
+                    Ok(checked_at) => match leases.send(Renew { id: req.id, forwarded: false }).await {
+                        Ok(renewed) => renewed.and_then(|ttl| {
+                            view.auth()?.unchanged_since(checked_at)?;
+                            Ok(ttl)
+                        }),
+                        Err(_) => Err(StoreError::Stopped("lease actor gone".into())),
+                    },
                 };
                 let failed = renewed.is_err();
                 let answer = renewed.map(|ttl| Box::new(LeaseKeepAliveResponse { header, id: req.id, ttl }));

@@ -6,8 +6,10 @@
 //! - NOSPACE (raised when a write finds the store over `--quota-backend-bytes`): puts, txns
 //!   that put, and lease grants are refused; reads, deletes and compaction still go through,
 //!   so an operator can make room, defragment and disarm.
-//! - CORRUPT: every write but an Alarm command is refused (etcd's corrupt applier refuses the
-//!   KV and lease writes and still applies alarms, so that the alarm can be disarmed).
+//! - CORRUPT: the KV and lease writes (put, delete, txn, compaction, lease grant and revoke)
+//!   are refused; alarms and auth commands still apply, as etcd's corrupt applier overrides
+//!   only those six and passes the rest through (so the alarm can be disarmed, and an
+//!   operator can still manage users while the data is in doubt).
 
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{
@@ -45,13 +47,20 @@ impl AlarmList {
         self.0.iter().any(|a| a.alarm == alarm as i32)
     }
 
-    /// Refuses `command` if an active alarm forbids it: [`StoreError::CorruptAlarm`] for any
-    /// write under CORRUPT, [`StoreError::NoSpace`] for one that adds data under NOSPACE.
+    /// Refuses `command` if an active alarm forbids it: [`StoreError::CorruptAlarm`] for a KV
+    /// or lease write under CORRUPT, [`StoreError::NoSpace`] for one that adds data under
+    /// NOSPACE.
     pub fn gate(&self, command: &Command) -> Result<(), StoreError> {
-        if matches!(command, Command::Alarm(_)) {
-            return Ok(());
-        }
-        if self.has(AlarmType::Corrupt) {
+        let kv_or_lease = matches!(
+            command,
+            Command::Put(_)
+                | Command::DeleteRange(_)
+                | Command::Txn(_)
+                | Command::Compact(_)
+                | Command::LeaseGrant(_)
+                | Command::LeaseRevoke(_)
+        );
+        if kv_or_lease && self.has(AlarmType::Corrupt) {
             return Err(StoreError::CorruptAlarm);
         }
         let adds_data = match command {
@@ -155,14 +164,17 @@ fn decode(bytes: &[u8]) -> Result<Vec<AlarmMember>, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use actcd_proto::etcdserverpb::{DeleteRangeRequest, LeaseGrantRequest, PutRequest};
+    use actcd_proto::etcdserverpb::{
+        AuthEnableRequest, AuthRoleAddRequest, CompactionRequest, DeleteRangeRequest, LeaseGrantRequest,
+        LeaseRevokeRequest, PutRequest,
+    };
 
     fn request(action: AlarmAction, member_id: u64, alarm: AlarmType) -> AlarmRequest {
         AlarmRequest { action: action as i32, member_id, alarm: alarm as i32 }
     }
 
     #[test]
-    fn alarms_gate_the_writes_that_add_data_and_corrupt_gates_all_but_alarms() {
+    fn alarms_gate_the_writes_that_add_data_and_corrupt_gates_kv_and_lease_writes() {
         let put = Command::Put(PutRequest { key: "k".into(), ..Default::default() });
         let delete = Command::DeleteRange(DeleteRangeRequest { key: "k".into(), ..Default::default() });
         let put_op = RequestOp {
@@ -200,6 +212,16 @@ mod tests {
         alarms.apply(&request(AlarmAction::Activate, 3, AlarmType::Corrupt), &mut writes);
         assert_eq!(alarms.gate(&delete), Err(StoreError::CorruptAlarm));
         assert_eq!(alarms.gate(&disarm), Ok(()), "an alarm can always be disarmed");
+        let revoke = Command::LeaseRevoke(LeaseRevokeRequest { id: 1 });
+        let compact = Command::Compact(CompactionRequest { revision: 1, physical: false });
+        for refused in [&put, &grant, &revoke, &compact] {
+            assert_eq!(alarms.gate(refused), Err(StoreError::CorruptAlarm), "{refused:?}");
+        }
+        let role = Command::RoleAdd(AuthRoleAddRequest { name: "r".into() });
+        let enable = Command::AuthEnable(AuthEnableRequest {});
+        for passed in [&role, &enable] {
+            assert_eq!(alarms.gate(passed), Ok(()), "etcd's corrupt applier passes {passed:?}");
+        }
         let listed: Vec<u64> = alarms.list(AlarmType::None).iter().map(|a| a.member_id).collect();
         assert_eq!(listed, [3, 7], "sorted by member");
         assert_eq!(alarms.list(AlarmType::Corrupt).len(), 1);
