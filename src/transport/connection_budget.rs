@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
 
+use crate::transport::remote_san::{self, AltNames};
 use crate::transport::tls::TlsServer;
 
 /// Descriptors kept back beyond those open at start: RocksDB's new WAL, SST and MANIFEST files
@@ -192,8 +193,11 @@ const HANDSHAKES_DONE: usize = 64;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Accepts within the budget and runs each TLS handshake in a task of its own, so that a slow
-/// or silent client never holds up the others; a failed one is dropped (logged at debug: a scan
-/// or a plaintext client is not an error of the server's). Ends when the receiver is dropped.
+/// or silent client never holds up the others; a failed one is dropped and logged at warn as
+/// etcd logs it ("rejected connection", with the remote address and the reason: an operator
+/// looks there first when a client or a member cannot connect). On a peer listener the client
+/// certificate's SANs must also name the remote address ([`remote_san`]). Ends when the
+/// receiver is dropped.
 pub fn handshakes(
     listener: TcpListener,
     budget: Arc<ConnectionBudget>,
@@ -207,19 +211,50 @@ pub fn handshakes(
             let (inner, peer) = accept(&listener, &budget).await;
             let _ = inner.stream().set_nodelay(true);
             let (acceptor, done) = (tls.acceptor(), done.clone());
+            let checks_san = tls.checks_remote_san();
             tokio::spawn(async move {
                 let _permit = permit;
-                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(inner)).await {
-                    Ok(Ok(stream)) => {
+                let handshake = handshake(acceptor, inner, peer, checks_san);
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
+                    Ok(Some(stream)) => {
                         let _ = done.send((stream, peer)).await;
                     }
-                    Ok(Err(err)) => tracing::debug!(%peer, %err, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    Ok(None) => {}
+                    Err(_) => {
+                        tracing::warn!(remote_addr = %peer, error = "TLS handshake timed out", "rejected connection")
+                    }
                 }
             });
         }
     });
     handed
+}
+
+/// One client's TLS handshake, then (with `checks_san`) its certificate's SANs against its
+/// address; a refusal is logged here and ends in `None`.
+async fn handshake(
+    acceptor: tokio_rustls::TlsAcceptor,
+    inner: Admitted,
+    peer: SocketAddr,
+    checks_san: bool,
+) -> Option<TlsStream<Admitted>> {
+    let stream = match acceptor.accept(inner).await {
+        Ok(stream) => stream,
+        Err(err) => {
+            tracing::warn!(remote_addr = %peer, error = %err, "rejected connection");
+            return None;
+        }
+    };
+    let cert = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first());
+    if let Some(cert) = cert.filter(|_| checks_san) {
+        let names = AltNames::of(cert);
+        if let Err(why) = names.admit(peer.ip(), remote_san::resolve).await {
+            let (ips, dns) = (&names.ips, &names.dns);
+            tracing::warn!(remote_addr = %peer, ip_addresses = ?ips, dns_names = ?dns, error = %why, "rejected connection");
+            return None;
+        }
+    }
+    Some(stream)
 }
 
 /// A listener for axum (https metrics URLs): connections through their TLS handshake.

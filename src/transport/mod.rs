@@ -26,6 +26,7 @@
 //! - [`tls_client`]: the dialing side of peer TLS (a member's own certificate, the listener's
 //!   checked), as a connector for tonic's channels.
 //! - [`cert_names`]: a certificate's Common Name, and the allowed CN or host name of a peer.
+//! - [`remote_san`]: a dialing member's certificate SANs against the address it came from.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
 //! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
@@ -37,5 +38,6 @@ pub mod connections;
 pub mod grpc_go_errors;
 pub mod grpc_metrics;
 pub mod range_backpressure;
+pub mod remote_san;
 pub mod tls;
 pub mod tls_client;

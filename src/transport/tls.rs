@@ -196,6 +196,7 @@ impl Basis {
 pub struct TlsServer {
     config: Arc<ServerConfig>,
     cn_is_user: bool,
+    checks_remote_san: bool,
 }
 
 impl fmt::Debug for TlsServer {
@@ -248,7 +249,7 @@ impl TlsServer {
         let mut config = builder.with_cert_resolver(Arc::clone(&basis.own) as Arc<dyn ResolvesServerCert>);
         // gRPC is HTTP/2 only; grpc-go clients refuse a server that does not say so.
         config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(Self { config: Arc::new(config), cn_is_user: flags.client_cert_auth })
+        Ok(Self { config: Arc::new(config), cn_is_user: flags.client_cert_auth, checks_remote_san: false })
     }
 
     /// Whether a verified client certificate's Common Name is the auth user: on etcd only with
@@ -257,11 +258,22 @@ impl TlsServer {
         self.cn_is_user
     }
 
+    /// The same TLS, also checking a client certificate's SANs against the address it came
+    /// from after each handshake (etcd does on peer listeners: [`super::remote_san`]).
+    pub fn checking_remote_san(self) -> Self {
+        Self { checks_remote_san: true, ..self }
+    }
+
+    /// Whether [`TlsServer::checking_remote_san`] made this.
+    pub fn checks_remote_san(&self) -> bool {
+        self.checks_remote_san
+    }
+
     /// The same TLS for an HTTP/1.1 server (the metrics URLs): ALPN says http/1.1, not h2.
     pub fn for_http1(&self) -> Self {
         let mut config = (*self.config).clone();
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
-        Self { config: Arc::new(config), cn_is_user: self.cn_is_user }
+        Self { config: Arc::new(config), ..*self }
     }
 
     /// An acceptor for one handshake.

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actcd::transport::cert_names::AllowedName;
+use actcd::transport::remote_san::{self, AltNames};
 use actcd::transport::tls::{TlsFlags, PEER_FLAGS};
 use actcd::transport::tls_client;
 use actcd_proto::actcdpeerpb::peer_client::PeerClient;
@@ -137,6 +138,9 @@ async fn members_on_https_peer_urls_admit_only_their_own_certificates() {
     other_ca.write(strange.path());
     let stranger = other_ca.issue_peer(strange.path(), "stranger", PEER_CN);
     let wrong_cn = ca.issue_peer(pki.path(), "intruder", "intruder");
+    // The right CA and CN, but valid for another host than the one it dials from.
+    let elsewhere = ca.issue_peer_for(pki.path(), "elsewhere", PEER_CN, &["10.1.2.3"]);
+    let no_sans = ca.issue_peer_for(pki.path(), "bare", PEER_CN, &[]);
 
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers = ports.iter().map(|p| format!("https://127.0.0.1:{p}")).collect();
@@ -156,15 +160,22 @@ async fn members_on_https_peer_urls_admit_only_their_own_certificates() {
         raft_answers(&mut peer_client(port, Some(&certs[0]), &ca_file).await, cluster_id)
             .await
             .expect("a member's own certificate is admitted");
+        raft_answers(&mut peer_client(port, Some(&no_sans), &ca_file).await, cluster_id)
+            .await
+            .expect("a certificate that names no host is not held to one");
         // ... nothing else gets past the handshake.
         assert!(
             speaks_http2(port, Some(&certs[1]), &ca_file).await,
             "a member's certificate, by rustls' client"
         );
         assert!(!speaks_http2(port, None, &ca_file).await, "no client certificate");
-        for (what, cert) in
-            [("another CA", Some(&stranger)), ("another CN", Some(&wrong_cn)), ("self-signed", None)]
-        {
+        let refused = [
+            ("another CA", Some(&stranger)),
+            ("another CN", Some(&wrong_cn)),
+            ("another host's SANs", Some(&elsewhere)),
+            ("self-signed", None),
+        ];
+        for (what, cert) in refused {
             let refused = raft_answers(&mut peer_client(port, cert, &ca_file).await, cluster_id).await;
             let status = refused.expect_err(what);
             // Refused during the handshake, or by an alert right after it (TLS 1.3, where the
@@ -237,4 +248,42 @@ fn the_allowed_name_is_a_common_name_or_a_host_the_certificate_is_valid_for() {
     assert_eq!(AllowedName::from_flags(Some(""), Some("")).unwrap(), None, "empty flags are not given");
     let both = AllowedName::from_flags(Some("a"), Some("b")).unwrap_err().to_string();
     assert_eq!(both, r#"AllowedCN and AllowedHostname are mutually exclusive (cn="a", hostname="b")"#);
+}
+
+#[tokio::test]
+async fn a_members_certificate_must_name_the_address_it_dials_from() {
+    use std::net::IpAddr;
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("actcd peer CA");
+    let names = |sans: &[&str]| {
+        let (cert, _) = ca.issue_peer_for(dir.path(), "c", PEER_CN, sans);
+        AltNames::of(&CertificateDer::from_pem_file(&cert).unwrap())
+    };
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    let here = |_: String| async move { Ok::<_, std::io::Error>(vec![loopback]) };
+    let elsewhere = |_: String| async { Ok::<_, std::io::Error>(vec!["10.9.9.9".parse().unwrap()]) };
+    let nowhere = |_: String| async { Err::<Vec<IpAddr>, _>(std::io::Error::other("no such host")) };
+
+    let both = names(&["localhost", "127.0.0.1"]);
+    assert_eq!(both, AltNames { ips: vec![loopback], dns: vec!["localhost".into()] });
+    assert_eq!(both.admit(loopback, nowhere).await, Ok(()), "an IP SAN matches without a lookup");
+    assert_eq!(names(&[]).admit(loopback, nowhere).await, Ok(()), "no SANs, nothing to match");
+    assert_eq!(
+        names(&["10.1.2.3"]).admit(loopback, remote_san::resolve).await,
+        Err("x509: certificate is valid for 10.1.2.3, not 127.0.0.1".into())
+    );
+    assert_eq!(names(&["m1.example"]).admit(loopback, here).await, Ok(()), "a DNS SAN that resolves here");
+    assert_eq!(
+        names(&["m1.example"]).admit(loopback, elsewhere).await,
+        Err(r#"tls: "127.0.0.1" does not match any of DNSNames ["m1.example"]"#.into())
+    );
+    assert_eq!(
+        names(&["10.1.2.3", "m1.example"]).admit(loopback, nowhere).await,
+        Err(r#"tls: "127.0.0.1" does not match any of DNSNames ["m1.example"] (no such host)"#.into()),
+        "with DNS SANs too, an IP mismatch falls through to them"
+    );
+    let v6: IpAddr = "::1".parse().unwrap();
+    assert_eq!(names(&["::1"]).admit(v6, nowhere).await, Ok(()));
+    let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+    assert_eq!(both.admit(mapped, nowhere).await, Ok(()), "an IPv4-mapped address is the IPv4 one");
 }

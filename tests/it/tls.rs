@@ -16,6 +16,9 @@ use rcgen::{
 use crate::harness::{etcdctl_binary, free_port, Server};
 
 /// A CA and the files of certificates it signed.
+/// The names every certificate a test issues is valid for, unless it says otherwise.
+const LOOPBACK_NAMES: [&str; 2] = ["localhost", "127.0.0.1"];
+
 pub struct Ca {
     cert: Certificate,
     key: KeyPair,
@@ -45,14 +48,20 @@ impl Ca {
         purpose: ExtendedKeyUsagePurpose,
         serial: Option<u64>,
     ) -> (PathBuf, PathBuf) {
-        self.sign(dir, name, name, &[purpose], serial)
+        self.sign(dir, name, name, &[purpose], serial, &LOOPBACK_NAMES)
     }
 
     /// Writes `<file>.pem` and `<file>-key.pem` under `dir`: a certificate named `cn` for the
     /// loopback names, for both ends of a peer connection.
     pub fn issue_peer(&self, dir: &Path, file: &str, cn: &str) -> (PathBuf, PathBuf) {
+        self.issue_peer_for(dir, file, cn, &LOOPBACK_NAMES)
+    }
+
+    /// [`Ca::issue_peer`] for the subject alternative names `sans` (IP addresses or DNS
+    /// names) instead of the loopback names.
+    pub fn issue_peer_for(&self, dir: &Path, file: &str, cn: &str, sans: &[&str]) -> (PathBuf, PathBuf) {
         use ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
-        self.sign(dir, file, cn, &[ServerAuth, ClientAuth], None)
+        self.sign(dir, file, cn, &[ServerAuth, ClientAuth], None, sans)
     }
 
     fn sign(
@@ -62,10 +71,11 @@ impl Ca {
         cn: &str,
         purposes: &[ExtendedKeyUsagePurpose],
         serial: Option<u64>,
+        sans: &[&str],
     ) -> (PathBuf, PathBuf) {
         let key = KeyPair::generate().unwrap();
         let mut params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
+            CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         params.serial_number = serial.map(SerialNumber::from);
         params.distinguished_name.push(DnType::CommonName, cn);
         params.extended_key_usages = purposes.to_vec();
