@@ -193,10 +193,11 @@ const HANDSHAKES_DONE: usize = 64;
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Accepts within the budget and runs each TLS handshake in a task of its own, so that a slow
-/// or silent client never holds up the others; a failed one is dropped and logged at warn as
-/// etcd logs it ("rejected connection", with the remote address and the reason: an operator
-/// looks there first when a client or a member cannot connect). On a peer listener the client
-/// certificate's SANs must also name the remote address ([`remote_san`]). Ends when the
+/// or silent client never holds up the others; a failed one is dropped and logged with etcd's
+/// words ("rejected connection", the remote address and the reason): at warn on a peer
+/// listener, where the client certificate's SANs must also name the remote address
+/// ([`remote_san`]), at debug on the client and metrics ports, where a scan or a flood of
+/// plaintext clients would otherwise fill the log (etcd warns there too). Ends when the
 /// receiver is dropped.
 pub fn handshakes(
     listener: TcpListener,
@@ -211,18 +212,16 @@ pub fn handshakes(
             let (inner, peer) = accept(&listener, &budget).await;
             let _ = inner.stream().set_nodelay(true);
             let (acceptor, done) = (tls.acceptor(), done.clone());
-            let checks_san = tls.checks_remote_san();
+            let peers = tls.is_peer();
             tokio::spawn(async move {
                 let _permit = permit;
-                let handshake = handshake(acceptor, inner, peer, checks_san);
+                let handshake = handshake(acceptor, inner, peer, peers);
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                     Ok(Some(stream)) => {
                         let _ = done.send((stream, peer)).await;
                     }
                     Ok(None) => {}
-                    Err(_) => {
-                        tracing::warn!(remote_addr = %peer, error = "TLS handshake timed out", "rejected connection")
-                    }
+                    Err(_) => rejected(peers, peer, "TLS handshake timed out"),
                 }
             });
         }
@@ -230,23 +229,32 @@ pub fn handshakes(
     handed
 }
 
-/// One client's TLS handshake, then (with `checks_san`) its certificate's SANs against its
+/// Logs a refused connection from `remote` (see [`handshakes`] for the level).
+fn rejected(peers: bool, remote: SocketAddr, error: &str) {
+    if peers {
+        tracing::warn!(remote_addr = %remote, error, "rejected connection");
+    } else {
+        tracing::debug!(remote_addr = %remote, error, "rejected connection");
+    }
+}
+
+/// One client's TLS handshake, then (on a peer listener) its certificate's SANs against its
 /// address; a refusal is logged here and ends in `None`.
 async fn handshake(
     acceptor: tokio_rustls::TlsAcceptor,
     inner: Admitted,
     peer: SocketAddr,
-    checks_san: bool,
+    peers: bool,
 ) -> Option<TlsStream<Admitted>> {
     let stream = match acceptor.accept(inner).await {
         Ok(stream) => stream,
         Err(err) => {
-            tracing::warn!(remote_addr = %peer, error = %err, "rejected connection");
+            rejected(peers, peer, &err.to_string());
             return None;
         }
     };
     let cert = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first());
-    if let Some(cert) = cert.filter(|_| checks_san) {
+    if let Some(cert) = cert.filter(|_| peers) {
         let names = AltNames::of(cert);
         if let Err(why) = names.admit(peer.ip(), remote_san::resolve).await {
             let (ips, dns) = (&names.ips, &names.dns);

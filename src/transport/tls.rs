@@ -196,7 +196,7 @@ impl Basis {
 pub struct TlsServer {
     config: Arc<ServerConfig>,
     cn_is_user: bool,
-    checks_remote_san: bool,
+    peers: bool,
 }
 
 impl fmt::Debug for TlsServer {
@@ -249,7 +249,7 @@ impl TlsServer {
         let mut config = builder.with_cert_resolver(Arc::clone(&basis.own) as Arc<dyn ResolvesServerCert>);
         // gRPC is HTTP/2 only; grpc-go clients refuse a server that does not say so.
         config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(Self { config: Arc::new(config), cn_is_user: flags.client_cert_auth, checks_remote_san: false })
+        Ok(Self { config: Arc::new(config), cn_is_user: flags.client_cert_auth, peers: false })
     }
 
     /// Whether a verified client certificate's Common Name is the auth user: on etcd only with
@@ -258,15 +258,18 @@ impl TlsServer {
         self.cn_is_user
     }
 
-    /// The same TLS, also checking a client certificate's SANs against the address it came
-    /// from after each handshake (etcd does on peer listeners: [`super::remote_san`]).
-    pub fn checking_remote_san(self) -> Self {
-        Self { checks_remote_san: true, ..self }
+    /// The same TLS for a peer listener: after each handshake a client certificate's SANs
+    /// must name the address it came from (etcd's checkSAN, [`super::remote_san`]), and a
+    /// refused connection is logged at warn (a member that cannot get in is an operator's
+    /// problem; on the client port a scan or a plaintext client is not, and floods would fill
+    /// the log).
+    pub fn for_peers(self) -> Self {
+        Self { peers: true, ..self }
     }
 
-    /// Whether [`TlsServer::checking_remote_san`] made this.
-    pub fn checks_remote_san(&self) -> bool {
-        self.checks_remote_san
+    /// Whether [`TlsServer::for_peers`] made this.
+    pub fn is_peer(&self) -> bool {
+        self.peers
     }
 
     /// The same TLS for an HTTP/1.1 server (the metrics URLs): ALPN says http/1.1, not h2.

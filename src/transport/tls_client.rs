@@ -33,7 +33,7 @@ const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 /// Both ends of peer TLS from the `--peer-*` flags, sharing one certificate.
 pub fn peer(flags: &TlsFlags, hosts: &[String]) -> Result<(TlsServer, TlsClient), TlsError> {
     let basis = Basis::new(flags, hosts)?;
-    Ok((TlsServer::with(flags, &basis)?.checking_remote_san(), TlsClient::with(flags, &basis)?))
+    Ok((TlsServer::with(flags, &basis)?.for_peers(), TlsClient::with(flags, &basis)?))
 }
 
 /// The client side of TLS for one set of flags.

@@ -44,10 +44,7 @@ pub fn check_command(
         Command::Put(req) => put(&check, req, lease_keys),
         Command::DeleteRange(req) => delete(&check, req),
         Command::Txn(req) => txn(&check, req, lease_keys),
-        Command::LeaseRevoke(req) => {
-            check(Need::User)?;
-            lease(&check, req.id, lease_keys)
-        }
+        Command::LeaseRevoke(req) => revoke(&check, req.id, lease_keys),
         Command::LeaseGrant(_) => check(Need::User),
         Command::Compact(_)
         | Command::Alarm(_)
@@ -82,9 +79,7 @@ pub fn check_renewal(
     lease_keys: &LeaseKeys<'_>,
 ) -> Result<(), AuthError> {
     let Some((user, revision)) = checked(state, caller) else { return Ok(()) };
-    let check = |need: Need<'_>| state.check(user, revision, need);
-    check(Need::User)?;
-    lease(&check, id, lease_keys)
+    revoke(&|need: Need<'_>| state.check(user, revision, need), id, lease_keys)
 }
 
 /// The user and revision to check, or `None` when nothing is checked.
@@ -116,6 +111,12 @@ fn delete(check: &Check<'_>, req: &DeleteRangeRequest) -> Result<(), AuthError> 
         check(Need::Keys(Access::Read, range))?;
     }
     Ok(())
+}
+
+/// LeaseRevoke's rule, and a renewal's: a user, and WRITE on every key of lease `id`.
+fn revoke(check: &Check<'_>, id: i64, lease_keys: &LeaseKeys<'_>) -> Result<(), AuthError> {
+    check(Need::User)?;
+    lease(check, id, lease_keys)
 }
 
 fn lease(check: &Check<'_>, id: i64, lease_keys: &LeaseKeys<'_>) -> Result<(), AuthError> {

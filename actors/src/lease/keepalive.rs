@@ -68,7 +68,9 @@ impl<E: Engine> StreamHandler<LeaseKeepAliveRequest> for KeepAliveStream<E> {
                     Err(refused) => Err(refused),
                     Ok(checked_at) => match leases.send(Renew { id: req.id, forwarded: false }).await {
                         Ok(renewed) => renewed.and_then(|ttl| {
-                            view.auth()?.unchanged_since(checked_at)?;
+                            if checked_at != 0 {
+                                view.auth()?.unchanged_since(checked_at)?;
+                            }
                             Ok(ttl)
                         }),
                         Err(_) => Err(StoreError::Stopped("lease actor gone".into())),
