@@ -133,8 +133,9 @@ fn endpoint_for(uris: &[String], conn: usize) -> &str {
     &uris[conn % uris.len()]
 }
 
-/// Dials `conns` connections, each within `dial_timeout` (TCP connect and HTTP/2 handshake).
-/// Returns the connections (authenticated with `--user`), or every connection's failure.
+/// Dials `conns` connections, each within `dial_timeout` (TCP connect and HTTP/2 handshake),
+/// then with `--user` authenticates each within `request_timeout`. Returns the connections,
+/// or every connection's failure.
 pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Conn>, Vec<DialError>> {
     let dial_timeout = settings.dial_timeout;
     let attempts = (0..conns).map(|conn| {
@@ -155,18 +156,28 @@ pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Conn>, Vec<Di
                 // error status: only a transport failure means unreachable.
                 let mut probe = MaintenanceClient::new(channel.clone());
                 match probe.status(StatusRequest {}).await {
-                    Err(s) if is_transport_failure(&s) => return Err(status_text(&s)),
-                    _ => {}
-                }
-                match &settings.user {
-                    Some(user) => authenticate(channel, user).await,
-                    None => Ok(plain(channel)),
+                    Err(s) if is_transport_failure(&s) => Err(status_text(&s)),
+                    _ => Ok(channel),
                 }
             };
-            match tokio::time::timeout(dial_timeout, connected).await {
-                Ok(Ok(channel)) => Ok(channel),
+            let channel = match tokio::time::timeout(dial_timeout, connected).await {
+                Ok(Ok(channel)) => channel,
+                Ok(Err(e)) => return Err(fail(e)),
+                Err(_) => {
+                    return Err(fail(format!("no gRPC answer within {:?} (--dial-timeout)", dial_timeout)))
+                }
+            };
+            // Authenticating is a request, not part of connecting: the server checks a bcrypt
+            // hash on purpose slowly (tens of ms, a few at a time), so 100 connections
+            // authenticating at once take seconds, more than a dial timeout allows.
+            let Some(user) = &settings.user else { return Ok(plain(channel)) };
+            match tokio::time::timeout(settings.request_timeout, authenticate(channel, user)).await {
+                Ok(Ok(conn)) => Ok(conn),
                 Ok(Err(e)) => Err(fail(e)),
-                Err(_) => Err(fail(format!("no gRPC answer within {:?} (--dial-timeout)", dial_timeout))),
+                Err(_) => Err(fail(format!(
+                    "no Authenticate answer within {:?} (--request-timeout)",
+                    settings.request_timeout
+                ))),
             }
         }
     });
