@@ -1,7 +1,7 @@
 //! actcd: a key-value server that speaks the etcd v3 gRPC API.
 //!
 //! The modules are layers, and imports only point down the list below: `server` wires all of
-//! them; `metrics` reads the store through `grpc`'s handle (and the version Maintenance
+//! them; `http` reads the store through `grpc`'s handle (and the version Maintenance
 //! reports) and takes its sockets from `transport`'s budget; the `grpc` services read what
 //! `transport` leaves in each request; both name the served methods from the list the protos
 //! generate (`actcd_proto::services`). `config` and `snapshot` import no other module.
@@ -13,8 +13,8 @@
 //!   cluster ids.
 //! - [`cluster`]: openraft started over the store's log and state machine, with etcd's timing flags.
 //! - [`server`]: process wiring: store, Raft, Proposer, watch tree, listeners, shutdown.
-//! - [`metrics`]: the metrics URLs: the Prometheus recorder and sampled series, and the server of
-//!   /metrics, /health and /version.
+//! - [`http`]: HTTP on the client and metrics URLs: /livez, /readyz, /health, /version, /metrics.
+//! - [`metrics`]: the Prometheus recorder and the series sampled at scrape time.
 //! - [`grpc`]: the etcd gRPC services and the one mapping of store errors to gRPC statuses.
 //! - [`transport`]: between a socket and the services: the descriptor budget, connection ids and
 //!   ends, Range backpressure, the gRPC metrics layer and grpc-go's error texts.
@@ -25,6 +25,7 @@ pub mod c_heap;
 pub mod cluster;
 pub mod config;
 pub mod grpc;
+pub mod http;
 pub mod membership;
 pub mod metrics;
 pub mod server;

@@ -51,7 +51,8 @@ use crate::grpc::require_leader::RequireLeader;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
-use crate::metrics::endpoint;
+use crate::http::client_port::ClientHttpLayer;
+use crate::http::HttpState;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
 use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetricsLayer;
@@ -309,6 +310,12 @@ struct Services {
     require_leader: RequireLeader,
 }
 
+impl Services {
+    fn http_state(&self) -> HttpState {
+        HttpState { store: self.store.clone(), prometheus: self.prometheus.clone() }
+    }
+}
+
 fn bind_all(addrs: &[SocketAddr]) -> anyhow::Result<Vec<std::net::TcpListener>> {
     addrs
         .iter()
@@ -396,18 +403,17 @@ async fn serve(
     tokio::spawn(crate::metrics::prometheus::upkeep(services.prometheus.clone()));
     for (listener, is_tls) in metrics_listeners {
         let listener = TcpListener::from_std(listener).context("cannot serve on the metrics listener")?;
-        tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving /metrics, /health and /version");
-        let state =
-            endpoint::MetricsState { store: services.store.clone(), prometheus: services.prometheus.clone() };
+        tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving /metrics, /health, /livez, /readyz and /version");
+        let state = services.http_state();
         let budget = Arc::clone(&services.budget);
         match (&tls, is_tls) {
             (Some(tls), true) => {
                 let listener = TlsBudgetedListener::new(listener, budget, tls.for_http1())
                     .context("cannot serve on the metrics listener")?;
-                tokio::spawn(endpoint::serve_tls(listener, state));
+                tokio::spawn(crate::http::serve_tls(listener, state));
             }
             _ => {
-                tokio::spawn(endpoint::serve(BudgetedListener { listener, budget }, state));
+                tokio::spawn(crate::http::serve(BudgetedListener { listener, budget }, state));
             }
         }
     }
@@ -452,12 +458,14 @@ async fn serve(
     Ok(())
 }
 
-fn grpc_router(
-    config: &Config,
-    services: &Services,
-) -> tonic::transport::server::Router<
-    tower_layer::Stack<RangeBackpressureLayer, tower_layer::Stack<GrpcMetricsLayer, tower_layer::Identity>>,
-> {
+/// What every client request passes through, outermost first: the HTTP paths beside gRPC, the
+/// gRPC metrics, Range backpressure.
+type ClientLayers = tower_layer::Stack<
+    RangeBackpressureLayer,
+    tower_layer::Stack<GrpcMetricsLayer, tower_layer::Stack<ClientHttpLayer, tower_layer::Identity>>,
+>;
+
+fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server::Router<ClientLayers> {
     let store = services.store.clone();
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let maintenance = || MaintenanceService::new(store.clone(), config.quota_bytes(), &config.data_dir);
@@ -465,6 +473,9 @@ fn grpc_router(
     // and watches its streams' leader too).
     let leader = || services.require_leader.interceptor();
     Server::builder()
+        // HTTP/1.1 too: curl, probes and the JSON paths speak it; gRPC needs HTTP/2 anyway.
+        .accept_http1(true)
+        .layer(ClientHttpLayer::new(crate::http::routes(services.http_state())))
         .layer(GrpcMetricsLayer)
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
         .tcp_nodelay(true)

@@ -90,6 +90,14 @@ pub const ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS: &str = "etcd_network_peer_r
 /// Bytes sent to each peer (label `To`).
 pub const ETCD_NETWORK_PEER_SENT_BYTES_TOTAL: &str = "etcd_network_peer_sent_bytes_total";
 pub const ETCD_SERVER_HAS_LEADER: &str = "etcd_server_has_leader";
+/// /health answers that said false.
+pub const ETCD_SERVER_HEALTH_FAILURES: &str = "etcd_server_health_failures";
+/// /health answers that said true.
+pub const ETCD_SERVER_HEALTH_SUCCESS: &str = "etcd_server_health_success";
+/// The last outcome of each /livez and /readyz check (labels `type`, `name`): 1 passed, 0 failed.
+pub const ETCD_SERVER_HEALTHCHECK: &str = "etcd_server_healthcheck";
+/// Runs of each /livez and /readyz check (labels `type`, `name`, `status`).
+pub const ETCD_SERVER_HEALTHCHECKS_TOTAL: &str = "etcd_server_healthchecks_total";
 pub const ETCD_SERVER_IS_LEADER: &str = "etcd_server_is_leader";
 pub const ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL: &str = "etcd_server_leader_changes_seen_total";
 pub const ETCD_SERVER_PROPOSALS_APPLIED_TOTAL: &str = "etcd_server_proposals_applied_total";

@@ -1,91 +1,115 @@
-//! The metrics URLs: /metrics (Prometheus text), and /health and /version with etcd's JSON
-//! bodies, so that probes written for etcd (kubeadm's, say) work unchanged.
+//! HTTP on the client and metrics URLs, the paths etcd serves there, so that probes and
+//! scrapers written for etcd (kubeadm's, Kubernetes' liveness and readiness probes,
+//! Prometheus) work unchanged. The metrics URLs serve only these; a client URL serves them
+//! beside gRPC, told apart per request.
+//!
+//! # Layout
+//! - [`probes`]: /livez and /readyz (etcd 3.6): named checks, `?verbose`, `?exclude=`, their
+//!   metrics.
+//! - [`health`]: /health and /version with etcd 3.4's JSON bodies.
+//! - [`client_port`]: the layer that hands a client URL's non-gRPC requests to [`routes`].
+//! - here: the routes, /metrics, and the server on the metrics URLs.
 
-use axum::extract::{RawQuery, State};
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
+pub mod client_port;
+pub mod health;
+pub mod probes;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
 use axum::Router;
-use bytes::Bytes;
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
-
-use crate::grpc::maintenance::SERVER_VERSION;
 use crate::grpc::store_handle::StoreHandle;
 use crate::transport::connection_budget::{BudgetedListener, TlsBudgetedListener};
+use probes::{Probe, Selection};
 
-/// What the metrics URLs serve from.
+/// What the HTTP paths answer from.
 #[derive(Clone)]
-pub struct MetricsState {
-    /// The store, for the health probe and sampled gauges.
+pub struct HttpState {
+    /// The store, for the health checks and sampled gauges.
     pub store: StoreHandle,
     /// The Prometheus recorder.
     pub prometheus: PrometheusHandle,
 }
 
-fn app(state: MetricsState) -> Router {
+/// Every HTTP path, on both kinds of URL. Anything else is Go's 404.
+pub fn routes(state: HttpState) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
-        .route("/health", get(health))
-        .route("/version", get(version))
+        .route("/health", get(health::health))
+        .route("/version", get(health::version))
+        .route("/livez", any(|m, s, q| probe(Probe::Livez, None, m, s, q)))
+        .route("/readyz", any(|m, s, q| probe(Probe::Readyz, None, m, s, q)))
+        .route("/livez/{check}", any(|Path(c): Path<String>, m, s, q| probe(Probe::Livez, Some(c), m, s, q)))
+        .route(
+            "/readyz/{check}",
+            any(|Path(c): Path<String>, m, s, q| probe(Probe::Readyz, Some(c), m, s, q)),
+        )
+        .fallback(not_found)
         .with_state(state)
 }
 
-/// Serves /metrics, /health and /version until the listener fails.
-pub async fn serve(listener: BudgetedListener, state: MetricsState) {
-    if let Err(err) = axum::serve(listener, app(state)).await {
-        tracing::error!(%err, "health endpoint stopped");
+/// Serves [`routes`] on a metrics URL until the listener fails.
+pub async fn serve(listener: BudgetedListener, state: HttpState) {
+    if let Err(err) = axum::serve(listener, routes(state)).await {
+        tracing::error!(%err, "metrics endpoint stopped");
     }
 }
 
 /// [`serve`] on an https URL.
-pub async fn serve_tls(listener: TlsBudgetedListener, state: MetricsState) {
-    if let Err(err) = axum::serve(listener, app(state)).await {
-        tracing::error!(%err, "health endpoint stopped");
+pub async fn serve_tls(listener: TlsBudgetedListener, state: HttpState) {
+    if let Err(err) = axum::serve(listener, routes(state)).await {
+        tracing::error!(%err, "metrics endpoint stopped");
     }
 }
 
-fn json(status: StatusCode, body: String) -> impl IntoResponse {
-    (status, [(header::CONTENT_TYPE, "application/json")], body)
-}
-
 /// The Prometheus text: the recorded series and those sampled now.
-async fn metrics(State(state): State<MetricsState>) -> impl IntoResponse {
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     let text = crate::metrics::prometheus::render(&state.prometheus, &state.store.view);
     (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
-/// etcd's health check: unhealthy while an alarm is active (unless `exclude=NAME` names it),
-/// or when a read of the `health` key fails. `serializable` is accepted: a single member's
-/// reads are the same either way.
-async fn health(
-    State(MetricsState { store, .. }): State<MetricsState>,
+/// /livez, /readyz and their sub-paths. etcd's handler refuses every method but GET (HEAD too).
+async fn probe(
+    probe: Probe,
+    check: Option<String>,
+    method: Method,
+    State(state): State<HttpState>,
     RawQuery(query): RawQuery,
-) -> impl IntoResponse {
-    let excluded: Vec<String> = query
-        .unwrap_or_default()
-        .split('&')
-        .filter_map(|pair| pair.strip_prefix("exclude="))
-        .map(str::to_uppercase)
-        .collect();
-    let unhealthy = |reason: String| {
-        json(StatusCode::SERVICE_UNAVAILABLE, format!(r#"{{"health":"false","reason":"{reason}"}}"#))
+) -> Response {
+    let path = match &check {
+        Some(check) => format!("/{}/{check}", probe.name()),
+        None => format!("/{}", probe.name()),
     };
-    let alarms = store.view.alarms(AlarmType::None).unwrap_or_default();
-    for alarm in alarms {
-        let name = AlarmType::try_from(alarm.alarm).map(|a| a.as_str_name()).unwrap_or("UNKNOWN");
-        if !excluded.iter().any(|e| e == name) {
-            return unhealthy(format!("ALARM {name}"));
-        }
+    let selection = match check {
+        None => Selection::root(probe, query.as_deref()),
+        Some(name) => match probe.check_named(&name) {
+            Some(check) => Selection::one(check, query.as_deref()),
+            None => return not_found().await.into_response(),
+        },
+    };
+    if method != Method::GET {
+        tracing::warn!(%path, status_code = 405, "Health request error");
+        return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET")], text("Method Not Allowed\n"))
+            .into_response();
     }
-    let probe = RangeRequest { key: Bytes::from_static(b"health"), ..Default::default() };
-    match store.view.range(&probe) {
-        Ok(_) => json(StatusCode::OK, r#"{"health":"true","reason":""}"#.to_string()),
-        Err(err) => unhealthy(format!("QGET ERROR:{}", err.to_string().replace('"', "'"))),
+    let (status, body) = probes::answer(probe, &selection, &state.store).await;
+    if status.is_success() {
+        tracing::debug!(%path, status_code = status.as_u16(), "Health check OK");
+    } else {
+        tracing::error!(%path, reason = %body.trim_end(), status_code = status.as_u16(), "Health check error");
     }
+    (status, [(header::X_CONTENT_TYPE_OPTIONS, "nosniff")], text(body)).into_response()
 }
 
-async fn version() -> impl IntoResponse {
-    json(StatusCode::OK, format!(r#"{{"etcdserver":"{SERVER_VERSION}","etcdcluster":"{SERVER_VERSION}"}}"#))
+/// A body as Go's net/http writes a plain-text one.
+fn text(body: impl Into<String>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body.into())
+}
+
+/// Go's ServeMux answer to a path nobody serves.
+async fn not_found() -> impl IntoResponse {
+    (StatusCode::NOT_FOUND, [(header::X_CONTENT_TYPE_OPTIONS, "nosniff")], text("404 page not found\n"))
 }

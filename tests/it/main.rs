@@ -30,6 +30,7 @@ mod membership;
 mod metrics;
 mod pause;
 mod peer_tls;
+mod probes;
 mod raft_log;
 mod setup;
 mod tls;
