@@ -1,4 +1,4 @@
-//! Generates the etcd v3 message and service code from `etcd/*.proto` with protox, a protobuf
+//! Generates the etcd v3 message and service code (with the Lock and Election services) from `etcd/*.proto` with protox, a protobuf
 //! compiler written in Rust, so building actcd needs no `protoc` binary; and, from the same
 //! descriptors, the list of every service and method (`services.rs`), so that the server's
 //! health answers, error texts and metric labels name exactly what the protos define; and the
@@ -7,7 +7,14 @@
 use std::fmt::Write as _;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["etcd/rpc.proto", "etcd/kv.proto", "etcd/auth.proto", "etcd/health.proto"];
+    let files = [
+        "etcd/rpc.proto",
+        "etcd/kv.proto",
+        "etcd/auth.proto",
+        "etcd/health.proto",
+        "etcd/v3lock.proto",
+        "etcd/v3election.proto",
+    ];
     let descriptors = protox::compile(files, ["etcd"])?;
 
     let mut services = String::from("&[\n");

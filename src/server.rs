@@ -36,6 +36,8 @@ use actcd_proto::etcdserverpb::{
     maintenance_server::MaintenanceServer, watch_server::WatchServer,
 };
 use actcd_proto::health::health_server::HealthServer;
+use actcd_proto::v3electionpb::election_server::ElectionServer;
+use actcd_proto::v3lockpb::lock_server::LockServer;
 
 use crate::cluster::leadership::LeaseForward;
 use crate::cluster::peer_service::PeerService;
@@ -43,6 +45,9 @@ use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::auth::AuthService;
+use crate::grpc::concurrency::election::ElectionService;
+use crate::grpc::concurrency::local::Backends;
+use crate::grpc::concurrency::lock::LockService;
 use crate::grpc::health::HealthService;
 use crate::grpc::kv::KvService;
 use crate::grpc::lease::LeaseService;
@@ -472,6 +477,11 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
     // etcd checks require-leader metadata on every call (the Watch service checks its own,
     // and watches its streams' leader too).
     let leader = || services.require_leader.interceptor();
+    let backends = Backends {
+        kv: Arc::new(KvService::new(store.clone())),
+        watch: Arc::clone(&services.watch),
+        lease: Arc::clone(&services.lease),
+    };
     Server::builder()
         // HTTP/1.1 too: curl, probes and the JSON paths speak it; gRPC needs HTTP/2 anyway.
         .accept_http1(true)
@@ -501,6 +511,14 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
         .add_service(InterceptedService::new(
             AuthServer::new(AuthService::new(store.clone(), config.bcrypt_cost))
                 .max_decoding_message_size(max_message),
+            leader(),
+        ))
+        .add_service(InterceptedService::new(
+            LockServer::new(LockService::new(backends.clone())).max_decoding_message_size(max_message),
+            leader(),
+        ))
+        .add_service(InterceptedService::new(
+            ElectionServer::new(ElectionService::new(backends)).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(HealthServer::new(HealthService))

@@ -33,6 +33,17 @@ pub mod auth {
     pub const NO_PASSWORD_USER: &str = "auth: authentication failed, password was given for no password user";
 }
 
+/// The Lock and Election services' own texts (etcd's concurrency package and v3election
+/// server): plain Go errors, so they reach a client with codes.Unknown.
+pub mod election {
+    /// Proclaim by a campaigner whose leadership is gone (its key deleted or re-created).
+    pub const NOT_LEADER: &str = "election: not leader";
+    /// Leader of an election nobody campaigns in.
+    pub const NO_LEADER: &str = "election: no leader";
+    /// Proclaim or Resign without a `leader` field.
+    pub const MISSING_LEADER_KEY: &str = "\"leader\" field must be provided";
+}
+
 /// An error etcd answers an RPC with: always the same gRPC code and text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EtcdError {

@@ -4,6 +4,8 @@
 //! - [`etcdserverpb`]: the KV, Watch, Lease, Cluster, Maintenance and Auth services and their messages.
 //! - [`mvccpb`]: `KeyValue` and `Event`, the stored and watched records.
 //! - [`authpb`]: users, roles and permissions.
+//! - [`v3lockpb`], [`v3electionpb`]: etcd's Lock and Election services, built on leases,
+//!   revisions and Txn.
 //! - [`health`]: the standard `grpc.health.v1` service, which etcd registers too.
 //! - [`actcdpeerpb`]: actcd's peer transport between members of one cluster (not etcd's).
 //! - [`codec`]: the protobuf codec of every RPC (prost's, with small initial buffers).
@@ -34,6 +36,16 @@ pub mod authpb {
 /// etcd's `etcdserverpb` package.
 pub mod etcdserverpb {
     tonic::include_proto!("etcdserverpb");
+}
+
+/// etcd's `v3lockpb` package.
+pub mod v3lockpb {
+    tonic::include_proto!("v3lockpb");
+}
+
+/// etcd's `v3electionpb` package.
+pub mod v3electionpb {
+    tonic::include_proto!("v3electionpb");
 }
 
 /// actcd's peer service (`actcd/peer.proto`).

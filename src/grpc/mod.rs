@@ -12,6 +12,7 @@
 //!   keep-alive streams in the LeaseActor.
 //! - [`maintenance`]: Maintenance and Cluster: status, alarms, hashes, defragment, snapshots,
 //!   the members.
+//! - [`concurrency`]: Lock and Election, as etcd builds them: clients of KV, Watch and Lease.
 //! - [`auth`]: Auth: users, roles, permissions and tokens, through the Raft log.
 //! - [`tokens`]: `--auth-token`: simple tokens or signed JWTs.
 //! - [`who`]: who sent a request (its token) and whether the auth state lets them.
@@ -23,6 +24,7 @@
 
 pub mod arbiter_pool;
 pub mod auth;
+pub mod concurrency;
 pub mod health;
 pub mod kv;
 pub mod lease;

@@ -11,7 +11,8 @@ use actix::dev::SendError;
 use actix::{Actor, Addr, AsyncContext, WeakAddr};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt};
-use tonic::{Request, Response, Status, Streaming};
+use tonic::metadata::MetadataMap;
+use tonic::{Extensions, Request, Response, Status, Streaming};
 
 use actcd_actors::auth::{Access, Need};
 use actcd_actors::conn::actor::ConnActor;
@@ -130,15 +131,42 @@ impl Watch for WatchService {
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
         self.leader.check(request.metadata())?;
-        let leader_lost = RequireLeader::asked(request.metadata()).then(|| self.leader.lost());
-        let conn = request.extensions().get::<ConnInfo>().map(|c| c.id);
+        let (metadata, extensions, requests) = request.into_parts();
+        let failure = FailureSlot::default();
+        let input = RequestsUntilError(Requests::Open(requests), Arc::clone(&failure));
+        Ok(Response::new(self.start(input, failure, &metadata, &extensions)?))
+    }
+}
+
+impl WatchService {
+    /// A watch stream fed by `requests` from this process (the Lock and Election services
+    /// wait on watches as etcd's do), with the rights of the caller whose `metadata` and
+    /// `extensions` they pass. `requests` ending is a half-close: the stream goes on until
+    /// the answer is dropped.
+    pub fn open(
+        &self,
+        requests: impl Stream<Item = WatchRequest> + Send + Unpin + 'static,
+        metadata: &MetadataMap,
+        extensions: &Extensions,
+    ) -> Result<tonic::codegen::BoxStream<WatchResponse>, Status> {
+        self.start(requests.chain(futures::stream::pending()), FailureSlot::default(), metadata, extensions)
+    }
+
+    fn start(
+        &self,
+        input: impl Stream<Item = WatchRequest> + Send + Unpin + 'static,
+        failure: FailureSlot,
+        metadata: &MetadataMap,
+        extensions: &Extensions,
+    ) -> Result<tonic::codegen::BoxStream<WatchResponse>, Status> {
+        let leader_lost = RequireLeader::asked(metadata).then(|| self.leader.lost());
+        let conn = extensions.get::<ConnInfo>().map(|c| c.id);
+        let common_name = who::common_name_of(metadata, extensions);
         let permit = WatchPermit {
             check: Arc::clone(&self.permit),
-            token: who::token(request.metadata()).map(Box::from),
-            common_name: who::common_name(&request).map(Arc::from),
+            token: who::token(metadata).map(Box::from),
+            common_name: common_name.map(Arc::from),
         };
-        let failure = FailureSlot::default();
-        let input = RequestsUntilError(Requests::Open(request.into_inner()), Arc::clone(&failure));
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
         let shard = self.shards[(id % self.shards.len() as u64) as usize].downgrade().recipient();
@@ -166,7 +194,7 @@ impl Watch for WatchService {
             conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
         let out = WatchResponses { responses, failure, actor: stream.downgrade(), leader_lost, ended: false };
-        Ok(Response::new(Box::pin(out)))
+        Ok(Box::pin(out))
     }
 }
 

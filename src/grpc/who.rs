@@ -34,10 +34,15 @@ pub fn token(metadata: &MetadataMap) -> Option<&str> {
 /// The Common Name of the request's client certificate, unless the request came through a
 /// gRPC gateway (which presents the server's own certificate: etcd ignores it then).
 pub fn common_name<T>(request: &Request<T>) -> Option<&str> {
-    if request.metadata().contains_key("grpcgateway-accept") {
+    common_name_of(request.metadata(), request.extensions())
+}
+
+/// [`common_name`] from a request's parts.
+pub fn common_name_of<'a>(metadata: &MetadataMap, extensions: &'a tonic::Extensions) -> Option<&'a str> {
+    if metadata.contains_key("grpcgateway-accept") {
         return None;
     }
-    request.extensions().get::<ConnInfo>()?.common_name.as_deref()
+    extensions.get::<ConnInfo>()?.common_name.as_deref()
 }
 
 /// A request's sender, identified against one auth state.

@@ -9,6 +9,7 @@ mod auth;
 mod cli;
 mod client;
 mod cluster;
+mod concurrency;
 mod crash;
 mod differential;
 mod durable_before_ack;
