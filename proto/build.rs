@@ -42,6 +42,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("services.rs"), services)?;
 
+    // JSON for etcd's gateway, as grpc-gateway's jsonpb writes it there (OrigName): proto field
+    // names, int64 as strings, bytes in base64, enums by name, zero values left out; unknown
+    // fields are ignored on input, as etcd's gateway ignores them.
+    let encoded = prost::Message::encode_to_vec(&descriptors);
+    pbjson_build::Builder::new()
+        .register_descriptors(&encoded)?
+        .out_dir(&out)
+        .preserve_proto_field_names()
+        .ignore_unknown_fields()
+        .build(&[".etcdserverpb", ".mvccpb", ".authpb", ".v3lockpb", ".v3electionpb"])?;
+
     tonic_prost_build::configure()
         // Keys and values are shared between the index, responses and watch events without copies.
         .bytes(".")

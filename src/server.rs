@@ -57,6 +57,7 @@ use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
 use crate::http::client_port::ClientHttpLayer;
+use crate::http::gateway::Gateway;
 use crate::http::HttpState;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
 use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connections};
@@ -473,24 +474,41 @@ type ClientLayers = tower_layer::Stack<
 fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server::Router<ClientLayers> {
     let store = services.store.clone();
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
-    let maintenance = || MaintenanceService::new(store.clone(), config.quota_bytes(), &config.data_dir);
-    // etcd checks require-leader metadata on every call (the Watch service checks its own,
-    // and watches its streams' leader too).
-    let leader = || services.require_leader.interceptor();
+    // One instance of each service answers both gRPC and the JSON gateway: one bcrypt budget,
+    // one set of checks.
+    let kv = Arc::new(KvService::new(store.clone()));
+    let maintenance =
+        Arc::new(MaintenanceService::new(store.clone(), config.quota_bytes(), &config.data_dir));
+    let auth = Arc::new(AuthService::new(store.clone(), config.bcrypt_cost));
     let backends = Backends {
-        kv: Arc::new(KvService::new(store.clone())),
+        kv: Arc::clone(&kv),
         watch: Arc::clone(&services.watch),
         lease: Arc::clone(&services.lease),
     };
+    let lock = Arc::new(LockService::new(backends.clone()));
+    let election = Arc::new(ElectionService::new(backends));
+    let gateway = Arc::new(Gateway {
+        kv: Arc::clone(&kv),
+        lease: Arc::clone(&services.lease),
+        maintenance: Arc::clone(&maintenance),
+        auth: Arc::clone(&auth),
+        lock: Arc::clone(&lock),
+        election: Arc::clone(&election),
+        max_request_bytes: config.max_request_bytes,
+    });
+    let http = crate::http::routes(services.http_state()).merge(crate::http::gateway::routes(gateway));
+    // etcd checks require-leader metadata on every call (the Watch service checks its own,
+    // and watches its streams' leader too).
+    let leader = || services.require_leader.interceptor();
     Server::builder()
-        // HTTP/1.1 too: curl, probes and the JSON paths speak it; gRPC needs HTTP/2 anyway.
+        // HTTP/1.1 too: curl, probes and the JSON gateway speak it; gRPC needs HTTP/2 anyway.
         .accept_http1(true)
-        .layer(ClientHttpLayer::new(crate::http::routes(services.http_state())))
+        .layer(ClientHttpLayer::new(http))
         .layer(GrpcMetricsLayer)
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
         .tcp_nodelay(true)
         .add_service(InterceptedService::new(
-            KvServer::new(KvService::new(store.clone())).max_decoding_message_size(max_message),
+            KvServer::from_arc(kv).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(
@@ -501,24 +519,23 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
             leader(),
         ))
         .add_service(InterceptedService::new(
-            ClusterServer::new(maintenance()).max_decoding_message_size(max_message),
+            ClusterServer::from_arc(Arc::clone(&maintenance)).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            MaintenanceServer::new(maintenance()).max_decoding_message_size(max_message),
+            MaintenanceServer::from_arc(maintenance).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            AuthServer::new(AuthService::new(store.clone(), config.bcrypt_cost))
-                .max_decoding_message_size(max_message),
+            AuthServer::from_arc(auth).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            LockServer::new(LockService::new(backends.clone())).max_decoding_message_size(max_message),
+            LockServer::from_arc(lock).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            ElectionServer::new(ElectionService::new(backends)).max_decoding_message_size(max_message),
+            ElectionServer::from_arc(election).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(HealthServer::new(HealthService))

@@ -170,7 +170,9 @@ impl Maintenance for MaintenanceService {
                 .map_err(to_status)?,
             AlarmAction::Activate | AlarmAction::Deactivate => self.store.write(&who, req).await?.alarms,
         };
-        Ok(Response::new(AlarmResponse { header: self.header(), alarms }))
+        // etcd's Alarm answer carries no header: its applier builds the response without one
+        // and its maintenance server fills none in (seen on 3.4.23's gateway: `{}`).
+        Ok(Response::new(AlarmResponse { header: None, alarms }))
     }
 
     async fn status(&self, request: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {

@@ -7,10 +7,12 @@
 //! - [`probes`]: /livez and /readyz (etcd 3.6): named checks, `?verbose`, `?exclude=`, their
 //!   metrics.
 //! - [`health`]: /health and /version with etcd 3.4's JSON bodies.
+//! - [`gateway`]: etcd's JSON gateway (`POST /v3/kv/range`, ...), client URLs only.
 //! - [`client_port`]: the layer that hands a client URL's non-gRPC requests to [`routes`].
 //! - here: the routes, /metrics, and the server on the metrics URLs.
 
 pub mod client_port;
+pub mod gateway;
 pub mod health;
 pub mod probes;
 

@@ -17,6 +17,7 @@ mod etcdctl;
 mod exhaustion;
 mod faults;
 mod fsync_trace;
+mod gateway;
 mod harness;
 mod history;
 mod history_bugs;

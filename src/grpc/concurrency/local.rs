@@ -12,6 +12,7 @@ use actcd_proto::etcdserverpb::{
     PutRequest, RangeRequest, RangeResponse, RequestOp, TxnRequest, TxnResponse, WatchCreateRequest,
     WatchRequest, WatchResponse,
 };
+use futures::StreamExt;
 use tonic::codegen::BoxStream;
 use tonic::metadata::MetadataMap;
 use tonic::{Extensions, Request, Status};
@@ -55,31 +56,47 @@ impl Local {
 
     /// KV.Txn.
     pub async fn txn(&self, txn: TxnRequest) -> Result<TxnResponse, Status> {
-        Ok(self.backends.kv.txn(self.request(txn)).await?.into_inner())
+        Ok(self.backends.kv.txn(self.request(txn)).await.map_err(as_client_error)?.into_inner())
     }
 
     /// KV.Range (linearizable, as clientv3's Get).
     pub async fn range(&self, range: RangeRequest) -> Result<RangeResponse, Status> {
-        Ok(self.backends.kv.range(self.request(range)).await?.into_inner())
+        Ok(self.backends.kv.range(self.request(range)).await.map_err(as_client_error)?.into_inner())
     }
 
     /// KV.DeleteRange of one key.
     pub async fn delete(&self, key: &[u8]) -> Result<DeleteRangeResponse, Status> {
         let delete = DeleteRangeRequest { key: key.to_vec().into(), ..Default::default() };
-        Ok(self.backends.kv.delete_range(self.request(delete)).await?.into_inner())
+        Ok(self.backends.kv.delete_range(self.request(delete)).await.map_err(as_client_error)?.into_inner())
     }
 
     /// LeaseGrant of a new lease with `ttl` seconds: its id.
     pub async fn grant(&self, ttl: i64) -> Result<i64, Status> {
         let grant = LeaseGrantRequest { ttl, id: 0 };
-        Ok(self.backends.lease.lease_grant(self.request(grant)).await?.into_inner().id)
+        Ok(self
+            .backends
+            .lease
+            .lease_grant(self.request(grant))
+            .await
+            .map_err(as_client_error)?
+            .into_inner()
+            .id)
     }
 
     /// A watch stream with `create` as its one request.
     pub fn watch(&self, create: WatchCreateRequest) -> Result<BoxStream<WatchResponse>, Status> {
         let create = WatchRequest { request_union: Some(watch_request::RequestUnion::CreateRequest(create)) };
-        self.backends.watch.open(futures::stream::iter([create]), &self.metadata, &self.extensions)
+        let stream =
+            self.backends.watch.open(futures::stream::iter([create]), &self.metadata, &self.extensions);
+        Ok(Box::pin(stream.map_err(as_client_error)?.map(|r| r.map_err(as_client_error))))
     }
+}
+
+/// An inner call's error as the Lock and Election services answer it: etcd's go through
+/// clientv3, which turns a status into an error value that keeps the text but not the code,
+/// so the caller gets codes.Unknown with etcd's text.
+fn as_client_error(status: Status) -> Status {
+    Status::unknown(status.message())
 }
 
 /// `create_revision(key) == revision` (0: the key does not exist).

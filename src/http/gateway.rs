@@ -1,0 +1,224 @@
+//! etcd's JSON gateway on the client URLs: `POST /v3/<service>/<call>` (and 3.4's `/v3beta/`
+//! alias) with a JSON body is the gRPC call of that name, answered in JSON, as grpc-gateway
+//! answers on etcd. The request goes to the same service a gRPC call reaches, in process, so
+//! every check (auth, quota, validation) is the one gRPC gets.
+//!
+//! ```text
+//!   body  {"key":"Zm9v","limit":"5"}     proto field names, bytes base64, int64 as strings
+//!         (empty body = empty request; unknown fields ignored, as grpc-gateway ignores them)
+//!   ok    200 {"header":{...},"kvs":[...],"count":"1"}     zero values left out
+//!   error <HTTP status of the gRPC code> {"error":TEXT,"message":TEXT,"code":N}
+//!   auth  the token in the Authorization header (or a `token` header)
+//! ```
+//!
+//! The JSON mapping is generated with the messages (actcd-proto's build.rs). The streaming
+//! calls (/v3/watch, /v3/lease/keepalive, /v3/maintenance/snapshot, /v3/election/observe) are
+//! not served yet.
+
+use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::auth_server::Auth;
+use actcd_proto::etcdserverpb::cluster_server::Cluster;
+use actcd_proto::etcdserverpb::kv_server::Kv;
+use actcd_proto::etcdserverpb::lease_server::Lease;
+use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
+use actcd_proto::v3electionpb::election_server::Election;
+use actcd_proto::v3lockpb::lock_server::Lock;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{post, MethodRouter};
+use axum::Router;
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Code, Status};
+
+use crate::grpc::auth::AuthService;
+use crate::grpc::concurrency::election::ElectionService;
+use crate::grpc::concurrency::lock::LockService;
+use crate::grpc::kv::KvService;
+use crate::grpc::lease::LeaseService;
+use crate::grpc::maintenance::MaintenanceService;
+
+/// A JSON body is about 4/3 of its protobuf size (base64 bytes, quoted numbers) plus names; a
+/// body beyond this many times --max-request-bytes is refused unread, before it is decoded.
+const JSON_PER_PROTO_BYTE: usize = 4;
+
+/// The services the gateway calls, the same instances gRPC calls reach.
+pub struct Gateway {
+    /// KV.
+    pub kv: Arc<KvService>,
+    /// Lease.
+    pub lease: Arc<LeaseService>,
+    /// Maintenance and Cluster.
+    pub maintenance: Arc<MaintenanceService>,
+    /// Auth (one bcrypt budget for gRPC and JSON callers).
+    pub auth: Arc<AuthService>,
+    /// Lock.
+    pub lock: Arc<LockService>,
+    /// Election.
+    pub election: Arc<ElectionService>,
+    /// --max-request-bytes: a decoded request larger than this is refused as gRPC refuses it.
+    pub max_request_bytes: usize,
+}
+
+type Shared = State<Arc<Gateway>>;
+
+/// One unary call: `POST` only; decode, call `$service.$method`, encode.
+macro_rules! unary {
+    ($service:ident . $method:ident) => {
+        post(|State(g): Shared, headers: HeaderMap, body: Body| async move {
+            match decode(&headers, body, g.max_request_bytes).await {
+                Ok(request) => encode(g.$service.$method(request).await),
+                Err(status) => error(&status),
+            }
+        })
+        .fallback(method_not_allowed)
+    };
+}
+
+fn calls() -> Router<Arc<Gateway>> {
+    let route =
+        |router: Router<Arc<Gateway>>, path: &str, call: MethodRouter<Arc<Gateway>>| router.route(path, call);
+    let mut r = Router::new();
+    r = route(r, "/kv/range", unary!(kv.range));
+    r = route(r, "/kv/put", unary!(kv.put));
+    r = route(r, "/kv/deleterange", unary!(kv.delete_range));
+    r = route(r, "/kv/txn", unary!(kv.txn));
+    r = route(r, "/kv/compaction", unary!(kv.compact));
+    r = route(r, "/lease/grant", unary!(lease.lease_grant));
+    // etcd 3.4 answers the lease calls under /v3/kv/lease/ too (their older paths).
+    for prefix in ["/lease", "/kv/lease"] {
+        r = route(r, &format!("{prefix}/revoke"), unary!(lease.lease_revoke));
+        r = route(r, &format!("{prefix}/timetolive"), unary!(lease.lease_time_to_live));
+        r = route(r, &format!("{prefix}/leases"), unary!(lease.lease_leases));
+    }
+    r = route(r, "/cluster/member/add", unary!(maintenance.member_add));
+    r = route(r, "/cluster/member/remove", unary!(maintenance.member_remove));
+    r = route(r, "/cluster/member/update", unary!(maintenance.member_update));
+    r = route(r, "/cluster/member/list", unary!(maintenance.member_list));
+    r = route(r, "/cluster/member/promote", unary!(maintenance.member_promote));
+    r = route(r, "/maintenance/alarm", unary!(maintenance.alarm));
+    r = route(r, "/maintenance/status", unary!(maintenance.status));
+    r = route(r, "/maintenance/defragment", unary!(maintenance.defragment));
+    // etcd 3.4 gives Hash and HashKV this one path; Hash, registered first, answers it.
+    r = route(r, "/maintenance/hash", unary!(maintenance.hash));
+    r = route(r, "/maintenance/transfer-leadership", unary!(maintenance.move_leader));
+    r = route(r, "/auth/enable", unary!(auth.auth_enable));
+    r = route(r, "/auth/disable", unary!(auth.auth_disable));
+    r = route(r, "/auth/status", unary!(auth.auth_status));
+    r = route(r, "/auth/authenticate", unary!(auth.authenticate));
+    r = route(r, "/auth/user/add", unary!(auth.user_add));
+    r = route(r, "/auth/user/get", unary!(auth.user_get));
+    r = route(r, "/auth/user/list", unary!(auth.user_list));
+    r = route(r, "/auth/user/delete", unary!(auth.user_delete));
+    r = route(r, "/auth/user/changepw", unary!(auth.user_change_password));
+    r = route(r, "/auth/user/grant", unary!(auth.user_grant_role));
+    r = route(r, "/auth/user/revoke", unary!(auth.user_revoke_role));
+    r = route(r, "/auth/role/add", unary!(auth.role_add));
+    r = route(r, "/auth/role/get", unary!(auth.role_get));
+    r = route(r, "/auth/role/list", unary!(auth.role_list));
+    r = route(r, "/auth/role/delete", unary!(auth.role_delete));
+    r = route(r, "/auth/role/grant", unary!(auth.role_grant_permission));
+    r = route(r, "/auth/role/revoke", unary!(auth.role_revoke_permission));
+    r = route(r, "/lock/lock", unary!(lock.lock));
+    r = route(r, "/lock/unlock", unary!(lock.unlock));
+    r = route(r, "/election/campaign", unary!(election.campaign));
+    r = route(r, "/election/proclaim", unary!(election.proclaim));
+    r = route(r, "/election/leader", unary!(election.leader));
+    r = route(r, "/election/resign", unary!(election.resign));
+    r.fallback(not_found)
+}
+
+/// The gateway's paths under /v3 and /v3beta.
+pub fn routes(gateway: Arc<Gateway>) -> Router {
+    let calls = calls();
+    Router::new().nest("/v3", calls.clone()).nest("/v3beta", calls).with_state(gateway)
+}
+
+/// The request in `body`, with the caller's token from `headers` in its metadata.
+async fn decode<T>(
+    headers: &HeaderMap,
+    body: Body,
+    max_request_bytes: usize,
+) -> Result<tonic::Request<T>, Status>
+where
+    T: serde::de::DeserializeOwned + Default + prost::Message,
+{
+    let limit = max_request_bytes.saturating_mul(JSON_PER_PROTO_BYTE).saturating_add(64 * 1024);
+    let body = axum::body::to_bytes(body, limit).await.map_err(|_| too_large(None, max_request_bytes))?;
+    let message: T = if body.iter().all(u8::is_ascii_whitespace) {
+        T::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| Status::invalid_argument(e.to_string()))?
+    };
+    let size = message.encoded_len();
+    if size > max_request_bytes {
+        return Err(too_large(Some(size), max_request_bytes));
+    }
+    let mut metadata = MetadataMap::new();
+    for name in ["authorization", "token"] {
+        if let Some(value) = headers.get(name).and_then(|v| MetadataValue::try_from(v.as_bytes()).ok()) {
+            metadata.insert(name, value);
+        }
+    }
+    Ok(tonic::Request::from_parts(metadata, tonic::Extensions::default(), message))
+}
+
+/// grpc-go's refusal of a message over the server's limit.
+fn too_large(size: Option<usize>, max: usize) -> Status {
+    let size = size.map_or_else(|| "more".to_string(), |s| s.to_string());
+    Status::resource_exhausted(format!("grpc: received message larger than max ({size} vs. {max})"))
+}
+
+fn encode<T: serde::Serialize>(answer: Result<tonic::Response<T>, Status>) -> Response {
+    match answer.map(|r| serde_json::to_vec(r.get_ref())) {
+        Ok(Ok(json)) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Ok(Err(err)) => error(&Status::internal(err.to_string())),
+        Err(status) => error(&status),
+    }
+}
+
+/// grpc-gateway's error body, with the HTTP status its version in etcd 3.4 gives the code.
+fn error(status: &Status) -> Response {
+    let text = serde_json::to_string(status.message()).unwrap_or_else(|_| "\"\"".to_string());
+    let body = format!(r#"{{"error":{text},"message":{text},"code":{}}}"#, status.code() as i32);
+    (http_status(status.code()), [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// grpc-gateway 1.9's HTTPStatusFromCode (etcd 3.4's).
+pub fn http_status(code: Code) -> StatusCode {
+    match code {
+        Code::Ok => StatusCode::OK,
+        Code::Cancelled => StatusCode::REQUEST_TIMEOUT,
+        Code::InvalidArgument | Code::OutOfRange => StatusCode::BAD_REQUEST,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::FailedPrecondition => StatusCode::PRECONDITION_FAILED,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// grpc-gateway's answers to a path it has no call for and to a method other than POST.
+async fn not_found() -> Response {
+    plain(StatusCode::NOT_FOUND, "Not Found\n")
+}
+
+async fn method_not_allowed() -> Response {
+    plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed\n")
+}
+
+fn plain(status: StatusCode, body: &'static str) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8"), (header::X_CONTENT_TYPE_OPTIONS, "nosniff")],
+        body,
+    )
+        .into_response()
+}

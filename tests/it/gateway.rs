@@ -1,0 +1,170 @@
+//! etcd's JSON gateway: one scripted session of curl-style HTTP/1.1 POSTs sent to Debian's
+//! etcd 3.4 and to actcd, the answers compared field by field (status, and the JSON with the
+//! member's identity and the lease ids left out): KV, Txn, Compact, leases and their 3.4
+//! aliases, alarms, Lock, Election, the /v3beta alias, and the errors (codes, texts, HTTP
+//! statuses, 404 and 405).
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::harness::Server;
+
+/// One HTTP/1.1 request: (status, body).
+async fn http(method: &str, address: &str, path: &str, body: &str) -> (u16, String) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // A server that refuses a body unread may close before all of it is written.
+    let _ = stream.write_all(body.as_bytes()).await;
+    let mut text = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(30), stream.read_to_end(&mut text)).await;
+    assert!(read.is_ok(), "an answer within 30 s");
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
+    (status, if chunked { unchunk(body) } else { body.to_string() })
+}
+
+fn unchunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        text = &rest[size + 2..];
+    }
+    out
+}
+
+/// What is the same on any server given the same requests: the member's identity and the
+/// term go, lease ids become their order of appearance.
+fn normalized(mut value: Value, leases: &mut Vec<String>) -> Value {
+    fn walk(value: &mut Value, leases: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for field in ["cluster_id", "member_id", "raft_term"] {
+                    map.remove(field);
+                }
+                // A lease's remaining TTL depends on when the second ticked over.
+                if map.contains_key("grantedTTL") {
+                    map.remove("TTL");
+                }
+                for (name, v) in map.iter_mut() {
+                    if (name == "ID" || name == "lease") && v.is_string() {
+                        let id = v.as_str().unwrap_or_default().to_string();
+                        let n = leases.iter().position(|l| *l == id).unwrap_or_else(|| {
+                            leases.push(id.clone());
+                            leases.len() - 1
+                        });
+                        *v = Value::String(format!("lease{n}"));
+                    } else {
+                        walk(v, leases);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, leases)),
+            _ => {}
+        }
+    }
+    walk(&mut value, leases);
+    value
+}
+
+/// The scripted session's answers on `server`.
+async fn session(server: &Server) -> Vec<(String, u16, Value)> {
+    let address = server.address.clone();
+    let mut leases = Vec::new();
+    let mut answers = Vec::new();
+    let steps: Vec<(&str, &str, String)> = vec![
+        ("POST", "/v3/kv/put", r#"{"key":"Zm9v","value":"YmFy"}"#.into()),
+        ("POST", "/v3/kv/put", r#"{"key":"Zm9v","value":"YmF6","prev_kv":true}"#.into()),
+        ("POST", "/v3/kv/put", r#"{"key":"Zm9w","value":"cXV4"}"#.into()),
+        ("POST", "/v3/kv/range", r#"{"key":"Zm9v"}"#.into()),
+        ("POST", "/v3/kv/range", r#"{"key":"Zg==","range_end":"Zw==","sort_order":"DESCEND","sort_target":"KEY","limit":"1"}"#.into()),
+        ("POST", "/v3/kv/range", r#"{"key":"Zm9v","revision":"2","keys_only":true,"bogus":1}"#.into()),
+        ("POST", "/v3/kv/range", r#"{"key":"AA==","range_end":"AA==","count_only":true}"#.into()),
+        ("POST", "/v3beta/kv/range", r#"{"key":"Zm9v","serializable":true}"#.into()),
+        ("POST", "/v3/kv/txn", r#"{"compare":[{"key":"Zm9v","result":"EQUAL","target":"VALUE","value":"YmF6"}],"success":[{"request_range":{"key":"Zm9v"}},{"request_put":{"key":"dA==","value":"MQ=="}}],"failure":[{"request_delete_range":{"key":"Zm9v"}}]}"#.into()),
+        ("POST", "/v3/kv/txn", r#"{"compare":[{"key":"Zm9v","target":"MOD","result":"LESS","mod_revision":"2"}],"failure":[{"request_range":{"key":"dA=="}}]}"#.into()),
+        ("POST", "/v3/kv/deleterange", r#"{"key":"dA==","prev_kv":true}"#.into()),
+        ("POST", "/v3/kv/range", r#"{"key":""}"#.into()),
+        ("POST", "/v3/kv/compaction", r#"{"revision":"100"}"#.into()),
+        ("POST", "/v3/kv/compaction", r#"{"revision":"2"}"#.into()),
+        ("POST", "/v3/kv/range", r#"{"key":"Zm9v","revision":"1"}"#.into()),
+        ("POST", "/v3/lease/grant", r#"{"TTL":"30"}"#.into()),
+        ("POST", "/v3/lease/grant", r#"{"TTL":"40","ID":"1234"}"#.into()),
+        ("POST", "/v3/lease/grant", r#"{"TTL":"40","ID":"1234"}"#.into()),
+        ("POST", "/v3/kv/put", r#"{"key":"bA==","value":"dg==","lease":"1234"}"#.into()),
+        ("POST", "/v3/kv/lease/timetolive", r#"{"ID":"1234","keys":true}"#.into()),
+        ("POST", "/v3/lease/revoke", r#"{"ID":"1234"}"#.into()),
+        ("POST", "/v3/kv/lease/revoke", r#"{"ID":"1234"}"#.into()),
+        ("POST", "/v3/kv/range", r#"{"key":"bA=="}"#.into()),
+        ("POST", "/v3/maintenance/alarm", r#"{"action":"GET"}"#.into()),
+        ("POST", "/v3/auth/authenticate", r#"{"name":"root","password":"x"}"#.into()),
+        ("POST", "/v3/lock/lock", r#"{"name":"bG9jaw==","lease":"5678"}"#.into()),
+        ("POST", "/v3/election/leader", r#"{"name":"ZQ=="}"#.into()),
+        ("POST", "/v3/election/proclaim", r#"{"value":"eA=="}"#.into()),
+        ("GET", "/v3/kv/range", String::new()),
+        ("POST", "/v3/nothing", "{}".into()),
+        ("POST", "/v3/kv/range", String::new()),
+    ];
+    for (method, path, body) in steps {
+        let (status, text) = http(method, &address, path, &body).await;
+        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        answers.push((format!("{method} {path} {body}"), status, normalized(value, &mut leases)));
+    }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_session_answers_as_etcd_3_4s_gateway() {
+    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let etcd = Server::etcd(etcd_dir.path()).await;
+    let on_etcd = session(&etcd).await;
+    let actcd = Server::actcd(actcd_dir.path(), &[]).await;
+    let on_actcd = session(&actcd).await;
+    let mut differences = Vec::new();
+    for ((step, etcd_status, etcd_body), (_, actcd_status, actcd_body)) in on_etcd.iter().zip(&on_actcd) {
+        if (etcd_status, etcd_body) != (actcd_status, actcd_body) {
+            differences.push(format!(
+                "{step}\n  etcd:  {etcd_status} {etcd_body}\n  actcd: {actcd_status} {actcd_body}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    // The session says something: the put answered, an error came back as etcd's JSON.
+    assert!(on_etcd[3].2["kvs"][0]["value"] == "YmF6", "{:?}", on_etcd[3]);
+    assert_eq!(on_etcd[11].1, 400);
+}
+
+/// A gateway body that is no JSON, or names a wrong type, gets code 3 (InvalidArgument) and
+/// HTTP 400, as on etcd (the text is serde's, not Go's); a request over --max-request-bytes
+/// gets gRPC's ResourceExhausted, 429.
+#[tokio::test]
+async fn bad_gateway_bodies_get_etcds_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &["--max-request-bytes", "1024"]).await;
+    for body in [r#"{"key":"#, r#"{"key":5}"#, r#"[1,2]"#, r#"{"key":"not base64!"}"#] {
+        let (status, text) = http("POST", &server.address, "/v3/kv/range", body).await;
+        let value: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!((status, value["code"].as_i64()), (400, Some(3)), "{body}: {text}");
+        assert_eq!(value["error"], value["message"], "{text}");
+    }
+    let big = format!(r#"{{"key":"Zm9v","value":"{}"}}"#, "QUFB".repeat(400));
+    let (status, text) = http("POST", &server.address, "/v3/kv/put", &big).await;
+    let value: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!((status, value["code"].as_i64()), (429, Some(8)), "{text}");
+    assert!(
+        value["message"].as_str().unwrap().starts_with("grpc: received message larger than max ("),
+        "{text}"
+    );
+    let huge = "x".repeat(8 * 1024 * 1024);
+    let (status, _) = http("POST", &server.address, "/v3/kv/put", &huge).await;
+    assert_eq!(status, 429, "a body far over the limit is refused unread");
+}
