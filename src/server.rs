@@ -494,6 +494,7 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
         auth: Arc::clone(&auth),
         lock: Arc::clone(&lock),
         election: Arc::clone(&election),
+        watch: Arc::clone(&services.watch),
         max_request_bytes: config.max_request_bytes,
     });
     let http = crate::http::routes(services.http_state()).merge(crate::http::gateway::routes(gateway));

@@ -168,3 +168,76 @@ async fn bad_gateway_bodies_get_etcds_codes() {
     let (status, _) = http("POST", &server.address, "/v3/kv/put", &huge).await;
     assert_eq!(status, 429, "a body far over the limit is refused unread");
 }
+
+/// The JSON lines of a streaming gateway call, read until `count` arrived (or 20 s passed).
+async fn stream_lines(
+    address: &str,
+    path: &str,
+    body: &str,
+    count: usize,
+) -> (tokio::net::TcpStream, Vec<String>) {
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut text = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let whole = String::from_utf8_lossy(&text).into_owned();
+        if let Some((_, body)) = whole.split_once("\r\n\r\n") {
+            let lines: Vec<String> = unchunk(body).lines().map(str::to_string).collect();
+            if lines.len() >= count {
+                return (stream, lines);
+            }
+        }
+        let mut buf = [0u8; 4096];
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => text.extend_from_slice(&buf[..n]),
+            _ => panic!("{count} lines from {path}, got {whole}"),
+        }
+    }
+}
+
+/// A watch over the gateway sees what etcd's gateway shows: the created line, a put with its
+/// prev_kv, a delete, each wrapped in `{"result": ...}`; a bad first object is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_watch_streams_as_etcds() {
+    async fn watched(server: &Server) -> Vec<Value> {
+        let address = server.address.clone();
+        http("POST", &address, "/v3/kv/put", r#"{"key":"Zm9v","value":"YmFy"}"#).await;
+        let create = r#"{"create_request":{"key":"Zm9v","prev_kv":true}}"#;
+        let watcher = {
+            let address = address.clone();
+            tokio::spawn(async move { stream_lines(&address, "/v3/watch", create, 3).await })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        http("POST", &address, "/v3/kv/put", r#"{"key":"Zm9v","value":"MQ=="}"#).await;
+        http("POST", &address, "/v3/kv/deleterange", r#"{"key":"Zm9v"}"#).await;
+        let (_stream, lines) = watcher.await.unwrap();
+        let mut leases = Vec::new();
+        let mut values: Vec<Value> =
+            lines.iter().map(|l| normalized(serde_json::from_str(l).unwrap(), &mut leases)).collect();
+        // A replay from revision 1 in one answer, and a refused first object.
+        let (_stream, replay) = stream_lines(
+            &address,
+            "/v3/watch",
+            r#"{"create_request":{"key":"Zm9v","start_revision":"1"}}"#,
+            2,
+        )
+        .await;
+        values.extend(replay.iter().map(|l| normalized(serde_json::from_str(l).unwrap(), &mut leases)));
+        let (status, text) = http("POST", &address, "/v3/watch", r#"{"create_request":{"key":5}}"#).await;
+        let refused: Value = serde_json::from_str(&text).unwrap();
+        values.push(serde_json::json!({ "status": status, "code": refused["code"] }));
+        values
+    }
+    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let etcd = Server::etcd(etcd_dir.path()).await;
+    let on_etcd = watched(&etcd).await;
+    let actcd = Server::actcd(actcd_dir.path(), &[]).await;
+    let on_actcd = watched(&actcd).await;
+    assert_eq!(on_actcd, on_etcd);
+    assert_eq!(on_etcd[2]["result"]["events"][0]["type"], "DELETE", "{on_etcd:#?}");
+}

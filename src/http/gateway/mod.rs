@@ -11,9 +11,15 @@
 //!   auth  the token in the Authorization header (or a `token` header)
 //! ```
 //!
-//! The JSON mapping is generated with the messages (actcd-proto's build.rs). The streaming
-//! calls (/v3/watch, /v3/lease/keepalive, /v3/maintenance/snapshot, /v3/election/observe) are
-//! not served yet.
+//! The JSON mapping is generated with the messages (actcd-proto's build.rs). /v3/watch,
+//! /v3/maintenance/snapshot and /v3/election/observe stream ([`streams`]);
+//! /v3/lease/keepalive is not served yet.
+//!
+//! # Layout
+//! - here: the paths, decoding a unary request, encoding its answer or error.
+//! - [`streams`]: request bodies of many objects, answers of many lines.
+
+pub mod streams;
 
 use std::sync::Arc;
 
@@ -39,6 +45,7 @@ use crate::grpc::concurrency::lock::LockService;
 use crate::grpc::kv::KvService;
 use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::MaintenanceService;
+use crate::grpc::watch::WatchService;
 
 /// A JSON body is about 4/3 of its protobuf size (base64 bytes, quoted numbers) plus names; a
 /// body beyond this many times --max-request-bytes is refused unread, before it is decoded.
@@ -58,11 +65,26 @@ pub struct Gateway {
     pub lock: Arc<LockService>,
     /// Election.
     pub election: Arc<ElectionService>,
+    /// Watch.
+    pub watch: Arc<WatchService>,
     /// --max-request-bytes: a decoded request larger than this is refused as gRPC refuses it.
     pub max_request_bytes: usize,
 }
 
 type Shared = State<Arc<Gateway>>;
+
+/// A call with one request and a stream of answers: decode, call, stream the lines.
+macro_rules! server_stream {
+    ($service:ident . $method:ident) => {
+        post(|State(g): Shared, headers: HeaderMap, body: Body| async move {
+            match decode(&headers, body, g.max_request_bytes).await {
+                Ok(request) => streams::lines(g.$service.$method(request).await.map(|r| r.into_inner())),
+                Err(status) => error(&status),
+            }
+        })
+        .fallback(method_not_allowed)
+    };
+}
 
 /// One unary call: `POST` only; decode, call `$service.$method`, encode.
 macro_rules! unary {
@@ -86,6 +108,9 @@ fn calls() -> Router<Arc<Gateway>> {
     r = route(r, "/kv/deleterange", unary!(kv.delete_range));
     r = route(r, "/kv/txn", unary!(kv.txn));
     r = route(r, "/kv/compaction", unary!(kv.compact));
+    r = route(r, "/watch", post(watch).fallback(method_not_allowed));
+    r = route(r, "/maintenance/snapshot", server_stream!(maintenance.snapshot));
+    r = route(r, "/election/observe", server_stream!(election.observe));
     r = route(r, "/lease/grant", unary!(lease.lease_grant));
     // etcd 3.4 answers the lease calls under /v3/kv/lease/ too (their older paths).
     for prefix in ["/lease", "/kv/lease"] {
@@ -136,6 +161,39 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
     Router::new().nest("/v3", calls.clone()).nest("/v3beta", calls).with_state(gateway)
 }
 
+/// /v3/watch: the body's WatchRequests (create, cancel, progress) as they arrive, the
+/// stream's answers as lines. As on gRPC, the end of the body is a half-close: the watches go on
+/// until the client goes away. A body whose first object is no WatchRequest is refused as
+/// etcd's gateway refuses it (code 2); a bad object later ends the requests, not the answers.
+async fn watch(State(g): Shared, headers: HeaderMap, body: Body) -> Response {
+    use actcd_proto::etcdserverpb::WatchRequest;
+    use futures::StreamExt;
+    let limit = g.max_request_bytes.saturating_mul(JSON_PER_PROTO_BYTE).saturating_add(64 * 1024);
+    let mut requests = streams::requests::<WatchRequest>(body, limit);
+    let first = match requests.next().await {
+        Some(Ok(first)) => first,
+        Some(Err(status)) => return error(&Status::unknown(status.message())),
+        None => return error(&Status::unknown("EOF")),
+    };
+    let rest = requests
+        .take_while(|r| futures::future::ready(r.is_ok()))
+        .filter_map(|r| futures::future::ready(r.ok()));
+    let requests = futures::stream::iter([first]).chain(rest);
+    let metadata = metadata_of(&headers);
+    streams::lines(g.watch.open(Box::pin(requests), &metadata, &tonic::Extensions::default()))
+}
+
+/// The caller's token from the Authorization (or `token`) header, as gRPC metadata.
+fn metadata_of(headers: &HeaderMap) -> MetadataMap {
+    let mut metadata = MetadataMap::new();
+    for name in ["authorization", "token"] {
+        if let Some(value) = headers.get(name).and_then(|v| MetadataValue::try_from(v.as_bytes()).ok()) {
+            metadata.insert(name, value);
+        }
+    }
+    metadata
+}
+
 /// The request in `body`, with the caller's token from `headers` in its metadata.
 async fn decode<T>(
     headers: &HeaderMap,
@@ -156,13 +214,7 @@ where
     if size > max_request_bytes {
         return Err(too_large(Some(size), max_request_bytes));
     }
-    let mut metadata = MetadataMap::new();
-    for name in ["authorization", "token"] {
-        if let Some(value) = headers.get(name).and_then(|v| MetadataValue::try_from(v.as_bytes()).ok()) {
-            metadata.insert(name, value);
-        }
-    }
-    Ok(tonic::Request::from_parts(metadata, tonic::Extensions::default(), message))
+    Ok(tonic::Request::from_parts(metadata_of(headers), tonic::Extensions::default(), message))
 }
 
 /// grpc-go's refusal of a message over the server's limit.
