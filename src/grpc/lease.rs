@@ -6,10 +6,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use actix::{Actor, Addr, AsyncContext};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status, Streaming};
+use tonic::metadata::MetadataMap;
+use tonic::{Extensions, Request, Response, Status, Streaming};
 
 use actcd_actors::auth::{Access, Need};
 use actcd_actors::lease::actor::LeaseActor;
@@ -44,6 +45,39 @@ pub struct LeaseService {
 }
 
 impl LeaseService {
+    /// A keep-alive stream fed by `requests` (a gRPC stream's, or the JSON gateway's), with
+    /// the rights of the caller whose `metadata` and `extensions` they are: the caller needs a
+    /// user, and each renewal is checked again against the auth state of its moment.
+    pub async fn open_keep_alive(
+        &self,
+        metadata: &MetadataMap,
+        extensions: &Extensions,
+        requests: impl Stream<Item = LeaseKeepAliveRequest> + Send + 'static,
+    ) -> Result<impl Stream<Item = Result<LeaseKeepAliveResponse, Status>> + Send + 'static, Status> {
+        let caller = Request::from_parts(metadata.clone(), extensions.clone(), ());
+        self.store.who(&caller).await?.need(Need::User)?;
+        let (token, common_name) = (
+            who::token(metadata).map(str::to_owned),
+            who::common_name_of(metadata, extensions).map(str::to_owned),
+        );
+        let store = self.store.clone();
+        let check: Arc<RenewCheck> = Arc::new(move |id| {
+            let who = Who::with_token(&store.view, &store.tokens, token.as_deref(), common_name.as_deref())?;
+            who.renewal(id, &|id| store.lease_keys(id))?;
+            Ok(who.checked_at())
+        });
+        let arbiter = self.arbiters.next()?;
+        let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
+        let (leases, view, identity) =
+            (self.leases.clone(), self.store.view.clone(), self.store.identity.clone());
+        KeepAliveStream::start_in_arbiter(arbiter, move |ctx| {
+            ctx.add_stream(requests);
+            KeepAliveStream::new(leases, output, view, identity, check)
+        });
+        Ok(ReceiverStream::new(responses)
+            .map(|r: Result<Box<LeaseKeepAliveResponse>, StoreError>| r.map(|r| *r).map_err(to_status)))
+    }
+
     /// A lease service over `store` and the lease actor; keep-alive streams run on `arbiters`.
     pub fn new(store: StoreHandle, leases: Addr<LeaseActor>, arbiters: Arc<ArbiterPool>) -> Self {
         // Ids are a counter that starts from the clock, member-prefixed like etcd's, so ids
@@ -102,23 +136,11 @@ impl Lease for LeaseService {
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<tonic::codegen::BoxStream<LeaseKeepAliveResponse>>, Status> {
-        self.store.who(&request).await?.need(Need::User)?;
-        // Asked again on every renewal, with the stream's token against the auth state then.
-        let (token, common_name) = (
-            who::token(request.metadata()).map(str::to_owned),
-            who::common_name(&request).map(str::to_owned),
-        );
-        let store = self.store.clone();
-        let check: Arc<RenewCheck> = Arc::new(move |id| {
-            let who = Who::with_token(&store.view, &store.tokens, token.as_deref(), common_name.as_deref())?;
-            who.renewal(id, &|id| store.lease_keys(id))?;
-            Ok(who.checked_at())
-        });
+        let (metadata, extensions, requests) = request.into_parts();
         // As for Watch: a bad message ends the stream, with grpc-go's error.
         let (error_tx, error_rx) = oneshot::channel::<Status>();
         let mut error_tx = Some(error_tx);
-        let input = request
-            .into_inner()
+        let input = requests
             .map(move |r| match r {
                 Ok(req) => Some(req),
                 Err(status) => {
@@ -130,20 +152,10 @@ impl Lease for LeaseService {
             })
             .take_while(|r| futures::future::ready(r.is_some()))
             .filter_map(futures::future::ready);
-        let arbiter = self.arbiters.next()?;
-        let (output, responses) = mpsc::channel(RESPONSE_BUFFER);
-        let (leases, view, identity) =
-            (self.leases.clone(), self.store.view.clone(), self.store.identity.clone());
-        KeepAliveStream::start_in_arbiter(arbiter, move |ctx| {
-            ctx.add_stream(input);
-            KeepAliveStream::new(leases, output, view, identity, check)
-        });
+        let out = self.open_keep_alive(&metadata, &extensions, input).await?;
         let failed = futures::stream::once(error_rx)
             .filter_map(|r| futures::future::ready(r.ok().and_then(stream_receive_error).map(Err)));
-        let out = ReceiverStream::new(responses)
-            .map(|r: Result<Box<LeaseKeepAliveResponse>, StoreError>| r.map(|r| *r).map_err(to_status))
-            .chain(failed);
-        Ok(Response::new(Box::pin(out)))
+        Ok(Response::new(Box::pin(out.chain(failed))))
     }
 
     async fn lease_time_to_live(

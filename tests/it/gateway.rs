@@ -102,6 +102,8 @@ async fn session(server: &Server) -> Vec<(String, u16, Value)> {
         ("POST", "/v3/lease/grant", r#"{"TTL":"40","ID":"1234"}"#.into()),
         ("POST", "/v3/kv/put", r#"{"key":"bA==","value":"dg==","lease":"1234"}"#.into()),
         ("POST", "/v3/kv/lease/timetolive", r#"{"ID":"1234","keys":true}"#.into()),
+        ("POST", "/v3/lease/keepalive", r#"{"ID":"1234"}"#.into()),
+        ("POST", "/v3/lease/keepalive", r#"{"ID":"999"}"#.into()),
         ("POST", "/v3/lease/revoke", r#"{"ID":"1234"}"#.into()),
         ("POST", "/v3/kv/lease/revoke", r#"{"ID":"1234"}"#.into()),
         ("POST", "/v3/kv/range", r#"{"key":"bA=="}"#.into()),

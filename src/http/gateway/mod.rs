@@ -12,8 +12,8 @@
 //! ```
 //!
 //! The JSON mapping is generated with the messages (actcd-proto's build.rs). /v3/watch,
-//! /v3/maintenance/snapshot and /v3/election/observe stream ([`streams`]);
-//! /v3/lease/keepalive is not served yet.
+//! /v3/lease/keepalive, /v3/maintenance/snapshot and /v3/election/observe stream
+//! ([`streams`]).
 //!
 //! # Layout
 //! - here: the paths, decoding a unary request, encoding its answer or error.
@@ -109,6 +109,7 @@ fn calls() -> Router<Arc<Gateway>> {
     r = route(r, "/kv/txn", unary!(kv.txn));
     r = route(r, "/kv/compaction", unary!(kv.compact));
     r = route(r, "/watch", post(watch).fallback(method_not_allowed));
+    r = route(r, "/lease/keepalive", post(keep_alive).fallback(method_not_allowed));
     r = route(r, "/maintenance/snapshot", server_stream!(maintenance.snapshot));
     r = route(r, "/election/observe", server_stream!(election.observe));
     r = route(r, "/lease/grant", unary!(lease.lease_grant));
@@ -181,6 +182,20 @@ async fn watch(State(g): Shared, headers: HeaderMap, body: Body) -> Response {
     let requests = futures::stream::iter([first]).chain(rest);
     let metadata = metadata_of(&headers);
     streams::lines(g.watch.open(Box::pin(requests), &metadata, &tonic::Extensions::default()))
+}
+
+/// /v3/lease/keepalive: one renewal per LeaseKeepAliveRequest object of the body, one line per
+/// renewal; the body's end ends the stream, as a gRPC client's close-send ends etcd's.
+async fn keep_alive(State(g): Shared, headers: HeaderMap, body: Body) -> Response {
+    use actcd_proto::etcdserverpb::LeaseKeepAliveRequest;
+    use futures::StreamExt;
+    let limit = g.max_request_bytes.saturating_mul(JSON_PER_PROTO_BYTE).saturating_add(64 * 1024);
+    let requests = streams::requests::<LeaseKeepAliveRequest>(body, limit)
+        .take_while(|r| futures::future::ready(r.is_ok()))
+        .filter_map(|r| futures::future::ready(r.ok()));
+    let metadata = metadata_of(&headers);
+    let opened = g.lease.open_keep_alive(&metadata, &tonic::Extensions::default(), requests).await;
+    streams::lines(opened.map(|s| -> tonic::codegen::BoxStream<_> { Box::pin(s) }))
 }
 
 /// The caller's token from the Authorization (or `token`) header, as gRPC metadata.
