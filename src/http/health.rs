@@ -11,7 +11,7 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 
-use super::HttpState;
+use super::state::HttpState;
 use crate::grpc::maintenance::SERVER_VERSION;
 
 fn json(status: StatusCode, body: String) -> impl IntoResponse {

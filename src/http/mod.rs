@@ -8,6 +8,7 @@
 //!   metrics.
 //! - [`health`]: /health and /version with etcd 3.4's JSON bodies.
 //! - [`gateway`]: etcd's JSON gateway (`POST /v3/kv/range`, ...), client URLs only.
+//! - [`state`]: what the paths answer from.
 //! - [`client_port`]: the layer that hands a client URL's non-gRPC requests to [`routes`].
 //! - here: the routes, /metrics, and the server on the metrics URLs.
 
@@ -15,26 +16,18 @@ pub mod client_port;
 pub mod gateway;
 pub mod health;
 pub mod probes;
+pub mod state;
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
-use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::grpc::store_handle::StoreHandle;
 use crate::transport::connection_budget::{BudgetedListener, TlsBudgetedListener};
 use probes::{Probe, Selection};
 
-/// What the HTTP paths answer from.
-#[derive(Clone)]
-pub struct HttpState {
-    /// The store, for the health checks and sampled gauges.
-    pub store: StoreHandle,
-    /// The Prometheus recorder.
-    pub prometheus: PrometheusHandle,
-}
+pub use state::HttpState;
 
 /// Every HTTP path, on both kinds of URL. Anything else is Go's 404.
 pub fn routes(state: HttpState) -> Router {

@@ -17,8 +17,10 @@
 //!
 //! # Layout
 //! - here: the paths, decoding a unary request, encoding its answer or error.
+//! - [`errors`]: gRPC statuses as grpc-gateway's JSON errors and HTTP statuses.
 //! - [`streams`]: request bodies of many objects, answers of many lines.
 
+pub mod errors;
 pub mod streams;
 
 use std::sync::Arc;
@@ -37,7 +39,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{post, MethodRouter};
 use axum::Router;
 use tonic::metadata::{MetadataMap, MetadataValue};
-use tonic::{Code, Status};
+use tonic::Status;
+
+use errors::error;
 
 use crate::grpc::auth::AuthService;
 use crate::grpc::concurrency::election::ElectionService;
@@ -243,32 +247,6 @@ fn encode<T: serde::Serialize>(answer: Result<tonic::Response<T>, Status>) -> Re
         Ok(Ok(json)) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Ok(Err(err)) => error(&Status::internal(err.to_string())),
         Err(status) => error(&status),
-    }
-}
-
-/// grpc-gateway's error body, with the HTTP status its version in etcd 3.4 gives the code.
-fn error(status: &Status) -> Response {
-    let text = serde_json::to_string(status.message()).unwrap_or_else(|_| "\"\"".to_string());
-    let body = format!(r#"{{"error":{text},"message":{text},"code":{}}}"#, status.code() as i32);
-    (http_status(status.code()), [(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-/// grpc-gateway 1.9's HTTPStatusFromCode (etcd 3.4's).
-pub fn http_status(code: Code) -> StatusCode {
-    match code {
-        Code::Ok => StatusCode::OK,
-        Code::Cancelled => StatusCode::REQUEST_TIMEOUT,
-        Code::InvalidArgument | Code::OutOfRange => StatusCode::BAD_REQUEST,
-        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-        Code::NotFound => StatusCode::NOT_FOUND,
-        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
-        Code::PermissionDenied => StatusCode::FORBIDDEN,
-        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
-        Code::FailedPrecondition => StatusCode::PRECONDITION_FAILED,
-        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
-        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

@@ -13,7 +13,7 @@ use serde::Serialize;
 use tonic::codegen::BoxStream;
 use tonic::Status;
 
-use super::{error, http_status};
+use super::errors::{error, http_status};
 
 /// The JSON objects of `body`, one after another, as the client sends them; a partial object
 /// waits for the rest. More than `limit` bytes buffered without a whole object, or bytes that
