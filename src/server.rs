@@ -44,15 +44,11 @@ use crate::cluster::peer_service::PeerService;
 use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
-use crate::grpc::auth::AuthService;
-use crate::grpc::concurrency::election::ElectionService;
-use crate::grpc::concurrency::local::Backends;
-use crate::grpc::concurrency::lock::LockService;
 use crate::grpc::health::HealthService;
-use crate::grpc::kv::KvService;
 use crate::grpc::lease::LeaseService;
-use crate::grpc::maintenance::{snapshot_scratch, MaintenanceService};
+use crate::grpc::maintenance::snapshot_scratch;
 use crate::grpc::require_leader::RequireLeader;
+use crate::grpc::services::EtcdServices;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
@@ -275,8 +271,15 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             leader: require_leader.clone(),
             permit: crate::grpc::watch::watch_permit(store.view.clone(), Arc::clone(&store.tokens)),
         });
-        let services =
-            Services { store, watch, lease, connections, budget, prometheus, fail_stop, require_leader };
+        let etcd = Arc::new(EtcdServices::new(
+            &store,
+            watch,
+            lease,
+            config.quota_bytes(),
+            &config.data_dir,
+            config.bcrypt_cost,
+        ));
+        let services = Services { store, etcd, connections, budget, prometheus, fail_stop, require_leader };
         serve(&config, services, client_listeners, tls, metrics_listeners).await
     })
 }
@@ -304,8 +307,7 @@ where
 /// Everything the gRPC listeners serve.
 struct Services {
     store: StoreHandle,
-    watch: Arc<WatchService>,
-    lease: Arc<LeaseService>,
+    etcd: Arc<EtcdServices>,
     connections: Arc<Connections>,
     /// Client sockets allowed within the descriptor limit, on every listener.
     budget: Arc<ConnectionBudget>,
@@ -472,31 +474,10 @@ type ClientLayers = tower_layer::Stack<
 >;
 
 fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server::Router<ClientLayers> {
-    let store = services.store.clone();
+    let etcd = &services.etcd;
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
-    // One instance of each service answers both gRPC and the JSON gateway: one bcrypt budget,
-    // one set of checks.
-    let kv = Arc::new(KvService::new(store.clone()));
-    let maintenance =
-        Arc::new(MaintenanceService::new(store.clone(), config.quota_bytes(), &config.data_dir));
-    let auth = Arc::new(AuthService::new(store.clone(), config.bcrypt_cost));
-    let backends = Backends {
-        kv: Arc::clone(&kv),
-        watch: Arc::clone(&services.watch),
-        lease: Arc::clone(&services.lease),
-    };
-    let lock = Arc::new(LockService::new(backends.clone()));
-    let election = Arc::new(ElectionService::new(backends));
-    let gateway = Arc::new(Gateway {
-        kv: Arc::clone(&kv),
-        lease: Arc::clone(&services.lease),
-        maintenance: Arc::clone(&maintenance),
-        auth: Arc::clone(&auth),
-        lock: Arc::clone(&lock),
-        election: Arc::clone(&election),
-        watch: Arc::clone(&services.watch),
-        max_request_bytes: config.max_request_bytes,
-    });
+    let gateway =
+        Arc::new(Gateway { services: Arc::clone(etcd), max_request_bytes: config.max_request_bytes });
     let http = crate::http::routes(services.http_state()).merge(crate::http::gateway::routes(gateway));
     // etcd checks require-leader metadata on every call (the Watch service checks its own,
     // and watches its streams' leader too).
@@ -509,34 +490,32 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
         .tcp_nodelay(true)
         .add_service(InterceptedService::new(
-            KvServer::from_arc(kv).max_decoding_message_size(max_message),
+            KvServer::from_arc(Arc::clone(&etcd.kv)).max_decoding_message_size(max_message),
             leader(),
         ))
-        .add_service(
-            WatchServer::from_arc(Arc::clone(&services.watch)).max_decoding_message_size(max_message),
-        )
+        .add_service(WatchServer::from_arc(Arc::clone(&etcd.watch)).max_decoding_message_size(max_message))
         .add_service(InterceptedService::new(
-            LeaseServer::from_arc(Arc::clone(&services.lease)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            ClusterServer::from_arc(Arc::clone(&maintenance)).max_decoding_message_size(max_message),
+            LeaseServer::from_arc(Arc::clone(&etcd.lease)).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            MaintenanceServer::from_arc(maintenance).max_decoding_message_size(max_message),
+            ClusterServer::from_arc(Arc::clone(&etcd.maintenance)).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            AuthServer::from_arc(auth).max_decoding_message_size(max_message),
+            MaintenanceServer::from_arc(Arc::clone(&etcd.maintenance)).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            LockServer::from_arc(lock).max_decoding_message_size(max_message),
+            AuthServer::from_arc(Arc::clone(&etcd.auth)).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(InterceptedService::new(
-            ElectionServer::from_arc(election).max_decoding_message_size(max_message),
+            LockServer::from_arc(Arc::clone(&etcd.lock)).max_decoding_message_size(max_message),
+            leader(),
+        ))
+        .add_service(InterceptedService::new(
+            ElectionServer::from_arc(Arc::clone(&etcd.election)).max_decoding_message_size(max_message),
             leader(),
         ))
         .add_service(HealthServer::new(HealthService))

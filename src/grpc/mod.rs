@@ -17,6 +17,7 @@
 //! - [`tokens`]: `--auth-token`: simple tokens or signed JWTs.
 //! - [`who`]: who sent a request (its token) and whether the auth state lets them.
 //! - [`health`]: the standard grpc.health.v1 service, which etcd serves on its client port too.
+//! - [`services`]: the one instance of each service, shared by every listener and the gateway.
 //! - [`store_handle`]: the read view, the typed write API and the engine every service reaches the store by.
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
 //! - [`require_leader`]: etcd's require-leader metadata: no leader, no answer but "no leader".
@@ -30,6 +31,7 @@ pub mod kv;
 pub mod lease;
 pub mod maintenance;
 pub mod require_leader;
+pub mod services;
 pub mod status;
 pub mod store_handle;
 pub mod tokens;

@@ -43,34 +43,16 @@ use tonic::Status;
 
 use errors::error;
 
-use crate::grpc::auth::AuthService;
-use crate::grpc::concurrency::election::ElectionService;
-use crate::grpc::concurrency::lock::LockService;
-use crate::grpc::kv::KvService;
-use crate::grpc::lease::LeaseService;
-use crate::grpc::maintenance::MaintenanceService;
-use crate::grpc::watch::WatchService;
+use crate::grpc::services::EtcdServices;
 
 /// A JSON body is about 4/3 of its protobuf size (base64 bytes, quoted numbers) plus names; a
 /// body beyond this many times --max-request-bytes is refused unread, before it is decoded.
 const JSON_PER_PROTO_BYTE: usize = 4;
 
-/// The services the gateway calls, the same instances gRPC calls reach.
+/// What the gateway calls: the same service instances gRPC calls reach.
 pub struct Gateway {
-    /// KV.
-    pub kv: Arc<KvService>,
-    /// Lease.
-    pub lease: Arc<LeaseService>,
-    /// Maintenance and Cluster.
-    pub maintenance: Arc<MaintenanceService>,
-    /// Auth (one bcrypt budget for gRPC and JSON callers).
-    pub auth: Arc<AuthService>,
-    /// Lock.
-    pub lock: Arc<LockService>,
-    /// Election.
-    pub election: Arc<ElectionService>,
-    /// Watch.
-    pub watch: Arc<WatchService>,
+    /// The member's services.
+    pub services: Arc<EtcdServices>,
     /// --max-request-bytes: a decoded request larger than this is refused as gRPC refuses it.
     pub max_request_bytes: usize,
 }
@@ -82,7 +64,9 @@ macro_rules! server_stream {
     ($service:ident . $method:ident) => {
         post(|State(g): Shared, headers: HeaderMap, body: Body| async move {
             match decode(&headers, body, g.max_request_bytes).await {
-                Ok(request) => streams::lines(g.$service.$method(request).await.map(|r| r.into_inner())),
+                Ok(request) => {
+                    streams::lines(g.services.$service.$method(request).await.map(|r| r.into_inner()))
+                }
                 Err(status) => error(&status),
             }
         })
@@ -95,7 +79,7 @@ macro_rules! unary {
     ($service:ident . $method:ident) => {
         post(|State(g): Shared, headers: HeaderMap, body: Body| async move {
             match decode(&headers, body, g.max_request_bytes).await {
-                Ok(request) => encode(g.$service.$method(request).await),
+                Ok(request) => encode(g.services.$service.$method(request).await),
                 Err(status) => error(&status),
             }
         })
@@ -185,7 +169,7 @@ async fn watch(State(g): Shared, headers: HeaderMap, body: Body) -> Response {
         .filter_map(|r| futures::future::ready(r.ok()));
     let requests = futures::stream::iter([first]).chain(rest);
     let metadata = metadata_of(&headers);
-    streams::lines(g.watch.open(Box::pin(requests), &metadata, &tonic::Extensions::default()))
+    streams::lines(g.services.watch.open(Box::pin(requests), &metadata, &tonic::Extensions::default()))
 }
 
 /// /v3/lease/keepalive: one renewal per LeaseKeepAliveRequest object of the body, one line per
@@ -198,7 +182,7 @@ async fn keep_alive(State(g): Shared, headers: HeaderMap, body: Body) -> Respons
         .take_while(|r| futures::future::ready(r.is_ok()))
         .filter_map(|r| futures::future::ready(r.ok()));
     let metadata = metadata_of(&headers);
-    let opened = g.lease.open_keep_alive(&metadata, &tonic::Extensions::default(), requests).await;
+    let opened = g.services.lease.open_keep_alive(&metadata, &tonic::Extensions::default(), requests).await;
     streams::lines(opened.map(|s| -> tonic::codegen::BoxStream<_> { Box::pin(s) }))
 }
 
