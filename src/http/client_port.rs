@@ -11,6 +11,7 @@ use std::task::{Context, Poll};
 
 use actcd_proto::services;
 use axum::Router;
+use futures::future::Either;
 use tonic::body::Body;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -62,7 +63,8 @@ where
 {
     type Response = http::Response<Body>;
     type Error = S::Error;
-    type Future = BoxFuture<Self::Response, S::Error>;
+    // gRPC's future as it is: no allocation added to every call; only HTTP answers are boxed.
+    type Future = Either<S::Future, BoxFuture<Self::Response, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.grpc.poll_ready(cx)
@@ -70,15 +72,15 @@ where
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         if is_grpc(&request) {
-            return Box::pin(self.grpc.call(request));
+            return Either::Left(self.grpc.call(request));
         }
         // An axum Router is always ready, so it is called without waiting for readiness.
         let answer = self.routes.clone().call(request);
-        Box::pin(async move {
+        Either::Right(Box::pin(async move {
             match answer.await {
                 Ok(response) => Ok(response.map(Body::new)),
                 Err(never) => match never {},
             }
-        })
+        }))
     }
 }
