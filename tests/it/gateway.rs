@@ -7,39 +7,12 @@
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::Server;
+use crate::harness::{self, unchunk, Server};
 
 /// One HTTP/1.1 request: (status, body).
 async fn http(method: &str, address: &str, path: &str, body: &str) -> (u16, String) {
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await.unwrap();
-    // A server that refuses a body unread may close before all of it is written.
-    let _ = stream.write_all(body.as_bytes()).await;
-    let mut text = Vec::new();
-    let read = tokio::time::timeout(std::time::Duration::from_secs(30), stream.read_to_end(&mut text)).await;
-    assert!(read.is_ok(), "an answer within 30 s");
-    let text = String::from_utf8_lossy(&text).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    (status, if chunked { unchunk(body) } else { body.to_string() })
-}
-
-fn unchunk(mut text: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = text.split_once("\r\n") {
-        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
-        if size == 0 {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        text = &rest[size + 2..];
-    }
-    out
+    let answer = harness::http(method, address, path, body).await;
+    (answer.status, answer.body)
 }
 
 /// What is the same on any server given the same requests: the member's identity and the

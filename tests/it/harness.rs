@@ -174,3 +174,60 @@ pub async fn wait_for_metrics(server: &Server, names: &[&str], expected: &[f64],
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// An HTTP answer: status code, header lines (lower-cased names), body (de-chunked).
+pub struct HttpAnswer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl HttpAnswer {
+    /// The first value of header `name` (lower case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/1.1 request with a JSON `body` on its own connection to `address` (`host:port`
+/// or `http://host:port`), read to its end within 30 s.
+pub async fn http(method: &str, address: &str, path: &str, body: &str) -> HttpAnswer {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = address.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // A server that refuses a body unread may close before all of it is written.
+    let _ = stream.write_all(body.as_bytes()).await;
+    let mut text = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut text)).await;
+    assert!(read.is_ok(), "an answer within 30 s");
+    let text = String::from_utf8_lossy(&text).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let chunked = headers.iter().any(|(n, v)| n == "transfer-encoding" && v == "chunked");
+    let body = if chunked { unchunk(body) } else { body.to_string() };
+    HttpAnswer { status, headers, body }
+}
+
+/// The data of a chunked body, as far as its chunks are complete.
+pub fn unchunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else { break };
+        if size == 0 || rest.len() < size + 2 {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        text = &rest[size + 2..];
+    }
+    out
+}

@@ -11,63 +11,16 @@ use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
 use actcd_test_support::server::Kind;
 use axum::http::StatusCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cluster::Cluster;
-use crate::harness::Server;
+use crate::harness::{http, HttpAnswer, Server};
 
-/// An answer: status code, the header lines (lower-cased names), the body.
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+async fn get(base: &str, path: &str) -> HttpAnswer {
+    request(base, "GET", path).await
 }
 
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-    }
-}
-
-/// One HTTP/1.1 request on its own connection (`base` is `http://host:port`).
-async fn request(method: &str, base: &str, path: &str) -> Answer {
-    let host = base.trim_start_matches("http://");
-    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
-    let head = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    stream.write_all(head.as_bytes()).await.unwrap();
-    let mut text = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut text))
-        .await
-        .expect("an answer within 30 s")
-        .unwrap();
-    let text = String::from_utf8(text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
-    let mut lines = head.lines();
-    let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect::<Vec<_>>();
-    let chunked = headers.iter().any(|(n, v)| n == "transfer-encoding" && v == "chunked");
-    let body = if chunked { unchunk(body) } else { body.to_string() };
-    Answer { status, headers, body }
-}
-
-fn unchunk(mut text: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = text.split_once("\r\n") {
-        let size = usize::from_str_radix(size.trim(), 16).unwrap();
-        if size == 0 {
-            break;
-        }
-        out.push_str(&rest[..size]);
-        text = &rest[size + 2..];
-    }
-    out
-}
-
-async fn get(base: &str, path: &str) -> Answer {
-    request("GET", base, path).await
+async fn request(base: &str, method: &str, path: &str) -> HttpAnswer {
+    http(method, base, path, "").await
 }
 
 #[test]
@@ -130,7 +83,7 @@ async fn livez_and_readyz_answer_on_client_and_metrics_urls() {
             assert_eq!((a.status, a.body.as_str()), (404, "404 page not found\n"), "{base}{missing}");
         }
         for method in ["POST", "HEAD", "PUT"] {
-            let a = request(method, base, "/readyz").await;
+            let a = request(base, method, "/readyz").await;
             assert_eq!(a.status, 405, "{method} {base}");
             assert_eq!(a.header("allow"), Some("GET"), "{method} {base}");
             if method != "HEAD" {
