@@ -124,10 +124,9 @@ impl Handler<Renew> for LeaseActor {
 
     fn handle(&mut self, msg: Renew, _: &mut Self::Context) -> Self::Result {
         if self.lessor.is_primary() {
-            if self.lessor.remaining(msg.id, Instant::now()).is_none() {
-                // Granted through another member and not taken from apply yet.
-                self.catch_up();
-            }
+            // What apply changed first (a grant through another member, a revoke whose keys
+            // a watcher already saw deleted): the answer reflects every applied change.
+            self.catch_up();
             let ttl = self.lessor.renew(msg.id, Instant::now()).unwrap_or(0);
             return Box::pin(async move { Ok(ttl) });
         }
@@ -143,9 +142,9 @@ impl Handler<Remaining> for LeaseActor {
 
     fn handle(&mut self, msg: Remaining, _: &mut Self::Context) -> Self::Result {
         if self.lessor.is_primary() {
-            if self.lessor.remaining(msg.id, Instant::now()).is_none() {
-                self.catch_up();
-            }
+            // As for Renew: a lease whose revoke is applied is gone, whether or not the check
+            // timer has run since.
+            self.catch_up();
             let remaining = self.lessor.remaining(msg.id, Instant::now());
             return Box::pin(async move { Ok(remaining) });
         }
@@ -182,5 +181,80 @@ impl Handler<Demote> for LeaseActor {
 
     fn handle(&mut self, _: Demote, _: &mut Self::Context) {
         self.lessor.demote();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Applied changes a test hands over, as the store core's journal would.
+    struct Journal(Arc<Mutex<Vec<LeaseChange>>>);
+
+    impl LeaseSource for Journal {
+        fn changes(&mut self) -> Result<Vec<LeaseChange>, StoreError> {
+            Ok(std::mem::take(&mut *self.0.lock().expect("journal")))
+        }
+
+        fn list(&mut self) -> Result<Vec<(i64, i64)>, StoreError> {
+            Ok(vec![(7, 60)])
+        }
+    }
+
+    struct NoLeader;
+
+    impl LeaseLeader for NoLeader {
+        fn renew(&self, _: i64) -> futures::future::BoxFuture<'static, Result<i64, StoreError>> {
+            Box::pin(async { Err(StoreError::NoLeader) })
+        }
+
+        fn remaining(
+            &self,
+            _: i64,
+        ) -> futures::future::BoxFuture<'static, Result<Option<(i64, i64)>, StoreError>> {
+            Box::pin(async { Err(StoreError::NoLeader) })
+        }
+    }
+
+    struct Revoker;
+
+    impl Actor for Revoker {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<RevokeExpired> for Revoker {
+        type Result = Result<Vec<Result<(), StoreError>>, StoreError>;
+
+        fn handle(&mut self, msg: RevokeExpired, _: &mut Self::Context) -> Self::Result {
+            Ok(msg.0.iter().map(|_| Ok(())).collect())
+        }
+    }
+
+    /// A revoke applied (its keys deleted, watchers told) is seen by the next TimeToLive and
+    /// keep-alive at once, not at the next expiry check: a client that saw the delete event
+    /// once got TTL 0 instead of etcd's -1.
+    #[test]
+    fn an_applied_revoke_is_seen_by_the_next_question() {
+        let system = actix::System::new();
+        let answers = system.block_on(async {
+            let journal = Arc::new(Mutex::new(Vec::new()));
+            let revoker = Revoker.start().recipient();
+            let actor = LeaseActor::new(
+                revoker,
+                Box::new(Journal(Arc::clone(&journal))),
+                Arc::new(NoLeader),
+                true,
+                16,
+            )
+            .expect("lease actor")
+            .start();
+            let before = actor.send(Remaining { id: 7, forwarded: false }).await.expect("answer");
+            journal.lock().expect("journal").push(LeaseChange::Revoked(7));
+            let after = actor.send(Remaining { id: 7, forwarded: false }).await.expect("answer");
+            let renewed = actor.send(Renew { id: 7, forwarded: false }).await.expect("answer");
+            (before.map(|r| r.map(|(_, granted)| granted)), after, renewed)
+        });
+        assert_eq!(answers, (Ok(Some(60)), Ok(None), Ok(0)));
     }
 }
