@@ -2,9 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
-use actcd::config::Config;
+use actcd::config::{self, LoadError, Loaded, Note};
 
 // jemalloc returns memory to the OS and exposes allocation statistics.
 #[global_allocator]
@@ -30,18 +28,22 @@ fn main() -> ExitCode {
     if actcd::snapshot::is_snapshot_command(&args) {
         return actcd::snapshot::run(&args);
     }
-    let config = match Config::try_parse_from(&args) {
-        Ok(config) => config,
-        Err(err) if err.use_stderr() => {
+    let vars: Vec<_> = std::env::vars_os().collect();
+    let Loaded { config, notes } = match config::load(&args, &vars) {
+        Ok(loaded) => loaded,
+        Err(LoadError::Flags(err)) if !err.use_stderr() => {
+            // --help or --version.
+            let _ = err.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(LoadError::Flags(err)) => {
             // One line, like etcd's flag errors; --help has the rest.
-            let text = err.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("actcd: {}", first.trim_start_matches("error: "));
+            eprintln!("actcd: {}", config::error_line(&err));
             return ExitCode::from(2);
         }
-        Err(help_or_version) => {
-            let _ = help_or_version.print();
-            return ExitCode::SUCCESS;
+        Err(err) => {
+            eprintln!("actcd: {err}");
+            return ExitCode::from(2);
         }
     };
     tracing_subscriber::fmt()
@@ -51,6 +53,12 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    for note in notes {
+        match note {
+            Note::Info(line) => tracing::info!("{line}"),
+            Note::Warn(line) => tracing::warn!("{line}"),
+        }
+    }
     if let Err(err) = actcd_actors::failpoints::configure_from_env() {
         eprintln!("actcd: FAILPOINTS: {err}");
         return ExitCode::from(2);

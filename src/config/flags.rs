@@ -1,16 +1,18 @@
-//! The server's command-line flags, named as etcd names them and with etcd's defaults, and the
+//! The server's flags, named as etcd names them and with etcd's defaults, and the
 //! two parsers their values need: `http://host:port` URLs to socket addresses, and durations as
 //! etcd's flags take them (Go's, read by `actcd_proto::go_duration`). The tunables etcd has no flag for (watch shards, stream
 //! threads) default to the machine's cores; the mailbox capacities are here too, without flags.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use actcd_actors::mailboxes::Mailboxes;
 use actcd_actors::raft::proposer::DEFAULT_BATCH_LIMIT;
 use actcd_proto::go_duration;
 
+use crate::grpc::maintenance::SERVER_VERSION;
 use crate::membership::{
     BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
     DEFAULT_INITIAL_CLUSTER,
@@ -28,8 +30,13 @@ pub const DEFAULT_QUOTA_BYTES: u64 = 2 << 30;
 
 /// actcd: a key-value server that speaks the etcd v3 gRPC API.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "actcd", version, about)]
+#[command(name = "actcd", version, long_version = version_text(), about)]
 pub struct Config {
+    /// Path to the server configuration file (etcd's YAML). With one, flags and ETCD_*
+    /// variables are ignored, as etcd ignores them.
+    #[arg(long = "config-file")]
+    pub config_file: Option<PathBuf>,
+
     /// Human-readable name for this member.
     #[arg(long, default_value = "default")]
     pub name: String,
@@ -199,6 +206,22 @@ pub struct Config {
     pub mailboxes: Mailboxes,
 }
 
+/// What `--version` prints after "actcd ", in etcd's form: the server's version, the etcd API
+/// version it reports, how it was built.
+fn version_text() -> &'static str {
+    static TEXT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "Version: {}\netcd API Version: {SERVER_VERSION}\nGit SHA: {}\nRust Version: {}\nOS/Arch: {}/{}",
+            env!("CARGO_PKG_VERSION"),
+            option_env!("ACTCD_GIT_SHA").unwrap_or("Not provided (set ACTCD_GIT_SHA when building)"),
+            env!("ACTCD_RUSTC_VERSION"),
+            std::env::consts::OS,
+            std::env::consts::ARCH,
+        )
+    });
+    TEXT.as_str()
+}
+
 /// The machine's cores, as the process may use them.
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -344,6 +367,13 @@ pub fn listen_urls(urls: &[String], flag: &str) -> anyhow::Result<Vec<(SocketAdd
         bail!("--{flag}: no URL given");
     }
     Ok(addrs)
+}
+
+/// A flag error's first line without clap's "error: ": the line that names the flag and the
+/// value (the rest is usage, which `--help` gives).
+pub fn error_line(err: &clap::Error) -> String {
+    let text = err.to_string();
+    text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_owned()
 }
 
 /// Parses a duration flag as etcd's flags take them (Go's `time.ParseDuration`: `10m`,
