@@ -4,10 +4,11 @@
 //! them; `http` reads the store through `grpc`'s handle (and the version Maintenance
 //! reports) and takes its sockets from `transport`'s budget; the `grpc` services read what
 //! `transport` leaves in each request; both name the served methods from the list the protos
-//! generate (`actcd_proto::services`). `config` and `snapshot` import no other module.
+//! generate (`actcd_proto::services`). `config` takes its value types from `membership` and `transport` and the version it prints
+//! from `grpc`; `snapshot` imports no other module.
 //!
 //! # Layout
-//! - [`config`]: command-line flags with etcd's names.
+//! - [`config`]: etcd's flags, ETCD_* variables and YAML config file.
 //! - [`c_heap`]: glibc's heap (RocksDB's): large blocks mmapped, free memory given back when idle.
 //! - [`membership`]: the initial cluster from etcd's bootstrap flags, and etcd's member and
 //!   cluster ids.
