@@ -11,7 +11,8 @@
 #           (a real Prometheus and promtool for the metrics and dashboard tests), fiu-utils +
 #           libfiu0 (fiu-run/fiu-ctrl inject fsync errors for the fault tests), strace (the
 #           fsync-before-answer trace), python3 (scripts/check-dashboards and the sample
-#           exporter it serves), curl and openssl (scripts and TLS material), and cargo-fuzz,
+#           exporter it serves), curl and openssl (scripts and TLS material), systemd
+#           (systemd-analyze verify of packaging/actcd.service; no init is started), and cargo-fuzz,
 #           pinned, for scripts/fuzz.sh.
 # Debian's versions are not pinned (a point release removes the old ones): tests/it/setup.rs
 # checks the versions the tests rely on instead.
@@ -21,7 +22,7 @@ set -euo pipefail
 packages=(clang libclang-dev etcd-client)
 if [[ "${1:-server}" == test ]]; then
     packages+=(protobuf-compiler libprotobuf-dev etcd-server prometheus fiu-utils
-        libfiu0 strace python3 curl openssl)
+        libfiu0 strace python3 curl openssl systemd)
 fi
 
 missing=()

@@ -20,6 +20,7 @@
 //! - [`transport`]: between a socket and the services: the descriptor budget, connection ids and
 //!   ends, Range backpressure, the gRPC metrics layer and grpc-go's error texts.
 //! - [`snapshot`]: `actcd snapshot restore`, run instead of the server.
+//! - [`systemd`]: READY=1 and STOPPING=1 for a `Type=notify` unit.
 #![deny(missing_docs)]
 
 pub mod c_heap;
@@ -31,4 +32,5 @@ pub mod membership;
 pub mod metrics;
 pub mod server;
 pub mod snapshot;
+pub mod systemd;
 pub mod transport;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use actix::{Actor, Arbiter};
 use anyhow::Context;
 use metrics_exporter_prometheus::PrometheusHandle;
+use openraft::Raft;
 use tokio::net::TcpListener;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
@@ -24,7 +25,7 @@ use actcd_actors::raft::read_barrier::ReadBarrier;
 use actcd_actors::raft::route::Route;
 use actcd_actors::raft::snapshot_store::SnapshotStore;
 use actcd_actors::raft::state_machine::StateMachine;
-use actcd_actors::raft::types::MemberNode;
+use actcd_actors::raft::types::{MemberNode, TypeConfig};
 use actcd_actors::store::mvcc::member::MemberIds;
 use actcd_actors::store::mvcc::snapshot;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
@@ -279,7 +280,16 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             &config.data_dir,
             config.bcrypt_cost,
         ));
-        let services = Services { store, etcd, connections, budget, prometheus, fail_stop, require_leader };
+        let services = Services {
+            store,
+            etcd,
+            connections,
+            budget,
+            prometheus,
+            fail_stop,
+            require_leader,
+            raft: raft.clone(),
+        };
         serve(&config, services, client_listeners, tls, metrics_listeners).await
     })
 }
@@ -316,6 +326,8 @@ struct Services {
     fail_stop: tokio::sync::oneshot::Receiver<String>,
     /// etcd's require-leader check, on every service.
     require_leader: RequireLeader,
+    /// This member's Raft: systemd hears READY=1 once it knows a leader.
+    raft: Raft<TypeConfig>,
 }
 
 impl Services {
@@ -445,6 +457,7 @@ async fn serve(
             }
         }
     }
+    tokio::spawn(crate::systemd::ready_once_led(services.raft.clone()));
     tokio::select! {
         _ = shutdown_signal() => tracing::info!("shutting down"),
         Some(result) = servers.join_next() => {
@@ -457,6 +470,7 @@ async fn serve(
             anyhow::bail!("the store failed a write and stopped taking writes: {reason}");
         }
     }
+    crate::systemd::stopping();
     let _ = shutdown_tx.send(true);
     // In-flight requests get a moment to finish; acknowledged writes are already durable.
     let _ =
