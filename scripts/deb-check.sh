@@ -10,6 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [[ -e /root/project ]] || { echo "deb-check.sh: run inside fresh-root.sh's root" >&2; exit 2; }
 
+# What building needs, as the README's server command installs it.
+bash scripts/install-deps.sh server
 deb=$(bash scripts/deb.sh | tail -1)
 dpkg -i "$deb" || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -f -y -qq; }
 dpkg-query -W -f='${Status}\n' actcd | grep -qx 'install ok installed'
