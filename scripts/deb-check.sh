@@ -34,7 +34,8 @@ while [[ ! -S $sock ]]; do sleep 0.1; done
 
 set -a; . /etc/default/actcd; set +a
 DAEMON_ARGS=${DAEMON_ARGS:-}
-runuser -u actcd -- env NOTIFY_SOCKET="$sock" ETCD_DATA_DIR="$ETCD_DATA_DIR" \
+# setpriv execs (runuser would stay the parent and die of the SIGTERM itself).
+setpriv --reuid=actcd --regid=actcd --init-groups env NOTIFY_SOCKET="$sock" ETCD_DATA_DIR="$ETCD_DATA_DIR" \
     /usr/bin/actcd $DAEMON_ARGS >"$dir/log" 2>&1 &
 server=$!
 for _ in $(seq 600); do grep -q READY=1 "$dir/heard" && break; sleep 0.1; done
@@ -44,7 +45,7 @@ curl -fsS http://127.0.0.1:2379/health | grep -q '"health":"true"'
 echo "health: true"
 [[ $(stat -c %U "$ETCD_DATA_DIR") == actcd ]]
 kill -TERM "$server"
-wait "$server"
+wait "$server" || { echo "actcd exited $? on SIGTERM"; cat "$dir/log"; exit 1; }
 wait "$listener"
 grep -qx STOPPING=1 "$dir/heard"
 echo "notify: STOPPING=1; deb-check passed"

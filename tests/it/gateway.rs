@@ -216,3 +216,68 @@ async fn a_gateway_watch_streams_as_etcds() {
     assert_eq!(on_actcd, on_etcd);
     assert_eq!(on_etcd[2]["result"]["events"][0]["type"], "DELETE", "{on_etcd:#?}");
 }
+
+/// Auth over the gateway as etcd 3.4 takes it: users and roles set up through /v3/auth/*,
+/// the token from /v3/auth/authenticate sent back in the Authorization header, and every
+/// path checked as gRPC is (no token, a bad token, a user without the permission).
+async fn auth_session(server: &Server) -> Vec<(String, u16, Value)> {
+    // (path, body, whose token to send, whose token the answer carries)
+    let steps: [(&str, &str, Option<&str>, Option<&str>); 18] = [
+        ("/v3/auth/user/add", r#"{"name":"root","password":"rootpw"}"#, None, None),
+        ("/v3/auth/role/add", r#"{"name":"root"}"#, None, None),
+        ("/v3/auth/user/grant", r#"{"user":"root","role":"root"}"#, None, None),
+        ("/v3/auth/user/add", r#"{"name":"alice","password":"alicepw"}"#, None, None),
+        ("/v3/auth/role/add", r#"{"name":"reader"}"#, None, None),
+        ("/v3/auth/role/grant", r#"{"name":"reader","perm":{"permType":"READ","key":"YQ==","range_end":"Yg=="}}"#, None, None),
+        ("/v3/auth/user/grant", r#"{"user":"alice","role":"reader"}"#, None, None),
+        ("/v3/auth/enable", "{}", None, None),
+        ("/v3/kv/put", r#"{"key":"YQ==","value":"MQ=="}"#, None, None),
+        ("/v3/auth/authenticate", r#"{"name":"root","password":"wrong"}"#, None, None),
+        ("/v3/auth/authenticate", r#"{"name":"root","password":"rootpw"}"#, None, Some("root")),
+        ("/v3/kv/put", r#"{"key":"YQ==","value":"MQ=="}"#, Some("root"), None),
+        ("/v3/kv/put", r#"{"key":"YQ==","value":"MQ=="}"#, Some("bogus"), None),
+        ("/v3/auth/authenticate", r#"{"name":"alice","password":"alicepw"}"#, None, Some("alice")),
+        ("/v3/kv/range", r#"{"key":"YQ=="}"#, Some("alice"), None),
+        ("/v3/kv/put", r#"{"key":"YQ==","value":"Mg=="}"#, Some("alice"), None),
+        ("/v3/auth/user/list", "{}", Some("alice"), None),
+        ("/v3/auth/disable", "{}", Some("root"), None),
+    ];
+    let mut tokens = std::collections::HashMap::from([("bogus", "bogus.1".to_string())]);
+    let mut answers = Vec::new();
+    for (path, body, send, keep) in steps {
+        let token = send.map(|who| tokens[who].clone());
+        let headers: Vec<(&str, &str)> = token.iter().map(|t| ("Authorization", t.as_str())).collect();
+        let answer = harness::http_with("POST", &server.address, path, &headers, body).await;
+        let mut value: Value = serde_json::from_str(&answer.body).unwrap_or(Value::String(answer.body));
+        if let (Some(who), Some(token)) = (keep, value.get("token").and_then(Value::as_str)) {
+            tokens.insert(who, token.to_string());
+            value["token"] = Value::String("a token".into());
+        }
+        answers.push((format!("{path} {body} as {send:?}"), answer.status, normalized(value, &mut Vec::new())));
+    }
+    answers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_over_the_gateway_answers_as_etcds() {
+    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let etcd = Server::etcd(etcd_dir.path()).await;
+    let on_etcd = auth_session(&etcd).await;
+    let actcd = Server::actcd(actcd_dir.path(), &["--bcrypt-cost", "4"]).await;
+    let on_actcd = auth_session(&actcd).await;
+    let mut differences = Vec::new();
+    for ((step, etcd_status, etcd_body), (_, actcd_status, actcd_body)) in on_etcd.iter().zip(&on_actcd) {
+        if (etcd_status, etcd_body) != (actcd_status, actcd_body) {
+            differences.push(format!(
+                "{step}\n  etcd:  {etcd_status} {etcd_body}\n  actcd: {actcd_status} {actcd_body}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    // The session says something: no token is refused, the root token writes, alice reads
+    // and is refused a write.
+    assert_ne!(on_etcd[8].1, 200, "{:?}", on_etcd[8]);
+    assert_eq!(on_etcd[11].1, 200, "{:?}", on_etcd[11]);
+    assert_eq!(on_etcd[14].2["kvs"][0]["value"], "MQ==", "{:?}", on_etcd[14]);
+    assert_ne!(on_etcd[15].1, 200, "{:?}", on_etcd[15]);
+}

@@ -192,11 +192,23 @@ impl HttpAnswer {
 /// One HTTP/1.1 request with a JSON `body` on its own connection to `address` (`host:port`
 /// or `http://host:port`), read to its end within 30 s.
 pub async fn http(method: &str, address: &str, path: &str, body: &str) -> HttpAnswer {
+    http_with(method, address, path, &[], body).await
+}
+
+/// [`http`] with more request headers (`Authorization`, `Origin`).
+pub async fn http_with(
+    method: &str,
+    address: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> HttpAnswer {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let host = address.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let extra: String = headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
