@@ -54,6 +54,7 @@ use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
 use crate::http::client_port::ClientHttpLayer;
+use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
 use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
@@ -492,7 +493,9 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let gateway =
         Arc::new(Gateway { services: Arc::clone(etcd), max_request_bytes: config.max_request_bytes });
-    let http = crate::http::routes(services.http_state()).merge(crate::http::gateway::routes(gateway));
+    let http = crate::http::routes(services.http_state())
+        .merge(crate::http::gateway::routes(gateway))
+        .layer(axum::middleware::from_fn_with_state(Cors::new(&config.cors), crate::http::cors::apply));
     // etcd checks require-leader metadata on every call (the Watch service checks its own,
     // and watches its streams' leader too).
     let leader = || services.require_leader.interceptor();

@@ -60,6 +60,7 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("tls-min-version", "tls-min-version", Kind::Text),
     ("tls-max-version", "tls-max-version", Kind::Text),
     ("log-level", "log-level", Kind::Text),
+    ("cors", "cors", Kind::Text),
     (
         "experimental-watch-progress-notify-interval",
         "experimental-watch-progress-notify-interval",

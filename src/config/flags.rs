@@ -77,6 +77,10 @@ pub struct Config {
     #[arg(long = "listen-metrics-urls", default_value = "http://127.0.0.1:2381", value_delimiter = ',')]
     pub listen_metrics_urls: Vec<String>,
 
+    /// Comma-separated white list of origins for CORS, or cross-origin resource sharing, (empty or * means allow all).
+    #[arg(long = "cors", default_value = "*", value_delimiter = ',', value_parser = crate::http::cors::parse_origin)]
+    pub cors: Vec<String>,
+
     /// Maximum number of operations permitted in a transaction (per nesting level).
     #[arg(long = "max-txn-ops", default_value_t = 128)]
     pub max_txn_ops: usize,

@@ -247,8 +247,10 @@ impl TlsServer {
             builder.with_no_client_auth()
         };
         let mut config = builder.with_cert_resolver(Arc::clone(&basis.own) as Arc<dyn ResolvesServerCert>);
-        // gRPC is HTTP/2 only; grpc-go clients refuse a server that does not say so.
-        config.alpn_protocols = vec![b"h2".to_vec()];
+        // gRPC is HTTP/2 only, and grpc-go clients refuse a server that does not say h2; the
+        // JSON gateway and /health on the same port are HTTP/1.1 too, as etcd's net/http
+        // offers both (a client that offers both gets h2: the server's order wins).
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Self { config: Arc::new(config), cn_is_user: flags.client_cert_auth, peers: false })
     }
 
@@ -264,7 +266,10 @@ impl TlsServer {
     /// problem; on the client port a scan or a plaintext client is not, and floods would fill
     /// the log).
     pub fn for_peers(self) -> Self {
-        Self { peers: true, ..self }
+        // A peer port serves only the Raft gRPC service.
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Self { config: Arc::new(config), peers: true, ..self }
     }
 
     /// Whether [`TlsServer::for_peers`] made this.

@@ -228,7 +228,12 @@ async fn auth_session(server: &Server) -> Vec<(String, u16, Value)> {
         ("/v3/auth/user/grant", r#"{"user":"root","role":"root"}"#, None, None),
         ("/v3/auth/user/add", r#"{"name":"alice","password":"alicepw"}"#, None, None),
         ("/v3/auth/role/add", r#"{"name":"reader"}"#, None, None),
-        ("/v3/auth/role/grant", r#"{"name":"reader","perm":{"permType":"READ","key":"YQ==","range_end":"Yg=="}}"#, None, None),
+        (
+            "/v3/auth/role/grant",
+            r#"{"name":"reader","perm":{"permType":"READ","key":"YQ==","range_end":"Yg=="}}"#,
+            None,
+            None,
+        ),
         ("/v3/auth/user/grant", r#"{"user":"alice","role":"reader"}"#, None, None),
         ("/v3/auth/enable", "{}", None, None),
         ("/v3/kv/put", r#"{"key":"YQ==","value":"MQ=="}"#, None, None),
@@ -253,7 +258,11 @@ async fn auth_session(server: &Server) -> Vec<(String, u16, Value)> {
             tokens.insert(who, token.to_string());
             value["token"] = Value::String("a token".into());
         }
-        answers.push((format!("{path} {body} as {send:?}"), answer.status, normalized(value, &mut Vec::new())));
+        answers.push((
+            format!("{path} {body} as {send:?}"),
+            answer.status,
+            normalized(value, &mut Vec::new()),
+        ));
     }
     answers
 }
@@ -280,4 +289,58 @@ async fn auth_over_the_gateway_answers_as_etcds() {
     assert_eq!(on_etcd[11].1, 200, "{:?}", on_etcd[11]);
     assert_eq!(on_etcd[14].2["kvs"][0]["value"], "MQ==", "{:?}", on_etcd[14]);
     assert_ne!(on_etcd[15].1, 200, "{:?}", on_etcd[15]);
+}
+
+/// The CORS headers and the preflight status of a few requests, as (request, status, headers).
+async fn cors_answers(server: &Server) -> Vec<(String, u16, Vec<(String, String)>)> {
+    let requests: [(&str, &str, Option<&str>); 5] = [
+        ("POST", "/v3/kv/range", Some("http://a.example:8080")),
+        ("POST", "/v3/kv/range", Some("http://b.example")),
+        ("POST", "/v3/kv/range", None),
+        ("OPTIONS", "/v3/kv/put", Some("http://b.example")),
+        ("GET", "/health", Some("http://a.example:8080")),
+    ];
+    let mut answers = Vec::new();
+    for (method, path, origin) in requests {
+        let headers: Vec<(&str, &str)> = origin.iter().map(|o| ("Origin", *o)).collect();
+        let body = if method == "POST" { r#"{"key":"YQ=="}"# } else { "" };
+        let answer = harness::http_with(method, &server.address, path, &headers, body).await;
+        let mut cors: Vec<(String, String)> =
+            answer.headers.into_iter().filter(|(name, _)| name.starts_with("access-control-")).collect();
+        cors.sort();
+        answers.push((format!("{method} {path} from {origin:?}"), answer.status, cors));
+    }
+    answers
+}
+
+/// `--cors` as on etcd 3.4: by default every answer allows any origin; with a list, only a
+/// listed Origin gets its headers; OPTIONS is answered 200 at once. A bad entry is refused
+/// in etcd's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_headers_are_etcds() {
+    for flags in [vec![], vec!["--cors=http://a.example:8080,https://c.example:443"]] {
+        let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let etcd = Server::etcd_with(etcd_dir.path(), &flags).await;
+        let on_etcd = cors_answers(&etcd).await;
+        drop(etcd);
+        let actcd = Server::actcd(actcd_dir.path(), &flags).await;
+        let on_actcd = cors_answers(&actcd).await;
+        assert_eq!(on_actcd, on_etcd, "with {flags:?}");
+        let allowed =
+            |i: usize| on_etcd[i].2.iter().find(|(n, _)| n == "access-control-allow-origin").cloned();
+        if flags.is_empty() {
+            assert_eq!(allowed(1).map(|(_, v)| v).as_deref(), Some("*"));
+        } else {
+            assert_eq!(allowed(0).map(|(_, v)| v).as_deref(), Some("http://a.example:8080"));
+            assert_eq!(allowed(1), None, "an unlisted origin gets no CORS headers");
+        }
+        assert_eq!(on_etcd[3].1, 200, "a preflight is answered at once");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .arg("--cors=http://a.example")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(r#"URL address does not have the form "host:port": http://a.example"#), "{err}");
 }
