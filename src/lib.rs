@@ -5,7 +5,7 @@
 //! reports) and takes its sockets from `transport`'s budget; the `grpc` services read what
 //! `transport` leaves in each request; both name the served methods from the list the protos
 //! generate (`actcd_proto::services`). `config` takes its value types from `membership` and `transport` and the version it prints
-//! from `grpc`; `snapshot` imports no other module.
+//! from `grpc`; `snapshot` and `migrate` import no other module.
 //!
 //! # Layout
 //! - [`config`]: etcd's flags, ETCD_* variables and YAML config file.
@@ -20,6 +20,7 @@
 //! - [`transport`]: between a socket and the services: the descriptor budget, connection ids and
 //!   ends, Range backpressure, the gRPC metrics layer and grpc-go's error texts.
 //! - [`snapshot`]: `actcd snapshot restore`, run instead of the server.
+//! - [`migrate`]: `actcd migrate --from-etcd`: an etcd backend into a data dir, history and all.
 //! - [`systemd`]: READY=1 and STOPPING=1 for a `Type=notify` unit.
 #![deny(missing_docs)]
 
@@ -30,6 +31,7 @@ pub mod grpc;
 pub mod http;
 pub mod membership;
 pub mod metrics;
+pub mod migrate;
 pub mod server;
 pub mod snapshot;
 pub mod systemd;

@@ -28,6 +28,9 @@ fn main() -> ExitCode {
     if actcd::snapshot::is_snapshot_command(&args) {
         return actcd::snapshot::run(&args);
     }
+    if actcd::migrate::is_migrate_command(&args) {
+        return actcd::migrate::run(&args);
+    }
     let vars: Vec<_> = std::env::vars_os().collect();
     let Loaded { config, notes } = match config::load(&args, &vars) {
         Ok(loaded) => loaded,

@@ -30,6 +30,7 @@ mod linearizability;
 mod maintenance;
 mod membership;
 mod metrics;
+mod migrate;
 mod packaging;
 mod pause;
 mod peer_tls;

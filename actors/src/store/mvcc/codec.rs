@@ -51,15 +51,20 @@ pub fn encode_history_value(tombstone: bool, kv: &KeyValue) -> Vec<u8> {
     out
 }
 
-/// Decodes a history value (without its key).
-pub fn decode_history_value(value: &[u8]) -> Result<(bool, KeyValue), StoreError> {
+/// Splits a history value into (tombstone, the encoded KeyValue), without decoding it.
+pub fn split_history_value(value: &[u8]) -> Result<(bool, &[u8]), StoreError> {
     let (kind, body) =
         value.split_first().ok_or_else(|| StoreError::Corrupt("empty history record".into()))?;
-    let tombstone = match *kind {
-        PUT_KIND => false,
-        DELETE_KIND => true,
-        other => return Err(StoreError::Corrupt(format!("unknown history record kind {other}"))),
-    };
+    match *kind {
+        PUT_KIND => Ok((false, body)),
+        DELETE_KIND => Ok((true, body)),
+        other => Err(StoreError::Corrupt(format!("unknown history record kind {other}"))),
+    }
+}
+
+/// Decodes a history value (without its key).
+pub fn decode_history_value(value: &[u8]) -> Result<(bool, KeyValue), StoreError> {
+    let (tombstone, body) = split_history_value(value)?;
     let kv = KeyValue::decode(Bytes::copy_from_slice(body))
         .map_err(|e| StoreError::Corrupt(format!("history record: {e}")))?;
     Ok((tombstone, kv))

@@ -2,13 +2,22 @@
 //! with the same history (the same writes and compactions, in the same order) get the same hash,
 //! so a checker can compare them.
 //!
-//! What HashKV covers at revision `rev` with the last compaction at `c`: every history record
-//! with revision `<= rev` that the compaction at `c` keeps, in revision order: all records after
-//! `c`, and the puts at or before `c` that survived it (the latest version of each key that was
-//! live at `c`). Tombstones at or before `c` are left out: one kept at exactly `c` is dropped by a
-//! restart, so including it would make a restarted member disagree. Each record feeds its 8-byte
-//! revision key and its stored value into CRC-32C (Castagnoli, as etcd hashes), read from one
-//! RocksDB snapshot, so the compaction revision and the records always belong together.
+//! HashKV is etcd's own (mvcc's HashByRev): CRC-32C (Castagnoli) fed the bucket name `key`,
+//! then each kept record as etcd's backend holds it, in revision order: its 17-byte revision
+//! key (8-byte big-endian main, `_`, 8-byte big-endian sub; an 18th byte `t` marks a
+//! tombstone) and its marshalled `mvccpb.KeyValue` (a tombstone's holds only the key). So
+//! actcd and etcd given the same history answer the same hash, and a migrated etcd data dir
+//! can be checked against the file it came from ([`etcd_record`]).
+//!
+//! The records hashed at revision `rev` with the last compaction at `c` are etcd's: every
+//! record in `(c, rev]`, and of those at or before `c` the ones still their key's live version
+//! at `rev` ([`etcd_hash`] has the whole rule), all read from one RocksDB snapshot, so the
+//! compaction revision and the records always belong together.
+
+use std::collections::{HashMap, HashSet};
+
+use actcd_proto::mvccpb::KeyValue;
+use prost::Message;
 
 use super::codec::{self, COMPACTED_KEY};
 use super::engine::Family;
@@ -95,22 +104,112 @@ pub fn hash_kv(
     if revision > 0 && revision <= compact_revision {
         return Err(StoreError::Compacted);
     }
-    let mut crc = Crc32c::default();
-    crc.update(b"history");
-    snapshot.scan(Family::History, &[], &mut |key, value| {
-        let main =
-            Revision::from_key_bytes(key).map_err(|e| StoreError::Corrupt(format!("history key: {e}")))?.main;
-        if main > hash_revision {
-            return Ok(false);
+    let mut scan = |visit: &mut RecordVisitor<'_>| -> Result<(), StoreError> {
+        snapshot.scan(Family::History, &[], &mut |key, value| {
+            let revision = Revision::from_key_bytes(key)
+                .map_err(|e| StoreError::Corrupt(format!("history key: {e}")))?;
+            let (tombstone, kv) = codec::decode_history_value(value)?;
+            let (etcd_key, etcd_value) = etcd_record(revision, tombstone, &kv);
+            Ok(visit(HashRecord {
+                main: revision.main,
+                sub: revision.sub,
+                tombstone,
+                key: &kv.key,
+                etcd_key: &etcd_key,
+                etcd_value: &etcd_value,
+            }))
+        })
+    };
+    let hash = etcd_hash(hash_revision, compact_revision, &mut scan)?;
+    Ok(KvHash { hash, compact_revision, hash_revision })
+}
+
+/// One history record as etcd's HashKV sees it.
+pub struct HashRecord<'a> {
+    /// Its main revision.
+    pub main: i64,
+    /// Its sub revision.
+    pub sub: i64,
+    /// True for a delete.
+    pub tombstone: bool,
+    /// The user's key it belongs to.
+    pub key: &'a [u8],
+    /// Its key in etcd's `key` bucket.
+    pub etcd_key: &'a [u8],
+    /// Its value there.
+    pub etcd_value: &'a [u8],
+}
+
+/// Takes the records of a scan in revision order; returns false to stop it.
+pub type RecordVisitor<'a> = dyn FnMut(HashRecord<'_>) -> bool + 'a;
+
+/// etcd's HashKV (mvcc's HashByRev) at `revision` over the records `scan` visits in revision
+/// order, with the compaction at `compacted`. The records after the compaction all count; one
+/// at or before it counts only while it is still its key's live version at `revision` (etcd's
+/// `Keep(revision)`), or, when no key at all is live then, every one does (etcd skips only
+/// "if there is a keep set"). `scan` runs twice: once to find those records, then to hash;
+/// in between it holds one entry per key live at the compaction.
+pub fn etcd_hash<E>(
+    revision: i64,
+    compacted: i64,
+    scan: &mut dyn FnMut(&mut RecordVisitor<'_>) -> Result<(), E>,
+) -> Result<u32, E> {
+    let mut before: HashMap<Vec<u8>, (i64, i64)> = HashMap::new();
+    let mut live_after: HashMap<Vec<u8>, bool> = HashMap::new();
+    scan(&mut |r| {
+        if r.main > revision {
+            return false;
         }
-        // Only the few records a compaction kept need decoding, to tell tombstones apart.
-        if main > compact_revision || !codec::decode_history_value(value)?.0 {
-            crc.update(key);
-            crc.update(value);
+        if r.main <= compacted {
+            if r.tombstone {
+                before.remove(r.key);
+            } else {
+                before.insert(r.key.to_vec(), (r.main, r.sub));
+            }
+        } else {
+            before.remove(r.key);
+            live_after.insert(r.key.to_vec(), !r.tombstone);
         }
-        Ok(true)
+        true
     })?;
-    Ok(KvHash { hash: crc.finish(), compact_revision, hash_revision })
+    let kept: HashSet<(i64, i64)> = before.into_values().collect();
+    let keep_all = kept.is_empty() && !live_after.into_values().any(|live| live);
+    let mut crc = Crc32c::default();
+    crc.update(b"key");
+    scan(&mut |r| {
+        if r.main > revision {
+            return false;
+        }
+        if r.main > compacted || keep_all || (!r.tombstone && kept.contains(&(r.main, r.sub))) {
+            crc.update(r.etcd_key);
+            crc.update(r.etcd_value);
+        }
+        true
+    })?;
+    Ok(crc.finish())
+}
+
+/// One history record as etcd's backend stores it in its `key` bucket: (key, value).
+pub fn etcd_record(revision: Revision, tombstone: bool, kv: &KeyValue) -> (Vec<u8>, Vec<u8>) {
+    let value = if tombstone {
+        KeyValue { key: kv.key.clone(), ..KeyValue::default() }.encode_to_vec()
+    } else {
+        kv.encode_to_vec()
+    };
+    (etcd_key(revision, tombstone), value)
+}
+
+/// etcd's backend key of a revision: 8-byte big-endian main, `_`, 8-byte big-endian sub, and
+/// `t` after a tombstone's.
+pub fn etcd_key(revision: Revision, tombstone: bool) -> Vec<u8> {
+    let mut key = Vec::with_capacity(18);
+    key.extend_from_slice(&revision.main.to_be_bytes());
+    key.push(b'_');
+    key.extend_from_slice(&revision.sub.to_be_bytes());
+    if tombstone {
+        key.push(b't');
+    }
+    key
 }
 
 /// Maintenance.Hash: every history and lease record and the compaction revision, from one
