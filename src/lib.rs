@@ -4,8 +4,10 @@
 //! them; `http` reads the store through `grpc`'s handle (and the version Maintenance
 //! reports) and takes its sockets from `transport`'s budget; the `grpc` services read what
 //! `transport` leaves in each request; both name the served methods from the list the protos
-//! generate (`actcd_proto::services`). `config` takes its value types from `membership` and `transport` and the version it prints
-//! from `grpc`; `snapshot` and `migrate` import no other module.
+//! generate (`actcd_proto::services`). `config` takes its value types from `membership` and
+//! `transport` and the version it prints from `grpc`. `snapshot` restores through `migrate`;
+//! `migrate` reads, and `grpc`'s Snapshot writes, through `etcd_file`, which imports no other
+//! module.
 //!
 //! # Layout
 //! - [`config`]: etcd's flags, ETCD_* variables and YAML config file.
@@ -21,12 +23,14 @@
 //!   ends, Range backpressure, the gRPC metrics layer and grpc-go's error texts.
 //! - [`snapshot`]: `actcd snapshot restore`, run instead of the server.
 //! - [`migrate`]: `actcd migrate --from-etcd`: an etcd backend into a data dir, history and all.
+//! - [`etcd_file`]: etcd's backend file (bbolt), read and written.
 //! - [`systemd`]: READY=1 and STOPPING=1 for a `Type=notify` unit.
 #![deny(missing_docs)]
 
 pub mod c_heap;
 pub mod cluster;
 pub mod config;
+pub mod etcd_file;
 pub mod grpc;
 pub mod http;
 pub mod membership;

@@ -10,13 +10,7 @@
 //! checked before it is renamed into place: its HashKV, which is etcd's own hash, must equal
 //! the one computed over the etcd file, and its revision the file's.
 //!
-//! # Layout
-//! - [`bbolt`]: the page reader of bbolt files.
-//! - [`etcd_backend`]: etcd's buckets in such a file, and the snapshot's trailing hash.
-//! - here: the command, and writing the store.
-
-pub mod bbolt;
-pub mod etcd_backend;
+//! The file is read by [`crate::etcd_file`]; here are the command and the writing of the store.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -24,6 +18,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use actcd_actors::auth::auth_state;
 use actcd_actors::store::mvcc::codec::{self, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
 use actcd_actors::store::mvcc::engine::{Engine, Family, WriteSet};
 use actcd_actors::store::mvcc::hash;
@@ -31,7 +26,7 @@ use actcd_actors::store::mvcc::revision::Revision;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore, StoreError};
 use actcd_proto::mvccpb::KeyValue;
 
-use self::etcd_backend::{BackendError, EtcdBackend};
+use crate::etcd_file::backend::{BackendError, EtcdBackend};
 
 /// Records written per RocksDB batch: large enough that a batch's overhead vanishes, small
 /// enough that a batch holds a few MiB.
@@ -224,6 +219,18 @@ fn write_store(backend: &EtcdBackend, dir: &Path) -> Result<(), MigrateError> {
     }
     for (id, ttl) in backend.leases()? {
         set.put(Family::Lease, codec::encode_i64(id), codec::encode_i64(ttl));
+    }
+    let auth = backend.auth()?;
+    if let Some(enabled) = auth.enabled {
+        set.put(Family::Meta, auth_state::ENABLED_KEY.to_vec(), enabled);
+    }
+    if let Some(revision) = auth.revision {
+        set.put(Family::Meta, auth_state::REVISION_KEY.to_vec(), revision);
+    }
+    for (prefix, records) in [(auth_state::USER_PREFIX, auth.users), (auth_state::ROLE_PREFIX, auth.roles)] {
+        for (name, record) in records {
+            set.put(Family::Meta, [prefix, &name].concat(), record);
+        }
     }
     set.put(Family::Meta, COMPACTED_KEY.to_vec(), codec::encode_i64(compacted));
     set.put(Family::Meta, FORMAT_KEY.to_vec(), FORMAT_VERSION.to_vec());

@@ -27,7 +27,6 @@ use actcd_actors::raft::snapshot_store::SnapshotStore;
 use actcd_actors::raft::state_machine::StateMachine;
 use actcd_actors::raft::types::{MemberNode, TypeConfig};
 use actcd_actors::store::mvcc::member::MemberIds;
-use actcd_actors::store::mvcc::snapshot;
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
@@ -47,7 +46,6 @@ use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::health::HealthService;
 use crate::grpc::lease::LeaseService;
-use crate::grpc::maintenance::snapshot_scratch;
 use crate::grpc::require_leader::RequireLeader;
 use crate::grpc::services::EtcdServices;
 use crate::grpc::store_handle::StoreHandle;
@@ -110,8 +108,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
         .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
-    snapshot::clear_scratch(&snapshot_scratch(&config.data_dir))
-        .context("cannot remove the snapshot checkpoints a previous run left")?;
     let maintenance_engine = engine.clone();
     let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
     let fail_stop_tx = FailStop::new(fail_stop_tx);
@@ -273,14 +269,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             leader: require_leader.clone(),
             permit: crate::grpc::watch::watch_permit(store.view.clone(), Arc::clone(&store.tokens)),
         });
-        let etcd = Arc::new(EtcdServices::new(
-            &store,
-            watch,
-            lease,
-            config.quota_bytes(),
-            &config.data_dir,
-            config.bcrypt_cost,
-        ));
+        let etcd =
+            Arc::new(EtcdServices::new(&store, watch, lease, config.quota_bytes(), config.bcrypt_cost));
         let services = Services {
             store,
             etcd,

@@ -1,7 +1,9 @@
-//! `actcd snapshot restore FILE --data-dir DIR`: turns a snapshot that `etcdctl snapshot save`
-//! took from actcd back into a data dir. The snapshot's SHA-256 is verified and the store is
-//! opened once before the data dir appears, so a damaged file never becomes a data dir. The
-//! restored dir belongs to no member until one starts on it (see `store::mvcc::member`).
+//! `actcd snapshot restore FILE --data-dir DIR`: a snapshot file in etcd's format (from
+//! `etcdctl snapshot save`, against actcd or etcd) into a new data dir, history and all.
+//! It is a migration ([`crate::migrate`]): the SHA-256 is verified first, the store is
+//! written beside the target and renamed in only once it hashes as the file does, so a
+//! damaged file never becomes a data dir. The restored dir belongs to no member until one
+//! starts on it (see `store::mvcc::member`).
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -9,12 +11,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use actcd_actors::store::mvcc::{member, snapshot};
-use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
-
 /// Commands on snapshot files.
 #[derive(Debug, Parser)]
-#[command(name = "actcd snapshot", bin_name = "actcd snapshot", about = "Restore actcd snapshots")]
+#[command(name = "actcd snapshot", bin_name = "actcd snapshot", about = "Restore snapshots")]
 pub struct SnapshotCli {
     #[command(subcommand)]
     command: SnapshotCommand,
@@ -22,7 +21,7 @@ pub struct SnapshotCli {
 
 #[derive(Debug, Subcommand)]
 enum SnapshotCommand {
-    /// Restores a snapshot (from `etcdctl snapshot save` against actcd) into a new data dir.
+    /// Restores a snapshot (from `etcdctl snapshot save`, against actcd or etcd) into a new data dir.
     Restore {
         /// The snapshot file.
         file: PathBuf,
@@ -47,32 +46,24 @@ pub fn run(args: &[OsString]) -> ExitCode {
         }
     };
     match cli.command {
-        SnapshotCommand::Restore { file, data_dir } => {
-            let mut revision = 0;
-            let restored = snapshot::restore(&file, &data_dir, |dir| {
-                let engine = RocksEngine::open(dir)?;
-                member::unbind(&engine)?;
-                actcd_actors::raft::log_store::forget_cluster(&engine)?;
-                let core = StoreCore::open(engine, StoreConfig::default())?;
-                revision = core.current_revision();
-                Ok(())
-            });
-            match restored {
-                Ok(restored) => {
-                    println!(
-                        "restored snapshot {} into {} ({} files, {} bytes) at revision {revision}",
-                        file.display(),
-                        data_dir.display(),
-                        restored.files,
-                        restored.bytes
-                    );
-                    ExitCode::SUCCESS
-                }
-                Err(err) => {
-                    eprintln!("actcd: snapshot restore: {err}");
-                    ExitCode::FAILURE
-                }
+        SnapshotCommand::Restore { file, data_dir } => match crate::migrate::migrate(&file, &data_dir) {
+            Ok(m) => {
+                println!(
+                    "restored snapshot {} into {}: {} records, {} leases, revision {}, compacted at {}, HashKV {}",
+                    file.display(),
+                    data_dir.display(),
+                    m.records,
+                    m.leases,
+                    m.revision,
+                    m.compacted,
+                    m.hash
+                );
+                ExitCode::SUCCESS
             }
-        }
+            Err(err) => {
+                eprintln!("actcd: snapshot restore: {err}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }

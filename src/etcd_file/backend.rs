@@ -9,6 +9,7 @@
 //!   etcd (or actcd, here) next opens the store.
 //! - `lease`: lease id (8 bytes big-endian) -> `leasepb.Lease` {ID = 1, TTL = 2}. The keys a
 //!   lease holds are not stored with it: each KeyValue names its lease.
+//! - `auth`, `authUsers`, `authRoles`: see [`EtcdAuth`].
 //!
 //! A file from `etcdctl snapshot save` ends with the SHA-256 of the database before it; etcd
 //! tells it is there by the length (a database is whole pages: a length that is 32 past a
@@ -23,7 +24,7 @@ use actcd_proto::mvccpb::KeyValue;
 use prost::Message;
 use sha2::{Digest, Sha256};
 
-use super::bbolt::{BoltError, BoltFile, Bucket, Entry};
+use super::bbolt_reader::{BoltError, BoltFile, Bucket, Entry};
 
 /// Why an etcd backend cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -63,12 +64,28 @@ pub struct EtcdRecord {
     pub kv: KeyValue,
 }
 
+/// etcd's `leasepb.Lease` as the `lease` bucket holds it (3.5 adds a remaining TTL, field 3,
+/// which 3.4 neither writes nor reads).
 #[derive(Clone, PartialEq, Message)]
-struct Lease {
+pub(super) struct LeaseRecord {
     #[prost(int64, tag = "1")]
-    id: i64,
+    pub(super) id: i64,
     #[prost(int64, tag = "2")]
-    ttl: i64,
+    pub(super) ttl: i64,
+}
+
+/// The auth store as etcd keeps it: `auth` (`authEnabled`, one byte; `authRevision`, u64
+/// big-endian), `authUsers` and `authRoles` (name -> `authpb.User` / `authpb.Role`).
+#[derive(Debug, Default)]
+pub struct EtcdAuth {
+    /// `authEnabled`, when etcd ever wrote it.
+    pub enabled: Option<Vec<u8>>,
+    /// `authRevision`, when etcd ever wrote it.
+    pub revision: Option<Vec<u8>>,
+    /// Users by name.
+    pub users: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Roles by name.
+    pub roles: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// An etcd backend file, open for reading.
@@ -143,11 +160,32 @@ impl EtcdBackend {
     pub fn leases(&self) -> Result<Vec<(i64, i64)>, BackendError> {
         let mut leases = Vec::new();
         self.values("lease", &mut |_, value| {
-            let lease = Lease::decode(value).map_err(|e| BackendError::Record(format!("lease: {e}")))?;
+            let lease =
+                LeaseRecord::decode(value).map_err(|e| BackendError::Record(format!("lease: {e}")))?;
             leases.push((lease.id, lease.ttl));
             Ok(true)
         })?;
         Ok(leases)
+    }
+
+    /// The auth buckets' records, as etcd wrote them.
+    pub fn auth(&self) -> Result<EtcdAuth, BackendError> {
+        let mut auth = EtcdAuth::default();
+        self.values("auth", &mut |key, value| {
+            match key {
+                b"authEnabled" => auth.enabled = Some(value.to_vec()),
+                b"authRevision" => auth.revision = Some(value.to_vec()),
+                _ => {}
+            }
+            Ok(true)
+        })?;
+        for (bucket, records) in [("authUsers", &mut auth.users), ("authRoles", &mut auth.roles)] {
+            self.values(bucket, &mut |key, value| {
+                records.push((key.to_vec(), value.to_vec()));
+                Ok(true)
+            })?;
+        }
+        Ok(auth)
     }
 
     /// Visits the `key` bucket's records in revision order until `visit` returns false.

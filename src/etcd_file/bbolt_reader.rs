@@ -3,26 +3,18 @@
 //! etcd on Linux runs bbolt with `NoFreelistSync`, so its meta names no freelist page
 //! (`u64::MAX`), which bbolt-rs refuses and nut overflows on.
 //!
-//! # The file (bbolt 1.3, all integers little-endian, no padding)
-//! ```text
-//! page n at n * page_size:  id u64 | flags u16 | count u16 | overflow u32 | body ...
-//!                           a page with overflow k spans k + 1 pages; flags: 0x01 branch,
-//!                           0x02 leaf, 0x04 meta, 0x10 freelist
-//! meta (pages 0 and 1, body): magic u32 0xED0CDAED | version u32 2 | page_size u32 |
-//!                           flags u32 | root bucket (root u64, sequence u64) | freelist u64 |
-//!                           pgid u64 (pages in use) | txid u64 | checksum u64 (FNV-1a 64 of
-//!                           the 56 bytes before it); the valid one with the higher txid wins
-//! branch element (16 B):    pos u32 | ksize u32 | child u64       key at element + pos
-//! leaf element (16 B):      flags u32 | pos u32 | ksize u32 | vsize u32
-//!                           key at element + pos, value right after; flags 0x01: a bucket
-//! bucket value:             root u64 | sequence u64, and when root is 0 an inline leaf page
-//! ```
+//! The file's layout is drawn in [`super::bbolt_format`].
+//!
 //! Pages are read one at a time with positioned reads, so a file of any size costs one
 //! page per tree level in memory. Every offset is checked against the page and the file: a
 //! damaged file is an error, never a panic or a loop.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+
+use super::bbolt_format::{
+    fnv1a64, BRANCH, BUCKET_HEADER, BUCKET_LEAF, ELEMENT, LEAF, MAGIC, META_LEN, PAGE_HEADER, VERSION,
+};
 
 /// Why a file cannot be read as bbolt.
 #[derive(Debug, thiserror::Error)]
@@ -35,16 +27,6 @@ pub enum BoltError {
     Corrupt(String),
 }
 
-const MAGIC: u32 = 0xED0C_DAED;
-const VERSION: u32 = 2;
-const PAGE_HEADER: usize = 16;
-const ELEMENT: usize = 16;
-const META_LEN: usize = 64;
-/// A bucket's value starts with its root page and sequence.
-const BUCKET_HEADER: usize = 16;
-const BRANCH: u16 = 0x01;
-const LEAF: u16 = 0x02;
-const BUCKET_LEAF: u32 = 0x01;
 /// Deeper than any real tree (bbolt splits pages at a fill of a quarter page or more): a
 /// branch that points back up is caught here.
 const MAX_DEPTH: usize = 64;
@@ -68,11 +50,6 @@ fn u64_at(bytes: &[u8], at: usize) -> Result<u64, BoltError> {
     let mut a = [0u8; 8];
     a.copy_from_slice(b);
     Ok(u64::from_le_bytes(a))
-}
-
-/// FNV-1a, 64 bits: bbolt's meta checksum.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// A meta page's fields that reading needs.

@@ -2,8 +2,6 @@
 //! as etcd answers them on one member; MemberList; and clear errors for what needs a cluster
 //! (membership changes, leader moves, downgrades).
 
-use std::path::{Path, PathBuf};
-
 use actcd_proto::errors::EtcdError;
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -13,7 +11,9 @@ use tonic::{Request, Response, Status};
 use actcd_actors::auth::Need;
 use actcd_actors::store::mvcc::engine::Engine;
 use actcd_actors::store::mvcc::hash;
-use actcd_actors::store::mvcc::snapshot::SnapshotReader;
+use std::io::Write as _;
+
+use actcd_actors::store::RocksEngine;
 use actcd_proto::etcdserverpb::cluster_server::Cluster;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
@@ -24,9 +24,11 @@ use actcd_proto::etcdserverpb::{
     MemberUpdateRequest, MemberUpdateResponse, MoveLeaderRequest, MoveLeaderResponse, ResponseHeader,
     SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
 };
+use sha2::{Digest, Sha256};
 
+use crate::etcd_file::export::{EtcdExport, ExportError};
 use crate::grpc::status::{
-    raw_auth_status, snapshot_read_failed, task_status, to_status, unknown_alarm_action, Unsupported,
+    raw_auth_status, snapshot_failed, task_status, to_status, unknown_alarm_action, Unsupported,
 };
 use crate::grpc::store_handle::StoreHandle;
 
@@ -38,27 +40,20 @@ pub const STORAGE_VERSION: &str = "3.6.0";
 
 /// Snapshot chunks carry this many bytes, as etcd's do.
 const SNAPSHOT_CHUNK: usize = 32 * 1024;
-/// Chunks read ahead of a slow snapshot client.
+/// Chunks made ahead of a slow snapshot client; when they are all waiting, the writer waits.
 const SNAPSHOT_QUEUE: usize = 4;
-
-/// Where snapshot checkpoints are made while they stream, inside the data dir (hard links
-/// need the same file system); emptied at start in case the process died mid-stream.
-pub fn snapshot_scratch(data_dir: &Path) -> PathBuf {
-    data_dir.join("snapshot.tmp")
-}
 
 /// Maintenance and Cluster services over one store.
 #[derive(Clone)]
 pub struct MaintenanceService {
     store: StoreHandle,
     quota_bytes: u64,
-    scratch: PathBuf,
 }
 
 impl MaintenanceService {
-    /// Services for the member whose data dir is `data_dir`.
-    pub fn new(store: StoreHandle, quota_bytes: u64, data_dir: &Path) -> Self {
-        Self { store, quota_bytes, scratch: snapshot_scratch(data_dir) }
+    /// Services over `store`, which NOSPACE fills at `quota_bytes`.
+    pub fn new(store: StoreHandle, quota_bytes: u64) -> Self {
+        Self { store, quota_bytes }
     }
 
     /// The members, as the membership records them, in id order as etcd lists them.
@@ -103,54 +98,86 @@ fn member_not_found() -> Status {
     EtcdError::MemberNotFound.status()
 }
 
-/// Streams `reader`'s payload in etcd's framing: chunks with the bytes still to come, then
-/// the SHA-256. Stops when the client goes away; dropping `reader` removes its checkpoint.
+/// Streams the store as etcd's backend file in etcd's framing: chunks with the bytes still
+/// to come, then the SHA-256 of them all. The file is made as it is sent, from one RocksDB
+/// snapshot ([`EtcdExport`]); it stops when the client goes away.
 fn send_snapshot(
-    mut reader: SnapshotReader,
+    engine: &RocksEngine,
     header: Option<ResponseHeader>,
     out: mpsc::Sender<Result<SnapshotResponse, Status>>,
 ) {
-    use std::io::Read;
-    let mut header = header;
-    let mut remaining = reader.payload_len();
-    loop {
-        let mut chunk = vec![0u8; SNAPSHOT_CHUNK];
-        let mut filled = 0;
-        while filled < chunk.len() {
-            match reader.read(&mut chunk[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(err) => {
-                    tracing::error!(%err, "snapshot read failed");
-                    let _ = out.blocking_send(Err(snapshot_read_failed(err)));
-                    return;
-                }
-            }
-        }
-        if filled == 0 {
-            break;
-        }
-        chunk.truncate(filled);
-        remaining = remaining.saturating_sub(filled as u64);
-        let message = SnapshotResponse {
-            header: header.take(),
-            remaining_bytes: remaining,
-            blob: Bytes::from(chunk),
-            version: STORAGE_VERSION.into(),
+    let sent = EtcdExport::prepare(engine).and_then(|export| {
+        let mut chunks = SnapshotChunks {
+            out: &out,
+            header,
+            remaining: export.bytes(),
+            chunk: Vec::new(),
+            hash: Sha256::new(),
         };
-        if out.blocking_send(Ok(message)).is_err() {
-            tracing::info!("snapshot client went away; checkpoint removed");
-            return;
+        export.write_to(&mut chunks)?;
+        chunks.flush()?;
+        Ok(chunks.hash.finalize())
+    });
+    match sent {
+        Ok(sha) => {
+            let checksum = SnapshotResponse {
+                header: None,
+                remaining_bytes: 0,
+                blob: Bytes::copy_from_slice(&sha),
+                version: STORAGE_VERSION.into(),
+            };
+            let _ = out.blocking_send(Ok(checksum));
+        }
+        Err(ExportError::Io(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+            tracing::info!("snapshot client went away");
+        }
+        Err(err) => {
+            tracing::error!(%err, "snapshot failed");
+            let _ = out.blocking_send(Err(snapshot_failed(err)));
         }
     }
-    let checksum = SnapshotResponse {
-        header: header.take(),
-        remaining_bytes: 0,
-        blob: Bytes::copy_from_slice(&reader.checksum()),
-        version: STORAGE_VERSION.into(),
-    };
-    let _ = out.blocking_send(Ok(checksum));
+}
+
+/// The snapshot's bytes cut into etcd's chunks as they are written, each sent when full (the
+/// channel holds [`SNAPSHOT_QUEUE`] of them: a slow client holds the writer back).
+struct SnapshotChunks<'a> {
+    out: &'a mpsc::Sender<Result<SnapshotResponse, Status>>,
+    header: Option<ResponseHeader>,
+    remaining: u64,
+    chunk: Vec<u8>,
+    hash: Sha256,
+}
+
+impl std::io::Write for SnapshotChunks<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.chunk.capacity() == 0 {
+            self.chunk.reserve_exact(SNAPSHOT_CHUNK);
+        }
+        let n = bytes.len().min(SNAPSHOT_CHUNK - self.chunk.len());
+        self.chunk.extend_from_slice(&bytes[..n]);
+        if self.chunk.len() == SNAPSHOT_CHUNK {
+            self.flush()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.chunk.is_empty() {
+            return Ok(());
+        }
+        let blob = std::mem::take(&mut self.chunk);
+        self.hash.update(&blob);
+        self.remaining = self.remaining.saturating_sub(blob.len() as u64);
+        let message = SnapshotResponse {
+            header: self.header.take(),
+            remaining_bytes: self.remaining,
+            blob: Bytes::from(blob),
+            version: STORAGE_VERSION.into(),
+        };
+        self.out
+            .blocking_send(Ok(message))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the snapshot client went away"))
+    }
 }
 
 #[tonic::async_trait]
@@ -261,13 +288,10 @@ impl Maintenance for MaintenanceService {
     ) -> Result<Response<tonic::codegen::BoxStream<SnapshotResponse>>, Status> {
         // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
         self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
-        let scratch = self.scratch.clone();
         let header = self.header();
-        let reader = self
-            .blocking(move |store| SnapshotReader::create(&store.engine, &scratch).map_err(to_status))
-            .await?;
+        let engine = self.store.engine.clone();
         let (tx, rx) = mpsc::channel(SNAPSHOT_QUEUE);
-        tokio::task::spawn_blocking(move || send_snapshot(reader, header, tx));
+        tokio::task::spawn_blocking(move || send_snapshot(&engine, header, tx));
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 

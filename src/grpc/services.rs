@@ -3,7 +3,6 @@
 //! door it takes, and Authenticate's bcrypt budget (the AuthService's semaphore) is one for the
 //! member, not one per listener.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use super::auth::AuthService;
@@ -36,20 +35,19 @@ pub struct EtcdServices {
 
 impl EtcdServices {
     /// Builds the services over `store` beside the `watch` and `lease` services the caller
-    /// started (they own actors and arbiters); `quota_bytes`, `data_dir` and `bcrypt_cost` are
-    /// the flags Maintenance and Auth need.
+    /// started (they own actors and arbiters); `quota_bytes` and `bcrypt_cost` are the flags
+    /// Maintenance and Auth need.
     pub fn new(
         store: &StoreHandle,
         watch: Arc<WatchService>,
         lease: Arc<LeaseService>,
         quota_bytes: u64,
-        data_dir: &Path,
         bcrypt_cost: u32,
     ) -> Self {
         let kv = Arc::new(KvService::new(store.clone()));
         let backends = Backends { kv: Arc::clone(&kv), watch: Arc::clone(&watch), lease: Arc::clone(&lease) };
         Self {
-            maintenance: Arc::new(MaintenanceService::new(store.clone(), quota_bytes, data_dir)),
+            maintenance: Arc::new(MaintenanceService::new(store.clone(), quota_bytes)),
             auth: Arc::new(AuthService::new(store.clone(), bcrypt_cost)),
             lock: Arc::new(LockService::new(backends.clone())),
             election: Arc::new(ElectionService::new(backends)),

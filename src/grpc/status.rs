@@ -104,9 +104,9 @@ pub fn task_status(err: tokio::task::JoinError) -> Status {
     Status::new(Code::Unknown, format!("actcd: maintenance task failed: {err}"))
 }
 
-/// A snapshot stream whose checkpoint could not be read to its end.
-pub fn snapshot_read_failed(err: std::io::Error) -> Status {
-    Status::new(Code::Unknown, format!("actcd: snapshot read failed: {err}"))
+/// A snapshot stream that could not be made to its end.
+pub fn snapshot_failed(err: impl std::fmt::Display) -> Status {
+    Status::new(Code::Unknown, format!("actcd: snapshot failed: {err}"))
 }
 
 /// An alarm action outside etcd's three.

@@ -3,17 +3,21 @@
 //! from etcd's data dir, becomes an actcd data dir; actcd started on it answers Range at every
 //! revision, a watch replayed from an old revision, the lease's time-to-live and HashKV as
 //! etcd does on the same history. Damaged and truncated files are refused and leave nothing.
+//!
+//! And the way back: `etcdctl snapshot save` against actcd writes etcd's format, which
+//! `etcdctl snapshot status` reads, `etcdctl snapshot restore` takes, and etcd 3.4 serves the
+//! same history from (users and their passwords too); `actcd snapshot restore` takes it too.
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, DeleteOptions, GetOptions, LeaseTimeToLiveOptions, PutOptions, Txn, TxnOp,
-    WatchOptions,
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, LeaseTimeToLiveOptions, Permission, PutOptions,
+    Txn, TxnOp, WatchOptions,
 };
 
-use crate::harness::{etcdctl, Server};
+use crate::harness::{etcdctl, etcdctl_binary, free_port, Server};
 
 /// Writes a history that touches every record kind etcd stores; returns the lease's id.
 async fn history(c: &mut Client) -> i64 {
@@ -163,4 +167,97 @@ async fn an_etcd_history_moves_to_actcd_with_every_revision() {
     }
     let (ok, out) = migrate(&snap, &from_snapshot);
     assert!(!ok && out.contains("is not empty"), "{out}");
+}
+
+/// Users and roles, auth left disabled: root (needed to enable auth later) and alice, who
+/// may read under `k/`.
+async fn users(c: &mut Client) {
+    c.role_add("reader").await.unwrap();
+    c.role_grant_permission("reader", Permission::read("k/").with_prefix()).await.unwrap();
+    c.role_add("root").await.unwrap();
+    for (user, password, role) in [("alice", "alice-pw", "reader"), ("root", "root-pw", "root")] {
+        c.user_add(user, password, None).await.unwrap();
+        c.user_grant_role(user, role).await.unwrap();
+    }
+}
+
+/// Runs Debian's etcdctl with no endpoint (`snapshot status`, `snapshot restore`).
+fn etcdctl_offline(args: &[&str]) -> (bool, String) {
+    let out = Command::new(etcdctl_binary()).env("ETCDCTL_API", "3").args(args).output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_actcd_snapshot_is_an_etcd_snapshot() {
+    let (dir, work) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let actcd = Server::actcd(dir.path(), &[]).await;
+    let mut ca = actcd.client().await;
+    let lease = history(&mut ca).await;
+    users(&mut ca).await;
+    let on_actcd = answers(&mut ca, lease).await;
+    let current = on_actcd.0.len() as i64 + 19;
+    let snap = work.path().join("snap.db");
+    let (ok, out, err) = etcdctl(&actcd, &["snapshot", "save", snap.to_str().unwrap()], None);
+    assert!(ok, "{out}{err}");
+
+    // etcdctl reads it as etcd's: its revision, and its hash whole.
+    let (ok, status) = etcdctl_offline(&["snapshot", "status", snap.to_str().unwrap(), "-w", "json"]);
+    assert!(ok, "{status}");
+    let status: serde_json::Value = serde_json::from_str(status.trim()).unwrap();
+    assert_eq!(status["revision"], current, "{status}");
+    assert_eq!(status["totalSize"], std::fs::metadata(&snap).unwrap().len() - 32, "{status}");
+
+    // etcdctl restores it, and etcd 3.4 serves the same history from it.
+    let restored = work.path().join("etcd");
+    let peer = format!("http://127.0.0.1:{}", free_port());
+    let (ok, out) = etcdctl_offline(&[
+        "snapshot",
+        "restore",
+        snap.to_str().unwrap(),
+        "--data-dir",
+        restored.to_str().unwrap(),
+        "--name",
+        "differential",
+        "--initial-cluster",
+        &format!("differential={peer}"),
+        "--initial-advertise-peer-urls",
+        &peer,
+    ]);
+    assert!(ok, "{out}");
+    {
+        let etcd = Server::etcd(&restored).await;
+        let mut ce = etcd.client().await;
+        let on_etcd = answers(&mut ce, lease).await;
+        assert_eq!(on_etcd.0, on_actcd.0, "Range at every revision since the compaction");
+        assert_eq!(on_etcd.1, on_actcd.1, "the watch replayed from revision 21");
+        assert_eq!(on_etcd.2, on_actcd.2, "the lease's TTL and keys");
+        assert_eq!(on_etcd.3, on_actcd.3, "HashKV and the compaction revision");
+        let role = ce.role_get("reader").await.unwrap();
+        assert_eq!(role.permissions().len(), 1);
+        assert_eq!(role.permissions()[0].key(), b"k/");
+        assert_eq!(ce.user_get("alice").await.unwrap().roles(), ["reader"]);
+        // The passwords' bcrypt hashes came along: with auth on, alice reads with hers.
+        let (ok, _, err) = etcdctl(&etcd, &["--user", "root:root-pw", "auth", "enable"], None);
+        assert!(ok, "{err}");
+        let (ok, out, err) = etcdctl(&etcd, &["--user", "alice:alice-pw", "get", "k/03"], None);
+        assert!(ok && out.contains("after the compaction"), "{out}{err}");
+        let (ok, _, _) = etcdctl(&etcd, &["--user", "alice:wrong", "get", "k/03"], None);
+        assert!(!ok, "a wrong password is refused");
+    }
+
+    // actcd restores the same file to the same history.
+    let back = work.path().join("actcd");
+    let out = Command::new(env!("CARGO_BIN_EXE_actcd"))
+        .args(["snapshot", "restore", snap.to_str().unwrap(), "--data-dir", back.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let again = Server::actcd(&back, &[]).await;
+    let mut cb = again.client().await;
+    let on_back = answers(&mut cb, lease).await;
+    assert_eq!(on_back, on_actcd);
+    assert_eq!(cb.user_get("alice").await.unwrap().roles(), ["reader"]);
 }

@@ -27,10 +27,14 @@ use crate::store::StoreError;
 /// The user and the role that may do everything.
 pub const ROOT: &str = "root";
 
-const ENABLED_KEY: &[u8] = b"auth/enabled";
-const REVISION_KEY: &[u8] = b"auth/revision";
-const USER_PREFIX: &[u8] = b"auth/user/";
-const ROLE_PREFIX: &[u8] = b"auth/role/";
+/// The meta record saying whether auth is enabled: one byte, 1 or 0 (etcd's `authEnabled`).
+pub const ENABLED_KEY: &[u8] = b"auth/enabled";
+/// The meta record of the auth revision, u64 big-endian (etcd's `authRevision`).
+pub const REVISION_KEY: &[u8] = b"auth/revision";
+/// Before a user's name: its `authpb.User` (etcd's `authUsers` bucket).
+pub const USER_PREFIX: &[u8] = b"auth/user/";
+/// Before a role's name: its `authpb.Role` (etcd's `authRoles` bucket).
+pub const ROLE_PREFIX: &[u8] = b"auth/role/";
 
 /// What a request needs of its user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,7 +28,6 @@
 //! - [`alarm`]: active alarms and the writes they refuse.
 //! - [`member`]: the cluster and member a data dir belongs to.
 //! - [`hash`]: hashes of the stored state (etcd's HashKV).
-//! - [`snapshot`]: checkpoint snapshots and their restore.
 
 pub mod alarm;
 pub mod auth_commands;
@@ -54,7 +53,6 @@ pub mod revision;
 pub mod rocks;
 pub mod shared;
 #[cfg(feature = "rocksdb")]
-pub mod snapshot;
 pub mod txn;
 pub mod validate;
 pub mod writer;
