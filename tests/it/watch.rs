@@ -520,6 +520,34 @@ async fn a_half_closed_stream_reset_by_its_client_leaves_nothing_behind() {
     assert!(next_response(&mut responses).await.created, "the same connection serves a new stream");
 }
 
+/// etcd issue 17507, one of the two fixes (with 15220, progress ordered after the events it
+/// covers: `watch_guarantees_hold_under_concurrent_load` checks that under load) for which the
+/// apiserver wants 3.4.31 or 3.5.13 before it reads consistently from its watch cache: a
+/// progress request on a stream whose only watch starts at an older revision and matches no
+/// event is answered at once with the current revision, not only after some event arrives.
+#[tokio::test]
+async fn a_progress_request_is_answered_for_a_new_watch_that_gets_no_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    let mut c = server.client().await;
+    let old = c.put("bar", "1", None).await.unwrap().header().unwrap().revision();
+    let head = c.put("bar", "2", None).await.unwrap().header().unwrap().revision();
+    for start in [old, head] {
+        let mut stream = RawStream::open(&server, create("foo", "", start)).await;
+        let mut seen = Vec::new();
+        stream.first_created(&mut seen).await;
+        stream.send(watch_request::RequestUnion::ProgressRequest(WatchProgressRequest {})).await;
+        let progress = stream.next(Duration::from_secs(5)).await;
+        let progress = progress.unwrap_or_else(|| panic!("no progress answer for a watch from {start}"));
+        assert_eq!(
+            (progress.watch_id, progress.events.len(), progress.header.unwrap().revision),
+            (-1, 0, head),
+            "a watch from {start}"
+        );
+        assert!(seen.is_empty(), "{seen:?}");
+    }
+}
+
 async fn next_response(responses: &mut tonic::Streaming<WatchResponse>) -> WatchResponse {
     let message = responses.message();
     tokio::time::timeout(Duration::from_secs(5), message).await.unwrap().unwrap().unwrap()

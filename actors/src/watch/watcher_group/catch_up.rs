@@ -42,6 +42,11 @@ impl WatcherGroup {
     /// into the synced set. Watchers far behind do not hold back those nearer the head: each
     /// chunk is read from the oldest revision still wanted by a watcher not yet served.
     pub fn sync(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) {
+        self.catch_up(history, outbox, limits);
+        self.answer_deferred_progress(outbox);
+    }
+
+    fn catch_up(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) {
         if self.unsynced.is_empty() {
             return;
         }

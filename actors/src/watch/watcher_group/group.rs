@@ -16,7 +16,7 @@
 //! watchers, catch-up only to unsynced ones, and a watcher moves to synced only once it has
 //! been sent everything up to `processed`: so each watcher gets each revision once, in order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use smallvec::SmallVec;
 
@@ -40,6 +40,9 @@ pub struct WatcherGroup {
     pub(super) processed_at_last_check: i64,
     /// Consecutive stall checks that saw no progress.
     pub(super) stalled_checks: u8,
+    /// Streams whose progress request waits until their watchers have caught up (etcd
+    /// 3.4.31's deferred progress, etcd issue 17507): at most one entry a stream.
+    pub(super) deferred_progress: HashSet<StreamId>,
 }
 
 pub(super) fn is_delete(ev: &Event) -> bool {
@@ -142,6 +145,7 @@ impl WatcherGroup {
             self.remove_slot(*slot);
         }
         self.streams.remove(&stream);
+        self.deferred_progress.remove(&stream);
         slots.len()
     }
 

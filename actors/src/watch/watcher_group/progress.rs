@@ -12,18 +12,58 @@ use super::group::{header, WatcherGroup};
 use super::outbox::{Delivery, Outbox};
 
 impl WatcherGroup {
-    /// Answers a WatchProgressRequest: only when every watcher of the stream is synced, with
-    /// watch_id -1 at `processed`, ordered after everything already sent (etcd drops the request
-    /// otherwise; the client asks again).
+    /// Answers a WatchProgressRequest with watch_id -1 at `processed`, ordered after everything
+    /// already sent; while a watcher of the stream is still catching up, the answer waits for
+    /// it (etcd 3.4.31, issue 17507: before, etcd dropped the request, and a client whose new
+    /// watch matched no event waited for a progress that never came).
     pub fn request_progress(&mut self, stream: StreamId, outbox: &mut impl Outbox) {
-        let Some(slots) = self.streams.get(&stream) else { return };
-        let all_synced = slots.iter().all(|s| self.slots.get(*s).is_some_and(|w| w.has(flags::SYNCED)));
-        if !all_synced {
+        if !self.streams.contains_key(&stream) {
             return;
         }
+        if self.stream_synced(stream) {
+            self.send_progress(stream, outbox);
+        } else {
+            self.deferred_progress.insert(stream);
+        }
+    }
+
+    /// Sends the progress that waited for streams that have now caught up (after a catch-up
+    /// pass, which is what syncs watchers; a stream gone meanwhile is forgotten).
+    pub(super) fn answer_deferred_progress(&mut self, outbox: &mut impl Outbox) {
+        if self.deferred_progress.is_empty() {
+            return;
+        }
+        let ready: Vec<StreamId> = self
+            .deferred_progress
+            .iter()
+            .copied()
+            .filter(|s| !self.streams.contains_key(s) || self.stream_synced(*s))
+            .collect();
+        for stream in ready {
+            self.deferred_progress.remove(&stream);
+            if self.streams.contains_key(&stream) {
+                self.send_progress(stream, outbox);
+            }
+        }
+    }
+
+    fn stream_synced(&self, stream: StreamId) -> bool {
+        self.streams.get(&stream).is_some_and(|slots| {
+            slots.iter().all(|s| self.slots.get(*s).is_some_and(|w| w.has(flags::SYNCED)))
+        })
+    }
+
+    fn send_progress(&mut self, stream: StreamId, outbox: &mut impl Outbox) {
         let progress = WatchResponse { header: header(self.processed), watch_id: -1, ..Default::default() };
-        if outbox.deliver(stream, vec![progress]) == Delivery::Closed {
-            self.remove_stream(stream);
+        match outbox.deliver(stream, vec![progress]) {
+            Delivery::Sent => {}
+            // The stream's buffer is full: answered once it drains, like a watcher's events.
+            Delivery::Full => {
+                self.deferred_progress.insert(stream);
+            }
+            Delivery::Closed => {
+                self.remove_stream(stream);
+            }
         }
     }
 
@@ -57,19 +97,27 @@ mod tests {
     use crate::watch::watcher_group::test_support::{spec, Buffers, Fixture};
 
     #[test]
-    fn progress_is_answered_only_when_every_watcher_of_the_stream_is_synced() {
+    fn progress_waits_until_every_watcher_of_the_stream_is_synced() {
         let mut f = Fixture::new();
         f.put("k", "v");
+        f.put("other", "v");
         let view = f.store.read_view();
         let mut group = WatcherGroup::new(view.revision());
         let mut out = Buffers::new(10);
         group.add(&spec(1, 0, "k", "", 1));
         group.request_progress(1, &mut out);
+        group.request_progress(1, &mut out);
         assert!(out.got.is_empty(), "an unsynced watcher holds progress back");
         group.sync(&view, &mut out, SyncLimits::default());
-        out.drain(1);
+        assert_eq!(out.drain(1), [(0, vec![2]), (-1, vec![])], "the event, then one progress answer");
         group.request_progress(1, &mut out);
         assert_eq!(out.drain(1), [(-1, vec![])]);
+        // etcd issue 17507: a new watch that matches no event still gets its answer.
+        group.add(&spec(2, 0, "nothing", "", 1));
+        group.request_progress(2, &mut out);
+        assert!(out.got.is_empty());
+        group.sync(&view, &mut out, SyncLimits::default());
+        assert_eq!(out.drain(2), [(-1, vec![])]);
         group.request_progress(9, &mut out);
         assert!(out.got.is_empty(), "a stream without watchers gets nothing");
     }
