@@ -22,14 +22,26 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static MALLOC_CONF: Option<&'static std::ffi::c_char> =
     Some(unsafe { &*c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr() });
 
+/// Parses the command line from the command's name on (`actcd migrate ...` parses as `migrate
+/// ...`); --help answers with success, a bad argument with clap's message and status 2.
+fn command<T: clap::Parser>(args: &[std::ffi::OsString]) -> Result<T, ExitCode> {
+    T::try_parse_from(args.iter().skip(1)).map_err(|err| {
+        let _ = err.print();
+        if err.use_stderr() {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        }
+    })
+}
+
 fn main() -> ExitCode {
     actcd::c_heap::keep_large_allocations_mmapped();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if actcd::snapshot::is_snapshot_command(&args) {
-        return actcd::snapshot::run(&args);
-    }
-    if actcd::migrate::is_migrate_command(&args) {
-        return actcd::migrate::run(&args);
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some("snapshot") => return command(&args).map_or_else(|code| code, actcd::snapshot::run),
+        Some("migrate") => return command(&args).map_or_else(|code| code, actcd::migrate::run),
+        _ => {}
     }
     let vars: Vec<_> = std::env::vars_os().collect();
     let Loaded { config, notes } = match config::load(&args, &vars) {

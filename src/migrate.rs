@@ -93,20 +93,8 @@ pub struct Migrated {
     pub hash: u32,
 }
 
-/// True when the command line asks for `actcd migrate`.
-pub fn is_migrate_command(args: &[OsString]) -> bool {
-    args.get(1).is_some_and(|a| a == "migrate")
-}
-
-/// Runs `actcd migrate ...` (`args` from the program name on).
-pub fn run(args: &[OsString]) -> ExitCode {
-    let cli = match MigrateCli::try_parse_from(args.iter().skip(1)) {
-        Ok(cli) => cli,
-        Err(err) => {
-            let _ = err.print();
-            return if err.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
-        }
-    };
+/// Runs `actcd migrate ...`.
+pub fn run(cli: MigrateCli) -> ExitCode {
     match migrate(&cli.from_etcd, &cli.data_dir) {
         Ok(m) => {
             println!(

@@ -5,7 +5,6 @@
 //! damaged file never becomes a data dir. The restored dir belongs to no member until one
 //! starts on it (see `store::mvcc::member`).
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -31,20 +30,8 @@ enum SnapshotCommand {
     },
 }
 
-/// True when the command line asks for a snapshot command rather than the server.
-pub fn is_snapshot_command(args: &[OsString]) -> bool {
-    args.get(1).is_some_and(|a| a == "snapshot")
-}
-
-/// Runs `actcd snapshot ...` (`args` from the program name on).
-pub fn run(args: &[OsString]) -> ExitCode {
-    let cli = match SnapshotCli::try_parse_from(args.iter().skip(1)) {
-        Ok(cli) => cli,
-        Err(err) => {
-            let _ = err.print();
-            return if err.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
-        }
-    };
+/// Runs `actcd snapshot ...`.
+pub fn run(cli: SnapshotCli) -> ExitCode {
     match cli.command {
         SnapshotCommand::Restore { file, data_dir } => match crate::migrate::migrate(&file, &data_dir) {
             Ok(m) => {
