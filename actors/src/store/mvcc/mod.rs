@@ -52,7 +52,6 @@ pub mod revision;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
 pub mod shared;
-#[cfg(feature = "rocksdb")]
 pub mod txn;
 pub mod validate;
 pub mod writer;
