@@ -93,11 +93,11 @@ impl RangeStream {
         let mut limit = FIRST_CHUNK_KEYS.min(total);
         let mut sent = 0usize;
         // The newest revision at the first read: the final header's revision, as in Range.
-        let mut header_revision = None;
+        let mut first_revision = None;
         loop {
             let mut chunk = self.view.range_page(&page, limit)?;
             let newest = chunk.header.take().map_or(0, |h| h.revision);
-            let header_revision = *header_revision.get_or_insert(newest);
+            let header_revision = *first_revision.get_or_insert(newest);
             if page.revision <= 0 {
                 // Pinned: later chunks read where the first did, whatever is written meanwhile.
                 page.revision = header_revision;
