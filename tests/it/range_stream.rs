@@ -31,7 +31,9 @@ async fn start(dir: &std::path::Path) -> Server {
 }
 
 /// A client whose HTTP/2 windows are small, so that a client that stops reading soon stops
-/// the server's sending too (the default windows would take megabytes first).
+/// the server's sending too (the default windows would take megabytes first). The connection's
+/// window is shared by its streams: a stream left unread blocks every answer on it, so writes
+/// made while a stream waits go over another connection.
 async fn paced(server: &Server) -> KvClient<Channel> {
     let channel = Endpoint::from_shared(server.endpoint.clone())
         .unwrap()
@@ -245,6 +247,7 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path()).await;
     let mut kv = paced(&server).await;
+    let mut writer = KvClient::connect(server.endpoint.clone()).await.unwrap();
     fill(&mut kv, "k/", KEYS).await;
     let all = prefix("k/");
     let pause = Duration::from_millis(700);
@@ -255,13 +258,15 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
     let mut stream = kv.clone().range_stream(all.clone()).await.unwrap().into_inner();
     let mut chunks = vec![stream.message().await.unwrap().unwrap().range_response.unwrap()];
     tokio::time::sleep(pause).await;
-    kv.put(PutRequest { key: key("k/", KEYS - 1).into(), value: "new".into(), ..Default::default() })
+    writer
+        .put(PutRequest { key: key("k/", KEYS - 1).into(), value: "new".into(), ..Default::default() })
         .await
         .unwrap();
-    kv.delete_range(DeleteRangeRequest { key: key("k/", KEYS - 2).into(), ..Default::default() })
+    writer
+        .delete_range(DeleteRangeRequest { key: key("k/", KEYS - 2).into(), ..Default::default() })
         .await
         .unwrap();
-    kv.put(PutRequest { key: key("k/", KEYS + 1).into(), ..Default::default() }).await.unwrap();
+    writer.put(PutRequest { key: key("k/", KEYS + 1).into(), ..Default::default() }).await.unwrap();
     while let Some(message) = stream.message().await.unwrap() {
         chunks.push(message.range_response.unwrap());
     }
@@ -276,8 +281,11 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
     let mut chunks = vec![stream.message().await.unwrap().unwrap().range_response.unwrap()];
     tokio::time::sleep(pause).await;
     let read_ahead = metric(&server, ranges).await.unwrap() - before;
-    let now = kv.put(PutRequest { key: "k/x".into(), ..Default::default() }).await.unwrap().into_inner();
-    kv.compact(CompactionRequest { revision: now.header.unwrap().revision, physical: true }).await.unwrap();
+    let now = writer.put(PutRequest { key: "k/x".into(), ..Default::default() }).await.unwrap().into_inner();
+    writer
+        .compact(CompactionRequest { revision: now.header.unwrap().revision, physical: true })
+        .await
+        .unwrap();
     let end = loop {
         match stream.message().await {
             Ok(Some(message)) => chunks.push(message.range_response.unwrap()),
@@ -303,7 +311,7 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
     let read = metric(&server, ranges).await.unwrap() - before;
     assert!(read <= 8.0, "{read} chunks read for a client that took one and left");
     // The stream's task is gone: the server answers as before.
-    assert_eq!(kv.range(all).await.unwrap().into_inner().count, KEYS as i64 + 1);
+    assert_eq!(writer.range(all).await.unwrap().into_inner().count, KEYS as i64 + 1);
 }
 
 /// READ on the whole range is checked before the first chunk: a user without it is refused with
