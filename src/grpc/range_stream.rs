@@ -81,7 +81,8 @@ impl RangeStream {
             send(tx, answer).await?;
             return self.who.still_current(&self.view).map_err(Stop::Failed);
         }
-        // etcd validates no limit; a negative one reads the whole range, as in Range.
+        // etcd validates no limit: a negative one reads the whole range (etcd's in one chunk,
+        // here chunk by chunk, which merges into the same answer).
         let total = usize::try_from(req.limit).ok().filter(|&l| l > 0).unwrap_or(usize::MAX);
         let mut page = RangeRequest {
             key: req.key.clone(),
