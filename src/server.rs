@@ -252,6 +252,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             core,
             identity: identity.clone(),
             max_txn_ops: config.max_txn_ops,
+            max_request_bytes: config.max_request_bytes,
             tokens,
             engine: maintenance_engine,
         };

@@ -87,6 +87,10 @@ pub enum EtcdError {
     TimeoutDueToLeaderFail,
     TooManyRequests,
     Corrupt,
+    InvalidSortOption,
+    RpcNotSupportedForLearner,
+    RangeStreamCustomSort,
+    RangeStreamRevisionFilters,
 }
 
 impl EtcdError {
@@ -108,6 +112,9 @@ impl EtcdError {
             Stopped | NoLeader | LeaderChanged | Timeout | TimeoutDueToLeaderFail => Code::Unavailable,
             TooManyRequests => Code::ResourceExhausted,
             Corrupt => Code::DataLoss,
+            InvalidSortOption => Code::InvalidArgument,
+            RpcNotSupportedForLearner => Code::FailedPrecondition,
+            RangeStreamCustomSort | RangeStreamRevisionFilters => Code::Unimplemented,
         }
     }
 
@@ -157,6 +164,11 @@ impl EtcdError {
             }
             TooManyRequests => "etcdserver: too many requests",
             Corrupt => "etcdserver: corrupt cluster",
+            InvalidSortOption => "etcdserver: invalid sort option",
+            RpcNotSupportedForLearner => "etcdserver: rpc not supported for learner",
+            // etcd 3.7's checkRangeStreamRequest words these without the "etcdserver: " prefix.
+            RangeStreamCustomSort => "RangeStream does not support custom sort orders",
+            RangeStreamRevisionFilters => "RangeStream does not support revision filters",
         }
     }
 

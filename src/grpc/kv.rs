@@ -2,20 +2,24 @@
 //! one (etcd's default) once the read barrier says this member applied everything acknowledged
 //! before it, and checked before and after (an auth change during the read refuses it, as
 //! etcd's doSerialize does); writes go to the Raft log, where the state machine checks them as
-//! etcd does; they are answered once applied.
+//! etcd does; they are answered once applied. RangeStream is checked here and read in chunks by
+//! [`crate::grpc::range_stream`].
 
+use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
 
 use actcd_actors::auth::{Access, Need};
 use actcd_actors::failpoints;
-use actcd_actors::store::mvcc::txn;
+use actcd_actors::store::mvcc::{txn, validate};
+use actcd_proto::errors::EtcdError;
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
-    RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    RangeRequest, RangeResponse, RangeStreamResponse, TxnRequest, TxnResponse,
 };
 use actcd_proto::key_range::KeyRange;
 
+use crate::grpc::range_stream::RangeStream;
 use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
 
@@ -45,6 +49,32 @@ impl Kv for KvService {
         who.still_current(&self.store.view)?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
+    }
+
+    async fn range_stream(
+        &self,
+        request: Request<RangeRequest>,
+    ) -> Result<Response<BoxStream<RangeStreamResponse>>, Status> {
+        // etcd's stream interceptor, then its checks in its order: the request's own, the
+        // read barrier, then READ on the whole range, once, before anything is read.
+        if self.store.is_learner() {
+            return Err(EtcdError::RpcNotSupportedForLearner.status());
+        }
+        validate::check_range_stream(request.get_ref()).map_err(to_status)?;
+        if !request.get_ref().serializable {
+            self.store.linearize().await?;
+        }
+        let who = self.store.who(&request).await?;
+        let req = request.get_ref();
+        who.need(Need::Keys(Access::Read, KeyRange::new(&req.key, &req.range_end)))?;
+        let stream = RangeStream {
+            view: self.store.view.clone(),
+            identity: self.store.identity.clone(),
+            who,
+            request: request.into_inner(),
+            target_bytes: self.store.max_request_bytes,
+        };
+        Ok(Response::new(stream.start()))
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {

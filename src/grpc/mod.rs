@@ -7,6 +7,7 @@
 //!
 //! # Layout
 //! - [`kv`]: KV: reads on the read view, writes through the Raft log.
+//! - [`range_stream`]: KV.RangeStream's chunks, read one at a time at a pinned revision.
 //! - [`watch`]: Watch: one StreamActor per stream, attached to its connection's ConnActor.
 //! - [`lease`]: Lease: grants and revokes through the Raft log; deadlines, time-to-live and
 //!   keep-alive streams in the LeaseActor.
@@ -30,6 +31,7 @@ pub mod health;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod range_stream;
 pub mod require_leader;
 pub mod services;
 pub mod status;

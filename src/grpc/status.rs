@@ -32,6 +32,9 @@ pub fn to_status(err: StoreError) -> Status {
         StoreError::Timeout => EtcdError::Timeout,
         StoreError::TimeoutDueToLeaderFail => EtcdError::TimeoutDueToLeaderFail,
         StoreError::TooManyRequests => EtcdError::TooManyRequests,
+        StoreError::InvalidSortOption => EtcdError::InvalidSortOption,
+        StoreError::StreamSort => EtcdError::RangeStreamCustomSort,
+        StoreError::StreamRevisionFilters => EtcdError::RangeStreamRevisionFilters,
         StoreError::Auth(auth) => return auth_status(*auth),
         // A bug in actcd, not a client's doing.
         StoreError::WrongAnswer(_) => return Status::internal(err.to_string()),

@@ -38,6 +38,9 @@ pub struct StoreHandle {
     pub identity: Identity,
     /// `--max-txn-ops`, for read-only txns (the writer checks the others).
     pub max_txn_ops: usize,
+    /// `--max-request-bytes`, the size RangeStream's chunks aim at (the writer checks
+    /// requests against it on its own).
+    pub max_request_bytes: usize,
     /// The tokens `--auth-token` chose.
     pub tokens: std::sync::Arc<Tokens>,
     /// The engine itself, for maintenance that works below the store (checkpoints,
@@ -84,6 +87,13 @@ impl StoreHandle {
             .map_err(|_| StoreError::Stopped("writer is gone".into()))?;
         let answer = answer.await.map_err(|_| StoreError::Stopped("writer dropped the request".into()))?;
         R::response(answer?)
+    }
+
+    /// Whether this member is a learner (a non-voter), as its Raft membership says.
+    pub fn is_learner(&self) -> bool {
+        let metrics = self.route.raft().metrics();
+        let voter = metrics.borrow().membership_config.voter_ids().any(|v| v == self.route.member_id());
+        !voter
     }
 
     /// The keys lease `id` holds (none for an unknown lease).

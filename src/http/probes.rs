@@ -119,10 +119,7 @@ impl Check {
                 read()
             }
             Check::NonLearner => {
-                let metrics = store.route.raft().metrics();
-                let learner =
-                    !metrics.borrow().membership_config.voter_ids().any(|v| v == store.route.member_id());
-                if learner {
+                if store.is_learner() {
                     Err("not supported for learner".to_string())
                 } else {
                     Ok(())

@@ -36,6 +36,7 @@ mod pause;
 mod peer_tls;
 mod probes;
 mod raft_log;
+mod range_stream;
 mod setup;
 mod tls;
 mod watch;

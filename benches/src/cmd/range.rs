@@ -1,5 +1,6 @@
 //! `range key [end]`: the same Range request `--total` times, linearizable or serializable, with
-//! `--limit`, `--count-only`, `--keys-only` and `--prefix`.
+//! `--limit`, `--count-only`, `--keys-only` and `--prefix`; with `--stream`, as RangeStream
+//! (etcd 3.7), each stream read to its end.
 
 use crate::conn::{channel_for, connect, kv_client, Conn};
 use crate::output::Out;
@@ -43,6 +44,9 @@ pub struct RangeArgs {
     /// Range over every key with the prefix `key`.
     #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
     pub prefix: bool,
+    /// Use RangeStream instead of unary Range.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
+    pub stream: bool,
 }
 
 impl RangeArgs {
@@ -78,7 +82,11 @@ impl RangeArgs {
             return;
         };
         let workers: Vec<RangeWorker> = (0..settings.clients)
-            .map(|c| RangeWorker { kv: kv_client(channel_for(&channels, c)), req: req.clone() })
+            .map(|c| RangeWorker {
+                kv: kv_client(channel_for(&channels, c)),
+                req: req.clone(),
+                stream: a.stream,
+            })
             .collect();
         let rec = Arc::new(Recorder::new("range", settings.clients, settings.sample));
         let total =
@@ -115,12 +123,21 @@ pub fn request(a: &RangeArgs) -> Result<RangeRequest, String> {
 struct RangeWorker {
     kv: KvClient<Conn>,
     req: RangeRequest,
+    stream: bool,
 }
 
 impl Worker for RangeWorker {
     fn call(&mut self, _i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
         let req = self.req.clone();
-        (0, async move { self.kv.range(req).await.map(|_| ()).map_err(OpError::from) })
+        (0, async move {
+            if !self.stream {
+                return self.kv.range(req).await.map(|_| ()).map_err(OpError::from);
+            }
+            // Each chunk is dropped as it arrives: the request is done at the stream's end.
+            let mut chunks = self.kv.range_stream(req).await.map_err(OpError::from)?.into_inner();
+            while chunks.message().await.map_err(OpError::from)?.is_some() {}
+            Ok(())
+        })
     }
 }
 
@@ -151,6 +168,8 @@ mod tests {
         let r = request(&a).expect("valid");
         assert_eq!(&r.range_end[..], b"z");
         assert_eq!(r.limit, 5);
+        assert!(!a.stream);
+        assert!(parse(&["range", "--stream", "a"]).stream);
     }
 
     #[test]

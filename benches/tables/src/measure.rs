@@ -640,6 +640,7 @@ impl Runner<'_> {
                     count_only: false,
                     keys_only: false,
                     prefix: false,
+                    stream: false,
                 };
                 a.run(&settings, &stop, &out).await;
             }

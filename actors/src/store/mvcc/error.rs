@@ -93,6 +93,16 @@ pub enum StoreError {
     /// a client's doing.
     #[error("actcd: the writer answered with the wrong response kind: {0}")]
     WrongAnswer(String),
+    /// A sort order or target outside etcd's enums (checked by RangeStream, as etcd 3.5 on
+    /// checks every range; unary Range keeps etcd 3.4's leniency).
+    #[error("invalid sort option")]
+    InvalidSortOption,
+    /// RangeStream was asked for an order other than by key, ascending.
+    #[error("RangeStream does not support custom sort orders")]
+    StreamSort,
+    /// RangeStream was asked to filter by mod or create revision.
+    #[error("RangeStream does not support revision filters")]
+    StreamRevisionFilters,
 }
 
 #[cfg(feature = "rocksdb")]

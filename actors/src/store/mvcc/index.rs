@@ -177,6 +177,46 @@ impl Index {
         count
     }
 
+    /// Visits the first `limit` keys (0 = no limit) that exist at `at_rev` in
+    /// the range given by `key` and `range_end`, in key order, and returns
+    /// whether the range holds more after them.
+    ///
+    /// Unlike [`Index::range`] it stops at the first key past the limit
+    /// instead of counting the rest: a range read page by page then costs
+    /// each page once, not the remainder of the range again for every page.
+    pub fn page(
+        &self,
+        key: &[u8],
+        range_end: &[u8],
+        at_rev: i64,
+        limit: usize,
+        mut visit: impl FnMut(&[u8], KeyAt),
+    ) -> bool {
+        let range = KeyRange::new(key, range_end);
+        let end = match range {
+            KeyRange::Key(key) => {
+                if let Some(found) = self.get(key, at_rev) {
+                    visit(key, found);
+                }
+                return false;
+            }
+            KeyRange::From(_) => Bound::Unbounded,
+            KeyRange::Between(..) if range.is_empty() => return false,
+            KeyRange::Between(_, end) => Bound::Excluded(end),
+        };
+        let mut visited = 0;
+        for entry in self.keys.range::<[u8], _>((Bound::Included(key), end)) {
+            if let Some(found) = entry.get(at_rev) {
+                if limit != 0 && visited == limit {
+                    return true;
+                }
+                visited += 1;
+                visit(entry.key(), found);
+            }
+        }
+        false
+    }
+
     /// Compacts every key at `at_rev` (see [`KeyEntry::compact`]) and
     /// returns the revisions dropped, whose history records the caller
     /// should delete. Keys left without revisions leave the index.
@@ -280,6 +320,26 @@ mod tests {
     fn put_panics_on_stale_revision() {
         let mut index = sample();
         index.put(b"b", rev(4));
+    }
+
+    /// Pages read one after another, each from just past the last key of
+    /// the one before, give what one range gives, and say more exactly when
+    /// keys remain.
+    #[test]
+    fn pages_cover_the_range_and_stop_at_their_limit() {
+        let index = sample();
+        let page = |key: &[u8], end: &[u8], at: i64, limit| {
+            let mut seen = Vec::new();
+            let more = index.page(key, end, at, limit, |k, at| seen.push((k.to_vec(), at.mod_revision.main)));
+            (seen, more)
+        };
+        assert_eq!(page(b"a", b"\0", 7, 2), (vec![kv("b", 5), kv("c", 4)], true));
+        assert_eq!(page(b"c\0", b"\0", 7, 2), (vec![kv("d", 7)], false));
+        assert_eq!(page(b"a", b"d", 7, 2), (vec![kv("b", 5), kv("c", 4)], false));
+        assert_eq!(page(b"a", b"\0", 5, 1), (vec![kv("a", 2)], true));
+        assert_eq!(page(b"a", b"\0", 7, 0), (collect(&index, b"a", b"\0", 7, 0).0, false));
+        assert_eq!(page(b"b", b"", 7, 1), (vec![kv("b", 5)], false));
+        assert_eq!(page(b"d", b"a", 7, 1), (vec![], false));
     }
 
     #[test]

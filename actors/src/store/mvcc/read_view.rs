@@ -6,14 +6,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actcd_proto::etcdserverpb::{
-    AlarmMember, AlarmType, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    AlarmMember, AlarmType, RangeRequest, RangeResponse, ResponseHeader, TxnRequest, TxnResponse,
 };
 use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
 
 use super::codec;
 use super::engine::{Engine, Family};
 use super::error::StoreError;
-use super::range::{self, load_from_engine, EngineSource, View};
+use super::range::{self, load_from_engine, EngineSource, RangePlan, View};
 use super::revision::Revision;
 use super::shared::Shared;
 use super::txn;
@@ -170,6 +170,40 @@ impl<E: Engine> ReadView<E> {
         self.pinned().range(req)
     }
 
+    /// One page of a range read page by page (KV.RangeStream): at most `limit` keys (0 = no
+    /// limit) of `req`'s range at `req.revision` (0: the newest), in key order, with `more` set
+    /// when the range holds keys after them, values left out for `keys_only`, and the newest
+    /// revision in the header. Sort and revision filters are not applied (RangeStream refuses
+    /// them), nor is `count` filled: counting would walk the rest of the range for every page.
+    pub fn range_page(&self, req: &RangeRequest, limit: usize) -> Result<RangeResponse, StoreError> {
+        validate::check_range(req)?;
+        // etcd counts each chunk's read as a range.
+        metrics::counter!(crate::metric_names::ETCD_MVCC_RANGE_TOTAL).increment(1);
+        let current = self.revision();
+        let at = range::read_revision(req.revision, current, self.compacted_revision())?;
+        let mut revisions = Vec::new();
+        let more = self.shared.read_index()?.page(&req.key, &req.range_end, at, limit, |_, found| {
+            revisions.push(found.mod_revision);
+        });
+        let plan = RangePlan { revisions, count: 0, at_rev: at };
+        let mut kvs = range::load_values(&EngineSource(&self.shared.engine), &plan)?;
+        // A compaction that overtook the index pass may have dropped what it named.
+        if at < self.compacted_revision() {
+            return Err(StoreError::Compacted);
+        }
+        if req.keys_only {
+            for kv in &mut kvs {
+                kv.value = Default::default();
+            }
+        }
+        Ok(RangeResponse {
+            header: Some(ResponseHeader { revision: current, ..Default::default() }),
+            kvs,
+            more,
+            count: 0,
+        })
+    }
+
     /// The active alarms of type `alarm` (all for [`AlarmType::None`]), as of the last commit.
     pub fn alarms(&self, alarm: AlarmType) -> Result<Vec<AlarmMember>, StoreError> {
         let alarms =
@@ -202,8 +236,60 @@ impl<E: Engine> ReadView<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::mvcc::batch::Batch;
+    use crate::store::mvcc::command::Command;
     use crate::store::mvcc::memory::MemoryEngine;
     use crate::store::mvcc::writer::{StoreConfig, StoreCore};
+    use actcd_proto::etcdserverpb::{CompactionRequest, PutRequest};
+    use bytes::Bytes;
+
+    fn apply(core: &mut StoreCore<MemoryEngine>, command: Command) {
+        let mut batch = Batch::default();
+        core.apply(&command, &mut batch).expect("applies");
+        core.commit(batch).expect("commits");
+    }
+
+    fn put(key: &'static str, value: &'static str) -> Command {
+        Command::Put(PutRequest {
+            key: Bytes::from_static(key.as_bytes()),
+            value: Bytes::from_static(value.as_bytes()),
+            ..Default::default()
+        })
+    }
+
+    /// Pages at a pinned revision: a later write is not seen, the header names the newest
+    /// revision, and a compaction past the pinned revision refuses the next page.
+    #[test]
+    fn pages_read_at_their_revision_until_it_is_compacted() {
+        let mut core =
+            StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("an empty store opens");
+        for key in ["a", "b", "c"] {
+            apply(&mut core, put(key, "1"));
+        }
+        let view = core.read_view();
+        let pinned = view.revision();
+        let page = |key: &'static str, limit| {
+            let req = RangeRequest {
+                key: Bytes::from_static(key.as_bytes()),
+                range_end: Bytes::from_static(b"\0"),
+                revision: pinned,
+                keys_only: true,
+                ..Default::default()
+            };
+            view.range_page(&req, limit)
+        };
+        let first = page("a", 2).expect("a page");
+        assert_eq!(first.kvs.iter().map(|kv| &kv.key[..]).collect::<Vec<_>>(), [b"a", b"b"]);
+        assert!(first.more && first.count == 0 && first.kvs.iter().all(|kv| kv.value.is_empty()));
+        apply(&mut core, put("b", "2"));
+        apply(&mut core, put("d", "2"));
+        let last = page("b\0", 2).expect("the rest");
+        assert_eq!(last.kvs.iter().map(|kv| &kv.key[..]).collect::<Vec<_>>(), [b"c"]);
+        assert!(!last.more);
+        assert_eq!(last.header.map(|h| h.revision), Some(pinned + 2));
+        apply(&mut core, Command::Compact(CompactionRequest { revision: pinned + 1, physical: true }));
+        assert_eq!(page("c", 2), Err(StoreError::Compacted));
+    }
 
     #[test]
     fn history_past_the_largest_revision_is_empty_not_corrupt() {

@@ -20,6 +20,29 @@ pub fn check_range(req: &RangeRequest) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// etcd 3.7's `checkRangeStreamRequest`: its `checkRangeRequest` (which, unlike 3.4's, checks
+/// the sort enums), then what a stream cannot do. It reads in key order a chunk at a time, so
+/// sorting by anything else or filtering by revision would need the whole range first.
+pub fn check_range_stream(req: &RangeRequest) -> Result<(), StoreError> {
+    check_range(req)?;
+    if !(0..=2).contains(&req.sort_order) || !(0..=4).contains(&req.sort_target) {
+        return Err(StoreError::InvalidSortOption);
+    }
+    // NONE or KEY ASCEND (etcd's IsDefaultOrdering); NONE with another target is served in
+    // key order, see docs/compatibility.md.
+    if !(req.sort_order == 0 || (req.sort_target == 0 && req.sort_order == 1)) {
+        return Err(StoreError::StreamSort);
+    }
+    if req.min_mod_revision != 0
+        || req.max_mod_revision != 0
+        || req.min_create_revision != 0
+        || req.max_create_revision != 0
+    {
+        return Err(StoreError::StreamRevisionFilters);
+    }
+    Ok(())
+}
+
 /// etcd's `checkPutRequest`.
 pub fn check_put(req: &PutRequest) -> Result<(), StoreError> {
     if req.key.is_empty() {
@@ -383,5 +406,25 @@ mod tests {
             })),
         };
         assert_eq!(check_txn(&txn(vec![bad_put], vec![]), 128), Err(StoreError::ValueProvided));
+    }
+
+    /// Each refusal wins over the ones etcd checks after it.
+    #[test]
+    fn range_stream_refusals_come_in_etcds_order() {
+        let req = |key: &'static [u8], order: i32, target: i32, min_mod: i64| RangeRequest {
+            key: Bytes::from_static(key),
+            sort_order: order,
+            sort_target: target,
+            min_mod_revision: min_mod,
+            ..Default::default()
+        };
+        assert_eq!(check_range_stream(&req(b"", 9, 9, 1)), Err(StoreError::EmptyKey));
+        assert_eq!(check_range_stream(&req(b"a", 3, 0, 1)), Err(StoreError::InvalidSortOption));
+        assert_eq!(check_range_stream(&req(b"a", 0, 5, 1)), Err(StoreError::InvalidSortOption));
+        assert_eq!(check_range_stream(&req(b"a", 2, 0, 1)), Err(StoreError::StreamSort));
+        assert_eq!(check_range_stream(&req(b"a", 1, 3, 0)), Err(StoreError::StreamSort));
+        assert_eq!(check_range_stream(&req(b"a", 1, 0, 1)), Err(StoreError::StreamRevisionFilters));
+        assert_eq!(check_range_stream(&req(b"a", 1, 0, 0)), Ok(()));
+        assert_eq!(check_range_stream(&req(b"a", 0, 2, 0)), Ok(()));
     }
 }
