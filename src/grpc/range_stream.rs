@@ -157,24 +157,3 @@ fn next_limit(limit: usize, bytes: usize, target: usize) -> usize {
     };
     next.max(1)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunks_grow_and_shrink_toward_the_target() {
-        assert_eq!(next_limit(10, 100, 1000), 20);
-        assert_eq!(next_limit(10, 500, 1000), 10);
-        assert_eq!(next_limit(10, 2000, 1000), 10);
-        assert_eq!(next_limit(10, 2001, 1000), 5);
-        assert_eq!(next_limit(1, 1_000_000, 1000), 1);
-        assert_eq!(next_limit(usize::MAX, 0, 1000), usize::MAX);
-    }
-
-    #[test]
-    fn the_next_key_is_the_smallest_after() {
-        assert_eq!(&after(b"a")[..], b"a\0");
-        assert_eq!(&after(b"")[..], b"\0");
-    }
-}

@@ -13,6 +13,7 @@ mod concurrency;
 mod crash;
 mod differential;
 mod durable_before_ack;
+mod etcd_file;
 mod etcdctl;
 mod exhaustion;
 mod faults;
