@@ -97,22 +97,23 @@ pub struct Migrated {
 pub fn run(cli: MigrateCli) -> ExitCode {
     match migrate(&cli.from_etcd, &cli.data_dir) {
         Ok(m) => {
-            println!(
-                "migrated {} into {}: {} records, {} leases, revision {}, compacted at {}, HashKV {} (as etcd's)",
-                cli.from_etcd.display(),
-                cli.data_dir.display(),
-                m.records,
-                m.leases,
-                m.revision,
-                m.compacted,
-                m.hash
-            );
+            println!("migrated {} into {}: {m} (as etcd's)", cli.from_etcd.display(), cli.data_dir.display());
             ExitCode::SUCCESS
         }
         Err(err) => {
             eprintln!("actcd: migrate: {err}");
             ExitCode::FAILURE
         }
+    }
+}
+
+impl std::fmt::Display for Migrated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} records, {} leases, revision {}, compacted at {}, HashKV {}",
+            self.records, self.leases, self.revision, self.compacted, self.hash
+        )
     }
 }
 

@@ -35,16 +35,7 @@ pub fn run(cli: SnapshotCli) -> ExitCode {
     match cli.command {
         SnapshotCommand::Restore { file, data_dir } => match crate::migrate::migrate(&file, &data_dir) {
             Ok(m) => {
-                println!(
-                    "restored snapshot {} into {}: {} records, {} leases, revision {}, compacted at {}, HashKV {}",
-                    file.display(),
-                    data_dir.display(),
-                    m.records,
-                    m.leases,
-                    m.revision,
-                    m.compacted,
-                    m.hash
-                );
+                println!("restored snapshot {} into {}: {m}", file.display(), data_dir.display());
                 ExitCode::SUCCESS
             }
             Err(err) => {
