@@ -46,6 +46,8 @@ use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::health::HealthService;
 use crate::grpc::lease::LeaseService;
+use crate::grpc::range_answer::SendEncodedLayer;
+use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::require_leader::RequireLeader;
 use crate::grpc::services::EtcdServices;
 use crate::grpc::store_handle::StoreHandle;
@@ -253,6 +255,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             identity: identity.clone(),
             max_txn_ops: config.max_txn_ops,
             max_request_bytes: config.max_request_bytes,
+            read_budget: ReadBudget::new(config.read_budget_bytes),
             tokens,
             engine: maintenance_engine,
         };
@@ -473,10 +476,13 @@ async fn serve(
 }
 
 /// What every client request passes through, outermost first: the HTTP paths beside gRPC, the
-/// gRPC metrics, Range backpressure.
+/// gRPC metrics, Range backpressure, Range answers sent from their encoded bytes.
 type ClientLayers = tower_layer::Stack<
-    RangeBackpressureLayer,
-    tower_layer::Stack<GrpcMetricsLayer, tower_layer::Stack<ClientHttpLayer, tower_layer::Identity>>,
+    SendEncodedLayer,
+    tower_layer::Stack<
+        RangeBackpressureLayer,
+        tower_layer::Stack<GrpcMetricsLayer, tower_layer::Stack<ClientHttpLayer, tower_layer::Identity>>,
+    >,
 >;
 
 fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server::Router<ClientLayers> {
@@ -496,6 +502,7 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
         .layer(ClientHttpLayer::new(http))
         .layer(GrpcMetricsLayer)
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
+        .layer(SendEncodedLayer)
         .tcp_nodelay(true)
         .add_service(InterceptedService::new(
             KvServer::from_arc(Arc::clone(&etcd.kv)).max_decoding_message_size(max_message),

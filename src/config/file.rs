@@ -69,6 +69,7 @@ const KEYS: &[(&str, &str, Kind)] = &[
     // actcd's own tunables, which etcd has no key for: with a file they are set here or nowhere.
     ("watch-shards", "watch-shards", Kind::Count),
     ("stream-threads", "stream-threads", Kind::Count),
+    ("read-budget-bytes", "read-budget-bytes", Kind::Count),
 ];
 
 /// `client-transport-security:` keys.

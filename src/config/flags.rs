@@ -129,6 +129,11 @@ pub struct Config {
     #[arg(long = "snapshot-count", default_value_t = 100_000, value_parser = RangedU64ValueParser::<u64>::new().range(1..))]
     pub snapshot_count: u64,
 
+    /// Bytes the answers of all large reads (Range, read-only Txn, the JSON gateway) may hold
+    /// together while they are built and sent; reads over it wait their turn (actcd's own).
+    #[arg(long = "read-budget-bytes", default_value_t = crate::grpc::read_budget::DEFAULT_READ_BUDGET_BYTES, value_parser = RangedU64ValueParser::<usize>::new().range(1 << 20..=u32::MAX as u64))]
+    pub read_budget_bytes: usize,
+
     /// Watch shards: threads that match committed events to watchers (default: one per core).
     #[arg(long = "watch-shards", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub watch_shards: usize,

@@ -1,7 +1,9 @@
 //! The KV service: reads are served from the read view on the caller's task, a linearizable
 //! one (etcd's default) once the read barrier says this member applied everything acknowledged
 //! before it, and checked before and after (an auth change during the read refuses it, as
-//! etcd's doSerialize does); writes go to the Raft log, where the state machine checks them as
+//! etcd's doSerialize does); large ones wait for their share of the read budget
+//! ([`crate::grpc::read_budget`]), and a Range is sent as it was read
+//! ([`crate::grpc::range_answer`]); writes go to the Raft log, where the state machine checks them as
 //! etcd does; they are answered once applied. RangeStream is checked here and read in chunks by
 //! [`crate::grpc::range_stream`].
 
@@ -10,18 +12,21 @@ use tonic::{Request, Response, Status};
 
 use actcd_actors::auth::{Access, Need};
 use actcd_actors::failpoints;
+use actcd_actors::store::mvcc::planned_range::PlannedRange;
 use actcd_actors::store::mvcc::{txn, validate};
 use actcd_proto::errors::EtcdError;
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
-    CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest, PutResponse,
-    RangeRequest, RangeResponse, RangeStreamResponse, TxnRequest, TxnResponse,
+    request_op, CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
+    PutResponse, RangeRequest, RangeResponse, RangeStreamResponse, RequestOp, TxnRequest, TxnResponse,
 };
 use actcd_proto::key_range::KeyRange;
 
+use crate::grpc::range_answer::AnswerWriter;
 use crate::grpc::range_stream::RangeStream;
 use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
+use crate::grpc::who::Who;
 
 /// The KV service.
 pub struct KvService {
@@ -35,20 +40,66 @@ impl KvService {
     }
 }
 
-#[tonic::async_trait]
-impl Kv for KvService {
-    async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
-        let who = self.store.who(&request).await?;
+impl KvService {
+    /// Range answered as a message (the JSON gateway's), under the same read budget while it
+    /// is read.
+    pub async fn range_message(
+        &self,
+        request: Request<RangeRequest>,
+    ) -> Result<Response<RangeResponse>, Status> {
+        let (who, planned) = self.plan_range(&request).await?;
         let req = request.get_ref();
-        who.need(Need::Keys(Access::Read, KeyRange::new(&req.key, &req.range_end)))?;
-        if !request.get_ref().serializable {
-            self.store.linearize().await?;
-        }
-        let mut resp = self.store.view.range(request.get_ref()).map_err(to_status)?;
-        failpoints::hold("grpc::after_range", &request.get_ref().key).await;
+        let _reservation = self.store.read_budget.reserve(planned.estimated_bytes()).await;
+        let mut resp = self.store.view.range_planned(&planned, req).map_err(to_status)?;
         who.still_current(&self.store.view)?;
         self.store.identity.fill(&mut resp.header);
         Ok(Response::new(resp))
+    }
+
+    /// A Range's checks in etcd's order (auth, then the read barrier), then its index pass.
+    async fn plan_range(&self, request: &Request<RangeRequest>) -> Result<(Who, PlannedRange), Status> {
+        let who = self.store.who(request).await?;
+        let req = request.get_ref();
+        who.need(Need::Keys(Access::Read, KeyRange::new(&req.key, &req.range_end)))?;
+        if !req.serializable {
+            self.store.linearize().await?;
+        }
+        let planned = self.store.view.plan_range(req).map_err(to_status)?;
+        Ok((who, planned))
+    }
+
+    /// What a read-only txn reserves: its larger branch's top-level ranges, each estimated by
+    /// its index pass (a range that fails its checks counts nothing: the txn will fail too).
+    fn txn_estimate(&self, req: &TxnRequest) -> u64 {
+        let branch = |ops: &[RequestOp]| -> u64 {
+            ops.iter()
+                .filter_map(|op| match &op.request {
+                    Some(request_op::Request::RequestRange(range)) => self.store.view.plan_range(range).ok(),
+                    _ => None,
+                })
+                .map(|planned| planned.estimated_bytes())
+                .sum()
+        };
+        branch(&req.success).max(branch(&req.failure))
+    }
+}
+
+#[tonic::async_trait]
+impl Kv for KvService {
+    /// Answered as its encoded bytes ([`crate::grpc::range_answer`]): the message tonic gets
+    /// is empty, and the answer rides in its extensions.
+    async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
+        let (who, planned) = self.plan_range(&request).await?;
+        let req = request.get_ref();
+        let reservation = self.store.read_budget.reserve(planned.estimated_bytes()).await;
+        let header = self.store.identity.header(planned.header_revision());
+        let mut answer = AnswerWriter::new(reservation, planned.estimated_bytes(), &header);
+        let more = self.store.view.encode_range(&planned, req, &mut |kv| answer.kv(kv)).map_err(to_status)?;
+        failpoints::hold("grpc::after_range", &req.key).await;
+        who.still_current(&self.store.view)?;
+        let mut response = Response::new(RangeResponse::default());
+        response.extensions_mut().insert(answer.finish(more, planned.count())?);
+        Ok(response)
     }
 
     async fn range_stream(
@@ -73,6 +124,7 @@ impl Kv for KvService {
             who,
             request: request.into_inner(),
             target_bytes: self.store.max_request_bytes,
+            budget: self.store.read_budget.clone(),
         };
         Ok(Response::new(stream.start()))
     }
@@ -102,6 +154,7 @@ impl Kv for KvService {
             if !txn::is_serializable(&req) {
                 self.store.linearize().await?;
             }
+            let _reservation = self.store.read_budget.reserve(self.txn_estimate(&req)).await;
             let resp = self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
             who.still_current(&self.store.view)?;
             resp

@@ -7,6 +7,8 @@
 //!
 //! # Layout
 //! - [`kv`]: KV: reads on the read view, writes through the Raft log.
+//! - [`range_answer`]: a Range's answer built as its message's bytes, sent from those bytes.
+//! - [`read_budget`]: the bytes all large reads' answers may hold together.
 //! - [`range_stream`]: KV.RangeStream's chunks, read one at a time at a pinned revision.
 //! - [`watch`]: Watch: one StreamActor per stream, attached to its connection's ConnActor.
 //! - [`lease`]: Lease: grants and revokes through the Raft log; deadlines, time-to-live and
@@ -31,7 +33,9 @@ pub mod health;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod range_answer;
 pub mod range_stream;
+pub mod read_budget;
 pub mod require_leader;
 pub mod services;
 pub mod status;

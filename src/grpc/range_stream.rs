@@ -13,6 +13,7 @@ use actcd_actors::identity::Identity;
 use actcd_actors::store::{ReadView, RocksEngine, StoreError};
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, RangeStreamResponse, ResponseHeader};
 
+use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::status::to_status;
 use crate::grpc::who::Who;
 
@@ -40,6 +41,9 @@ pub struct RangeStream {
     pub request: RangeRequest,
     /// The size chunks aim at: `--max-request-bytes`.
     pub target_bytes: usize,
+    /// What a chunk waits for while it is read and queued: a large chunk shares the budget
+    /// of large reads (by the size of the chunk before it).
+    pub budget: ReadBudget,
 }
 
 /// Why the chunk loop ended early.
@@ -95,7 +99,9 @@ impl RangeStream {
         let mut sent = 0usize;
         // The newest revision at the first read: the final header's revision, as in Range.
         let mut first_revision = None;
+        let mut last_bytes = 0;
         loop {
+            let _reservation = self.budget.reserve(last_bytes).await;
             let mut chunk = self.view.range_page(&page, limit)?;
             let newest = chunk.header.take().map_or(0, |h| h.revision);
             let header_revision = *first_revision.get_or_insert(newest);
@@ -112,6 +118,7 @@ impl RangeStream {
                     let bytes = chunk.encoded_len();
                     send(tx, chunk).await?;
                     limit = next_limit(limit, bytes, self.target_bytes).min(total - sent);
+                    last_bytes = bytes as u64;
                     page.key = next;
                 }
                 next => {

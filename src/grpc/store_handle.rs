@@ -17,6 +17,7 @@ use actcd_actors::store::messages::Write;
 use actcd_actors::store::mvcc::command::WriteRequest;
 use actcd_actors::store::{Command, ReadView, RocksEngine, StoreError};
 
+use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::status::to_status;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::who::Who;
@@ -41,6 +42,8 @@ pub struct StoreHandle {
     /// `--max-request-bytes`, the size RangeStream's chunks aim at (the writer checks
     /// requests against it on its own).
     pub max_request_bytes: usize,
+    /// What large reads' answers may hold together (`--read-budget-bytes`).
+    pub read_budget: ReadBudget,
     /// The tokens `--auth-token` chose.
     pub tokens: std::sync::Arc<Tokens>,
     /// The engine itself, for maintenance that works below the store (checkpoints,

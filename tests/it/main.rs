@@ -38,6 +38,7 @@ mod peer_tls;
 mod probes;
 mod raft_log;
 mod range_stream;
+mod read_budget;
 mod setup;
 mod tls;
 mod watch;

@@ -91,7 +91,7 @@ fn calls() -> Router<Arc<Gateway>> {
     let route =
         |router: Router<Arc<Gateway>>, path: &str, call: MethodRouter<Arc<Gateway>>| router.route(path, call);
     let mut r = Router::new();
-    r = route(r, "/kv/range", unary!(kv.range));
+    r = route(r, "/kv/range", unary!(kv.range_message));
     r = route(r, "/kv/put", unary!(kv.put));
     r = route(r, "/kv/deleterange", unary!(kv.delete_range));
     r = route(r, "/kv/txn", unary!(kv.txn));

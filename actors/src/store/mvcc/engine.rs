@@ -74,6 +74,9 @@ impl WriteSet {
 /// Called for each record of a scan with its key and value; returns whether to go on.
 pub type ScanVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, StoreError> + 'a;
 
+/// Called for each record of [`Engine::visit_many`] with its position and value (`None`: absent).
+pub type ValueVisitor<'a> = dyn FnMut(usize, Option<&[u8]>) -> Result<(), StoreError> + 'a;
+
 /// What the store needs from a storage engine.
 pub trait Engine: Send + Sync + Unpin + 'static {
     /// Applies `set` atomically and returns only once it is on stable storage (fsync).
@@ -88,6 +91,25 @@ pub trait Engine: Send + Sync + Unpin + 'static {
 
     /// Reads several records of one family; `None` where a key is absent.
     fn get_many(&self, family: Family, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+
+    /// Reads several records of one family and hands each to `visit` with its position in
+    /// `keys`, in that order, without copying it out of the engine. `bulk` marks a read too
+    /// large for the cache: RocksDB then reads its blocks without keeping them, so a full
+    /// list does not push out what the small reads use.
+    fn visit_many(
+        &self,
+        family: Family,
+        keys: &[[u8; 8]],
+        bulk: bool,
+        visit: &mut ValueVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let _ = bulk;
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        for (i, value) in self.get_many(family, &keys)?.into_iter().enumerate() {
+            visit(i, value.as_deref())?;
+        }
+        Ok(())
+    }
 
     /// Reads one record.
     fn get(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;

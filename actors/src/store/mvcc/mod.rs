@@ -18,6 +18,7 @@
 //! - [`recovery`]: what open reads back from the engine, checked.
 //! - [`shared`]: the state the writer shares with its readers, and the visibility rule.
 //! - [`read_view`]: the concurrent readers, [`read_view::ReadView`].
+//! - [`planned_range`]: a Range read as its encoded kvs, after a pause to reserve memory.
 //! - [`range`]: reading at a revision: the index pass, the values, Range's filters.
 //! - [`batch`]: one group commit's changes before they are durable.
 //! - [`put_delete`]: the puts and deletes every write command makes, each at a sub-revision.
@@ -44,6 +45,7 @@ pub mod lease_commands;
 pub mod lease_index;
 pub mod member;
 pub mod memory;
+pub mod planned_range;
 pub mod put_delete;
 pub mod range;
 pub mod read_view;

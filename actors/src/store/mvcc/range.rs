@@ -80,7 +80,7 @@ pub fn read_revision(requested: i64, current: i64, compacted: i64) -> Result<i64
 
 /// True when etcd fetches every key of the range before filtering and sorting, so the limit
 /// cannot be pushed into the index walk.
-fn needs_full_scan(req: &RangeRequest) -> bool {
+pub(super) fn needs_full_scan(req: &RangeRequest) -> bool {
     req.sort_order != 0
         || req.min_mod_revision != 0
         || req.max_mod_revision != 0

@@ -30,7 +30,7 @@ pub struct HistoryChunk {
 
 /// A cheap, cloneable handle that serves reads concurrently with the writer.
 pub struct ReadView<E> {
-    shared: Arc<Shared<E>>,
+    pub(super) shared: Arc<Shared<E>>,
 }
 
 impl<E> Clone for ReadView<E> {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
     BlockBasedOptions, BottommostLevelCompaction, Cache, ColumnFamilyDescriptor, CompactOptions,
-    DBCompressionType, Options, Snapshot, WriteBatch, WriteOptions, DB,
+    DBCompressionType, Options, ReadOptions, Snapshot, WriteBatch, WriteOptions, DB,
 };
 
-use super::engine::{Engine, Family, ScanVisitor, WriteOp, WriteSet};
+use super::engine::{Engine, Family, ScanVisitor, ValueVisitor, WriteOp, WriteSet};
 use super::error::StoreError;
 
 const HISTORY_CF: &str = "history";
@@ -196,6 +196,23 @@ impl Engine for RocksEngine {
             .into_iter()
             .map(|r| r.map_err(StoreError::from))
             .collect()
+    }
+
+    fn visit_many(
+        &self,
+        family: Family,
+        keys: &[[u8; 8]],
+        bulk: bool,
+        visit: &mut ValueVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let mut opts = ReadOptions::default();
+        opts.fill_cache(!bulk);
+        // Unsorted: MultiGet sorts a copy itself and answers in the order asked.
+        let values = self.db.batched_multi_get_cf_opt(self.cf(family)?, keys, false, &opts);
+        for (i, value) in values.into_iter().enumerate() {
+            visit(i, value?.as_deref())?;
+        }
+        Ok(())
     }
 
     fn get(&self, family: Family, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
