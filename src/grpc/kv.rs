@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use actcd_actors::auth::{Access, Need};
 use actcd_actors::failpoints;
-use actcd_actors::store::mvcc::planned_range::PlannedRange;
+use actcd_actors::store::mvcc::planned_range::{Part, PlannedRange};
 use actcd_actors::store::mvcc::{txn, validate};
 use actcd_proto::errors::EtcdError;
 use actcd_proto::etcdserverpb::kv_server::Kv;
@@ -22,7 +22,7 @@ use actcd_proto::etcdserverpb::{
 };
 use actcd_proto::key_range::KeyRange;
 
-use crate::grpc::range_answer::AnswerWriter;
+use crate::grpc::range_answer::{AnswerWriter, PIECE_BYTES};
 use crate::grpc::range_stream::RangeStream;
 use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
@@ -49,7 +49,7 @@ impl KvService {
     ) -> Result<Response<RangeResponse>, Status> {
         let (who, planned) = self.plan_range(&request).await?;
         let req = request.get_ref();
-        let _reservation = self.store.read_budget.reserve(planned.estimated_bytes()).await;
+        let _held = self.store.read_budget.hold(planned.estimated_bytes()).await;
         let mut resp = self.store.view.range_planned(&planned, req).map_err(to_status)?;
         who.still_current(&self.store.view)?;
         self.store.identity.fill(&mut resp.header);
@@ -91,14 +91,28 @@ impl Kv for KvService {
     async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
         let (who, planned) = self.plan_range(&request).await?;
         let req = request.get_ref();
-        let reservation = self.store.read_budget.reserve(planned.estimated_bytes()).await;
+        // A large read waits here for its turn to build, then for budget as it builds.
+        let mut reservation = self.store.read_budget.start(planned.estimated_bytes()).await;
         let header = self.store.identity.header(planned.header_revision());
-        let mut answer = AnswerWriter::new(reservation, planned.estimated_bytes(), &header);
-        let more = self.store.view.encode_range(&planned, req, &mut |kv| answer.kv(kv)).map_err(to_status)?;
+        let mut answer = AnswerWriter::new(planned.estimated_bytes(), &header);
+        let mut from = 0;
+        let more = loop {
+            let part = self
+                .store
+                .view
+                .encode_range_part(&planned, req, from, PIECE_BYTES, &mut |kv| answer.kv(kv))
+                .map_err(to_status)?;
+            answer.settle(&mut reservation).await;
+            match part {
+                Part::Next(next) => from = next,
+                Part::Done { more } => break more,
+            }
+        };
         failpoints::hold("grpc::after_range", &req.key).await;
         who.still_current(&self.store.view)?;
+        let encoded = answer.finish(more, planned.count(), &mut reservation).await?;
         let mut response = Response::new(RangeResponse::default());
-        response.extensions_mut().insert(answer.finish(more, planned.count())?);
+        response.extensions_mut().insert(encoded);
         Ok(response)
     }
 
@@ -154,7 +168,7 @@ impl Kv for KvService {
             if !txn::is_serializable(&req) {
                 self.store.linearize().await?;
             }
-            let _reservation = self.store.read_budget.reserve(self.txn_estimate(&req)).await;
+            let _held = self.store.read_budget.hold(self.txn_estimate(&req)).await;
             let resp = self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
             who.still_current(&self.store.view)?;
             resp

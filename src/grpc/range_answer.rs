@@ -9,7 +9,8 @@
 //!
 //! The message is written in pieces of [`PIECE_BYTES`], each exactly as large as it was
 //! allocated (a growing buffer would copy the answer as it doubles), each holding its share of
-//! the read budget ([`crate::grpc::read_budget`]) until HTTP/2 has sent it and dropped it. The
+//! the read budget ([`crate::grpc::read_budget`]), taken after every part of the read, until
+//! HTTP/2 has sent it and dropped it. The
 //! 5-byte gRPC prefix names the length, known only at the end, so nothing is sent before the
 //! whole answer is read: a failed read still answers with its status alone.
 
@@ -31,7 +32,7 @@ use actcd_proto::etcdserverpb::ResponseHeader;
 use crate::grpc::read_budget::Reservation;
 
 /// The size of each piece after the first.
-const PIECE_BYTES: usize = 1 << 20;
+pub const PIECE_BYTES: usize = 1 << 20;
 /// grpc-go's default largest message a server sends (math.MaxInt32), which etcd keeps.
 const MAX_MESSAGE_BYTES: usize = i32::MAX as usize;
 /// How long an answer waits for its client to take a piece before it gives up, drops what is
@@ -61,9 +62,10 @@ impl AsRef<[u8]> for Piece {
     }
 }
 
-/// Writes a RangeResponse field by field into pieces.
+/// Writes a RangeResponse field by field into pieces. A full piece waits in `unsettled` until
+/// [`AnswerWriter::settle`] takes its bytes from the budget.
 pub struct AnswerWriter {
-    reservation: Reservation,
+    unsettled: Vec<Vec<u8>>,
     sealed: Vec<Bytes>,
     current: Vec<u8>,
     len: usize,
@@ -71,9 +73,10 @@ pub struct AnswerWriter {
 
 impl AnswerWriter {
     /// A writer whose first piece fits `estimated` bytes (more pieces follow if it is short).
-    pub fn new(reservation: Reservation, estimated: u64, header: &Option<ResponseHeader>) -> Self {
+    pub fn new(estimated: u64, header: &Option<ResponseHeader>) -> Self {
         let first = usize::try_from(estimated).unwrap_or(PIECE_BYTES).saturating_add(64).min(PIECE_BYTES);
-        let mut writer = Self { reservation, sealed: Vec::new(), current: Vec::with_capacity(first), len: 0 };
+        let mut writer =
+            Self { unsettled: Vec::new(), sealed: Vec::new(), current: Vec::with_capacity(first), len: 0 };
         if let Some(header) = header {
             writer.length_delimited(HEADER, &header.encode_to_vec());
         }
@@ -85,8 +88,22 @@ impl AnswerWriter {
         self.length_delimited(KVS, encoded);
     }
 
+    /// Takes the bytes of the pieces written so far from the budget, waiting for them if the
+    /// read holds the building turn.
+    pub async fn settle(&mut self, reservation: &mut Reservation) {
+        for bytes in std::mem::take(&mut self.unsettled) {
+            let budget = reservation.take(bytes.len()).await;
+            self.sealed.push(Bytes::from_owner(Piece { bytes, _budget: budget }));
+        }
+    }
+
     /// Ends the message with `more` and `count` and returns its pieces, prefix first.
-    pub fn finish(mut self, more: bool, count: i64) -> Result<EncodedAnswer, Status> {
+    pub async fn finish(
+        mut self,
+        more: bool,
+        count: i64,
+        reservation: &mut Reservation,
+    ) -> Result<EncodedAnswer, Status> {
         // Fields equal to their default are left out, as prost leaves them out.
         let mut tail = Vec::with_capacity(24);
         if more {
@@ -103,6 +120,7 @@ impl AnswerWriter {
             )));
         }
         self.seal();
+        self.settle(reservation).await;
         // Not compressed, then the length; checked against i32::MAX above.
         let mut prefix = Vec::with_capacity(5);
         prefix.push(0);
@@ -142,8 +160,7 @@ impl AnswerWriter {
         if bytes.is_empty() {
             return;
         }
-        let budget = self.reservation.take(bytes.len());
-        self.sealed.push(Bytes::from_owner(Piece { bytes, _budget: budget }));
+        self.unsettled.push(bytes);
     }
 }
 

@@ -101,7 +101,7 @@ impl RangeStream {
         let mut first_revision = None;
         let mut last_bytes = 0;
         loop {
-            let _reservation = self.budget.reserve(last_bytes).await;
+            let _held = self.budget.hold(last_bytes).await;
             let mut chunk = self.view.range_page(&page, limit)?;
             let newest = chunk.header.take().map_or(0, |h| h.revision);
             let header_revision = *first_revision.get_or_insert(newest);

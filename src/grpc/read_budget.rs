@@ -4,24 +4,26 @@
 //! etcd a copy of the whole keyspace (etcd issue 12342); here the twenty share the budget and
 //! wait for one another instead of running the server out of memory.
 //!
-//! A read reserves its estimated size before it reads ([`ReadBudget::reserve`], first come
-//! first served), then takes its reservation piece by piece as it builds the answer
-//! ([`Reservation::take`]); each piece is given back when the bytes it accounts for are gone
-//! (sent, or dropped). An answer larger than its estimate takes the difference only if the
-//! budget has it free at once, and otherwise goes over the budget by that much: it must not
-//! wait while it holds a part, or two such answers could each wait for the other's part.
-//! An estimate larger than the whole budget reserves the whole budget, so a read that could
-//! never fit still runs, alone.
+//! Why it cannot deadlock: a Range's answer goes out only once it is whole (the gRPC prefix
+//! names its length), so an answer being built holds its bytes until it is finished. Were two
+//! answers built at once, each could hold half the budget and wait for the other's half. So
+//! one large read builds at a time (it holds the building turn, first come first served) and
+//! only it waits for bytes; everything it waits for is held by answers already built, which
+//! give their bytes back as HTTP/2 sends them (or as the stall timeout drops them). The next
+//! read's building overlaps the previous answers' sending: a budget of a little more than one
+//! answer keeps both the reading and the sending busy.
 //!
-//! Small reads do not take part ([`ReadBudget::is_large`]): waiting behind a large list would
-//! cost a point read its latency, and what they hold is bounded by the connection's Range slots
-//! ([`crate::transport::range_backpressure`]).
+//! An answer larger than the whole budget waits until every other answer is gone, then goes
+//! over the budget alone, so a read that could never fit still runs. Small reads
+//! ([`ReadBudget::is_large`]) take no turn and never wait: a point read does not queue behind a
+//! list; they take what is free for their pieces and go over the budget otherwise, bounded by
+//! the connection's Range slots ([`crate::transport::range_backpressure`]).
 
 use std::sync::Arc;
 
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
-/// The default budget: one 200k × 1 KiB list (the issue's 20-list target) fits with room.
+/// The default budget: one 200k × 1 KiB list (204 MB) fits, with room for the next to start.
 pub const DEFAULT_READ_BUDGET_BYTES: usize = 256 << 20;
 
 /// Estimates from here up share the budget.
@@ -31,14 +33,15 @@ const LARGE_READ_BYTES: u64 = 1 << 20;
 #[derive(Clone)]
 pub struct ReadBudget {
     bytes: Arc<Semaphore>,
-    total: u32,
+    total: usize,
+    turn: Arc<Mutex<()>>,
 }
 
 impl ReadBudget {
     /// A budget of `bytes` (at most 4 GiB: tokio's semaphore counts in u32 steps).
     pub fn new(bytes: usize) -> Self {
-        let total = u32::try_from(bytes).unwrap_or(u32::MAX).max(1);
-        Self { bytes: Arc::new(Semaphore::new(total as usize)), total }
+        let total = bytes.clamp(1, u32::MAX as usize);
+        Self { bytes: Arc::new(Semaphore::new(total)), total, turn: Arc::new(Mutex::new(())) }
     }
 
     /// Whether a read of `estimated` bytes shares the budget.
@@ -46,49 +49,50 @@ impl ReadBudget {
         estimated >= LARGE_READ_BYTES
     }
 
-    /// Waits, behind the reads that asked before, until `estimated` bytes (at most the whole
-    /// budget) are free, and reserves them. A small read reserves nothing and never waits.
-    pub async fn reserve(&self, estimated: u64) -> Reservation {
-        let mut reservation = Reservation { budget: Arc::clone(&self.bytes), held: None };
-        if Self::is_large(estimated) {
-            let want = u32::try_from(estimated).unwrap_or(u32::MAX).min(self.total);
-            // The semaphore is never closed.
-            reservation.held = Arc::clone(&self.bytes).acquire_many_owned(want).await.ok();
-        }
-        reservation
+    /// Starts a read of about `estimated` bytes: a large one waits for the building turn.
+    pub async fn start(&self, estimated: u64) -> Reservation {
+        let turn = match Self::is_large(estimated) {
+            true => Some(Arc::clone(&self.turn).lock_owned().await),
+            false => None,
+        };
+        Reservation { budget: self.clone(), turn, held: 0 }
     }
 
-    /// Bytes free now, for the tests and the metrics.
+    /// `n` bytes for an answer built whole before it is accounted for (the gateway's, a
+    /// txn's, a RangeStream chunk): taken in turn, held until the permit is dropped.
+    pub async fn hold(&self, n: u64) -> Option<OwnedSemaphorePermit> {
+        self.start(n).await.take(usize::try_from(n).unwrap_or(usize::MAX)).await
+    }
+
+    /// Bytes free now.
     pub fn available(&self) -> usize {
         self.bytes.available_permits()
     }
 }
 
-/// What one read reserved and has not yet taken.
+/// One read's place in the budget: its building turn, if large, and what it took so far.
 pub struct Reservation {
-    budget: Arc<Semaphore>,
-    held: Option<OwnedSemaphorePermit>,
+    budget: ReadBudget,
+    turn: Option<OwnedMutexGuard<()>>,
+    held: usize,
 }
 
 impl Reservation {
-    /// Takes `n` bytes for one piece of the answer: from the reservation, then whatever of the
-    /// rest the budget has free at once. The permit returns them when dropped; `None` when the
-    /// piece is over the budget entirely.
-    pub fn take(&mut self, n: usize) -> Option<OwnedSemaphorePermit> {
-        let held = self.held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
-        if held > n {
-            return self.held.as_mut().and_then(|permit| permit.split(n));
-        }
-        let mut piece = self.held.take();
-        let missing = u32::try_from(n - held).unwrap_or(u32::MAX);
-        if missing > 0 {
-            if let Ok(more) = Arc::clone(&self.budget).try_acquire_many_owned(missing) {
-                match piece.as_mut() {
-                    Some(piece) => piece.merge(more),
-                    None => piece = Some(more),
-                }
-            }
-        }
-        piece
+    /// Takes `n` bytes for one piece of the answer; the permit gives them back when dropped.
+    /// With the turn it waits for them (for all that is not its own, when its own and `n`
+    /// are more than the budget); without, it takes them only if free. `None`: the piece
+    /// goes over the budget.
+    pub async fn take(&mut self, n: usize) -> Option<OwnedSemaphorePermit> {
+        let wanted = n.min(self.budget.total - self.held.min(self.budget.total));
+        let permits = u32::try_from(wanted).unwrap_or(u32::MAX);
+        let bytes = Arc::clone(&self.budget.bytes);
+        let permit = match (&self.turn, permits) {
+            (_, 0) => None,
+            // The semaphore is never closed.
+            (Some(_), _) => bytes.acquire_many_owned(permits).await.ok(),
+            (None, _) => bytes.try_acquire_many_owned(permits).ok(),
+        };
+        self.held += permit.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
+        permit
     }
 }

@@ -36,6 +36,18 @@ const SAMPLES: usize = 32;
 /// What a value is taken to cost in a range too small to sample.
 const ASSUMED_RECORD_BYTES: u64 = 1024;
 
+/// Where a part of step two ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// More values to read, from this position.
+    Next(usize),
+    /// All read; etcd's `more` for the answer.
+    Done {
+        /// Keys beyond the limit.
+        more: bool,
+    },
+}
+
 /// A Range whose index pass is done and whose values are not read yet.
 pub struct PlannedRange {
     plan: RangePlan,
@@ -110,8 +122,28 @@ impl<E: Engine> ReadView<E> {
         req: &RangeRequest,
         out: &mut dyn FnMut(&[u8]),
     ) -> Result<bool, StoreError> {
-        let more = if planned.in_key_order {
-            self.encode_in_key_order(planned, req, out)?
+        let mut from = 0;
+        loop {
+            match self.encode_range_part(planned, req, from, usize::MAX, out)? {
+                Part::Next(next) => from = next,
+                Part::Done { more } => return Ok(more),
+            }
+        }
+    }
+
+    /// Step two a part at a time, for a caller that accounts for the bytes as they come: the
+    /// values from position `from` on, until `out` has taken at least `bytes` more (in read
+    /// batches, so a little more). An answer that is sorted or filtered comes in one part.
+    pub fn encode_range_part(
+        &self,
+        planned: &PlannedRange,
+        req: &RangeRequest,
+        from: usize,
+        bytes: usize,
+        out: &mut dyn FnMut(&[u8]),
+    ) -> Result<Part, StoreError> {
+        let part = if planned.in_key_order {
+            self.encode_in_key_order(planned, req, from, bytes, out)?
         } else {
             let kvs = range::load_values(&EngineSource(&self.shared.engine), &planned.plan)?;
             let resp = range::finish_range(req, kvs, planned.plan.count, planned.header_revision);
@@ -122,13 +154,13 @@ impl<E: Engine> ReadView<E> {
                 let _ = kv.encode(&mut scratch);
                 out(&scratch);
             }
-            resp.more
+            Part::Done { more: resp.more }
         };
         // A compaction that overtook the index pass may have dropped what it named.
         if planned.plan.at_rev < self.compacted_revision() {
             return Err(StoreError::Compacted);
         }
-        Ok(more)
+        Ok(part)
     }
 
     /// Step two for a caller that wants the answer as a message: the values, then etcd's
@@ -149,28 +181,38 @@ impl<E: Engine> ReadView<E> {
         &self,
         planned: &PlannedRange,
         req: &RangeRequest,
+        from: usize,
+        bytes: usize,
         out: &mut dyn FnMut(&[u8]),
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Part, StoreError> {
         let revisions = &planned.plan.revisions;
         let wanted = wanted(req, revisions.len());
         let bulk = wanted > BULK_READ;
         let mut scratch = Vec::new();
-        for batch in revisions[..wanted].chunks(READ_BATCH) {
+        let mut given = 0usize;
+        let mut next = from.min(wanted);
+        for batch in revisions[next..wanted].chunks(READ_BATCH) {
+            if given >= bytes {
+                return Ok(Part::Next(next));
+            }
+            next += batch.len();
             let keys: Vec<[u8; 8]> = batch.iter().copied().map(key_bytes).collect::<Result<_, _>>()?;
             self.shared.engine.visit_many(Family::History, &keys, bulk, &mut |_, value| {
                 let value = value.ok_or(StoreError::Compacted)?;
                 let (_, body) = codec::split_history_value(value)?;
                 if !req.keys_only {
+                    given += body.len();
                     out(body);
                     return Ok(());
                 }
                 scratch.clear();
                 let _ = without_value(body)?.encode(&mut scratch);
+                given += scratch.len();
                 out(&scratch);
                 Ok(())
             })?;
         }
-        Ok(wanted < revisions.len())
+        Ok(Part::Done { more: wanted < revisions.len() })
     }
 }
 
@@ -208,6 +250,8 @@ mod tests {
     use crate::store::mvcc::error::StoreError;
     use crate::store::mvcc::memory::MemoryEngine;
     use crate::store::mvcc::writer::{StoreConfig, StoreCore};
+
+    use super::Part;
 
     fn apply(core: &mut StoreCore<MemoryEngine>, command: Command) {
         let mut batch = Batch::default();
@@ -270,6 +314,39 @@ mod tests {
             want.header = None;
             assert_eq!(encoded(&core, req), Ok(want), "{req:?}");
         }
+    }
+
+    /// Part by part, positions step by whole read batches and the parts make the whole.
+    #[test]
+    fn parts_make_the_whole_answer() {
+        let mut core = StoreCore::open(MemoryEngine::new(), StoreConfig::default()).expect("opens");
+        for i in 0..600 {
+            apply(&mut core, put(&format!("k{i:03}"), "v"));
+        }
+        let view = core.read_view();
+        let req = RangeRequest {
+            key: Bytes::from_static(b"k"),
+            range_end: Bytes::from_static(b"l"),
+            limit: 550,
+            ..Default::default()
+        };
+        let planned = view.plan_range(&req).expect("a plan");
+        let (mut parts, mut kvs, mut from) = (Vec::new(), Vec::new(), 0);
+        let more = loop {
+            let part = view
+                .encode_range_part(&planned, &req, from, 1, &mut |bytes| {
+                    kvs.push(KeyValue::decode(bytes).expect("a KeyValue"))
+                })
+                .expect("a part");
+            parts.push(part);
+            match part {
+                Part::Next(next) => from = next,
+                Part::Done { more } => break more,
+            }
+        };
+        assert_eq!(parts, [Part::Next(256), Part::Next(512), Part::Done { more: true }]);
+        let whole = view.range(&req).expect("a range");
+        assert_eq!((kvs, more), (whole.kvs, whole.more));
     }
 
     #[test]
