@@ -228,7 +228,8 @@ mod tests {
         let mut list = StreamSlots::new();
         for (watches, room) in [(4, 4), (8, 8), (20, 20), (100, 112)] {
             while list.len() < watches {
-                push_slot(&mut list, list.len() as u32);
+                let slot = list.len() as u32;
+                push_slot(&mut list, slot);
             }
             assert_eq!(list.capacity(), room, "room for {watches} watches");
         }
