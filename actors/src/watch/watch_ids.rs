@@ -83,7 +83,8 @@ impl WatchIds {
     /// Whether `id`, outside the words, should grow them: it is the first id of an empty set
     /// (not negative), or falls in the word just past the end of words that are dense enough.
     fn extends_dense(&self, id: i64) -> bool {
-        if id < 0 {
+        // Negative ids, and ids so high that a word's end would overflow, stay sparse.
+        if !(0..=i64::MAX - 2 * WORD_BITS).contains(&id) {
             return false;
         }
         if self.dense.is_empty() {
@@ -184,6 +185,16 @@ mod tests {
     }
 
     #[test]
+    fn ids_near_the_top_stay_sparse() {
+        let mut ids = WatchIds::default();
+        for id in [i64::MAX - 3, i64::MAX - 100, i64::MAX] {
+            assert!(ids.insert(id) && ids.contains(id));
+        }
+        assert!(ids.dense.is_empty());
+        assert!(ids.remove(i64::MAX - 3) && !ids.contains(i64::MAX - 3));
+    }
+
+    #[test]
     fn climbing_ids_past_a_watch_that_stays_hold_a_few_words_at_most() {
         let mut ids = WatchIds::default();
         ids.insert(3);
@@ -199,20 +210,24 @@ mod tests {
     }
 
     proptest! {
-        /// The set against a BTreeSet: ids near zero (dense) and far away (sparse) mixed.
+        /// The set against a BTreeSet: ids near zero (dense), far apart and near the top (sparse).
         #[test]
-        fn behaves_like_a_set(ops in proptest::collection::vec((any::<bool>(), -80i64..300, any::<bool>()), 1..500)) {
+        fn behaves_like_a_set(ops in proptest::collection::vec((any::<bool>(), -80i64..300, 0u8..3), 1..500)) {
             let mut ids = WatchIds::default();
             let mut model = BTreeSet::new();
-            for (insert, id, far) in ops {
-                let id = if far { id.wrapping_mul(1 << 50) } else { id };
+            for (insert, id, kind) in ops {
+                let id = match kind {
+                    0 => id,
+                    1 => id.wrapping_mul(1 << 50),
+                    _ => i64::MAX - id.abs(),
+                };
                 if insert {
                     prop_assert_eq!(ids.insert(id), model.insert(id));
                 } else {
                     prop_assert_eq!(ids.remove(id), model.remove(&id));
                 }
                 prop_assert_eq!(ids.len(), model.len());
-                for probe in [id, id + 1, id - 1, 0, 63, 64] {
+                for probe in [id, id.wrapping_add(1), id.wrapping_sub(1), 0, 63, 64] {
                     prop_assert_eq!(ids.contains(probe), model.contains(&probe), "id {}", probe);
                 }
             }
