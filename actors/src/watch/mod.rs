@@ -27,6 +27,7 @@
 //! - [`shard`]: the WatchShard, the actix shell around a watcher group.
 //! - [`root`]: the WatchRoot, which hands each committed batch to every shard.
 //! - [`stream_state`]: one Watch stream's watch ids, requests and outgoing responses.
+//! - [`watch_ids`]: a stream's live watch ids, a bit each for the ids the server picked.
 //! - [`stream`]: the StreamActor, the actix shell around a stream's state.
 
 pub mod interval_tree;
@@ -37,5 +38,6 @@ pub mod shard;
 pub mod slab;
 pub mod stream;
 pub mod stream_state;
+pub mod watch_ids;
 pub mod watcher;
 pub mod watcher_group;

@@ -11,6 +11,7 @@ use actcd_proto::etcdserverpb::{
 };
 
 use super::messages::{ShardRequest, StreamId, WatchSpec};
+use super::watch_ids::WatchIds;
 
 use actcd_proto::errors::mvcc::{DUPLICATE_WATCH_ID as DUPLICATE_ID, EMPTY_WATCHER_RANGE as EMPTY_RANGE};
 /// etcd's error texts for refused watch creations.
@@ -21,8 +22,8 @@ use actcd_proto::key_range::KeyRange;
 pub struct StreamState {
     id: StreamId,
     next_watch_id: i64,
-    /// Live watch ids, sorted: 8 bytes a watch (a stream has few enough for binary search).
-    watches: Vec<i64>,
+    /// Live watch ids.
+    watches: WatchIds,
     /// The live watches that asked for fragmented responses (rare), sorted.
     fragmented: Vec<i64>,
 }
@@ -128,17 +129,17 @@ impl StreamState {
             return refused(EMPTY_RANGE);
         }
         let watch_id = if req.watch_id == 0 {
-            while self.watches.binary_search(&self.next_watch_id).is_ok() {
+            while self.watches.contains(self.next_watch_id) {
                 self.next_watch_id += 1;
             }
             self.next_watch_id += 1;
             self.next_watch_id - 1
-        } else if self.watches.binary_search(&req.watch_id).is_ok() {
+        } else if self.watches.contains(req.watch_id) {
             return refused(DUPLICATE_ID);
         } else {
             req.watch_id
         };
-        sorted_insert(&mut self.watches, watch_id);
+        self.watches.insert(watch_id);
         if req.fragment {
             sorted_insert(&mut self.fragmented, watch_id);
         }
@@ -168,7 +169,7 @@ impl StreamState {
     /// etcd's cancel: a known id is removed and answered with a canceled response at
     /// `current`; an unknown id gets no answer.
     pub fn cancel(&mut self, watch_id: i64, current: i64) -> Option<WatchResponse> {
-        if !sorted_remove(&mut self.watches, watch_id) {
+        if !self.watches.remove(watch_id) {
             return None;
         }
         sorted_remove(&mut self.fragmented, watch_id);
@@ -185,12 +186,12 @@ impl StreamState {
                 out.push(resp);
                 continue;
             }
-            if self.watches.binary_search(&resp.watch_id).is_err() {
+            if !self.watches.contains(resp.watch_id) {
                 continue;
             }
             let fragment = self.fragmented.binary_search(&resp.watch_id).is_ok();
             if resp.canceled {
-                sorted_remove(&mut self.watches, resp.watch_id);
+                self.watches.remove(resp.watch_id);
                 sorted_remove(&mut self.fragmented, resp.watch_id);
             }
             if fragment && resp.events.len() > 1 && resp.encoded_len() >= max_bytes {

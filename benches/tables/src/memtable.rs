@@ -214,8 +214,9 @@ impl RowResult {
     }
 }
 
-/// Reads the `row` figure of each `watch-memory` JSON document (a document without one, such as
-/// another command's, is passed over). Returns the rows and, per unreadable file, why.
+/// Reads the `row` figure of each `watch-memory` JSON document and the `watch` rows of each
+/// `measure` document (a document with neither, such as another command's, is passed over).
+/// Returns the rows and, per unreadable file or row, why.
 pub fn load_results(paths: &[std::path::PathBuf]) -> (Vec<RowResult>, Vec<String>) {
     let mut rows = Vec::new();
     let mut problems = Vec::new();
@@ -225,7 +226,9 @@ pub fn load_results(paths: &[std::path::PathBuf]) -> (Vec<RowResult>, Vec<String
             .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).map_err(|e| e.to_string()));
         match parsed {
             Ok(doc) => {
-                if let Some(r) = doc.get("extra").and_then(|e| e.get("row")) {
+                let single = doc.get("extra").and_then(|e| e.get("row")).into_iter();
+                let measured = doc.get("watch").and_then(|w| w.as_array()).into_iter().flatten();
+                for r in single.chain(measured) {
                     match serde_json::from_value::<RowResult>(r.clone()) {
                         Ok(r) => rows.push(r),
                         Err(e) => problems.push(format!("{}: {e}", p.display())),
@@ -496,6 +499,50 @@ pub fn per_item(bytes: f64) -> String {
     }
 }
 
+/// One step of a row shape: from `from` to `to` watches per stream at the same clients and
+/// streams per client, the server's RSS growth divided by the watches added. Unlike c3 (fitted
+/// over every row), it shows where a shape's cost per watch grows in steps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WatchStep {
+    /// Clients of the shape.
+    pub clients: u64,
+    /// Streams per client of the shape.
+    pub streams_per_client: u64,
+    /// Watches per stream before.
+    pub from: u64,
+    /// Watches per stream after.
+    pub to: u64,
+    /// RSS bytes per added watch.
+    pub per_watch: f64,
+}
+
+/// The steps between `server`'s complete rows that differ only in watches per stream, each row
+/// against the next larger one of its shape. A row measured more than once (results of several
+/// runs) counts with its mean RSS.
+pub fn watch_steps(server: &str, results: &[RowResult]) -> Vec<WatchStep> {
+    let mut sums: std::collections::BTreeMap<(u64, u64, u64), (f64, f64)> = std::collections::BTreeMap::new();
+    for r in results.iter().filter(|r| r.outcome.server == server && r.complete()) {
+        let sum =
+            sums.entry((r.row.clients, r.row.streams_per_client, r.row.watches_per_stream)).or_default();
+        *sum = (sum.0 + r.outcome.rss_bytes(), sum.1 + 1.0);
+    }
+    let means: Vec<((u64, u64, u64), f64)> = sums.into_iter().map(|(k, (total, n))| (k, total / n)).collect();
+    means
+        .windows(2)
+        .filter_map(|pair| {
+            let (((clients, streams_per_client, from), a), ((c2, s2, to), b)) = (pair[0], pair[1]);
+            let added = clients * streams_per_client * (to - from);
+            ((clients, streams_per_client) == (c2, s2)).then(|| WatchStep {
+                clients,
+                streams_per_client,
+                from,
+                to,
+                per_watch: (b - a) / added as f64,
+            })
+        })
+        .collect()
+}
+
 /// The fitted c1, c2, c3 of `server`'s complete rows, and how many rows there were.
 pub fn coefficients(server: &str, results: &[RowResult]) -> (Option<[f64; 3]>, usize) {
     let pts: Vec<([f64; 3], f64)> = results
@@ -634,6 +681,23 @@ pub fn table(server: &str, results: &[RowResult]) -> String {
             );
         }
     }
+    let steps = watch_steps(server, results);
+    if !steps.is_empty() {
+        let _ = writeln!(s, "\nPer watch, between rows of one shape (RSS growth ÷ watches added):\n");
+        let _ = writeln!(s, "| clients | streams per client | watchers per stream | per watch |");
+        let _ = writeln!(s, "| ---: | ---: | ---: | ---: |");
+        for step in steps {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} → {} | {} |",
+                count(step.clients),
+                count(step.streams_per_client),
+                count(step.from),
+                count(step.to),
+                per_item(step.per_watch)
+            );
+        }
+    }
     s
 }
 
@@ -658,6 +722,31 @@ mod tests {
             setup_secs: r.watches() as f64 / 1e5,
             ..RowResult::skipped(r, String::new(), String::new())
         }
+    }
+
+    #[test]
+    fn steps_pair_rows_of_one_shape_only() {
+        let c = [20e3, 3e3, 80.0];
+        let mut results: Vec<_> = ["500x10x1", "500x10x20", "500x10x100", "1kx10x1", "1kx50x10"]
+            .iter()
+            .flat_map(|r| parse_rows(r).unwrap_or_default())
+            .map(|r| done(r, 30.0, c))
+            .collect();
+        // A second run of the first two rows, 1 MB apart: their means count.
+        for (r, extra_mb) in [(row(500, 10, 1), 1.0), (row(500, 10, 20), -1.0)] {
+            let mut again = done(r, 30.0, c);
+            again.outcome.server_rss_kb =
+                (again.outcome.server_rss_kb as f64 + extra_mb * 1e6 / 1024.0) as u64;
+            results.push(again);
+        }
+        let steps = watch_steps("actcd", &results);
+        let shapes: Vec<_> = steps.iter().map(|s| (s.clients, s.streams_per_client, s.from, s.to)).collect();
+        assert_eq!(shapes, [(500, 10, 1, 20), (500, 10, 20, 100)], "1k x 10 and 1k x 50 have no pair");
+        let expected = [80.0 - 1e6 / 95_000.0, 80.0 + 0.5e6 / 400_000.0];
+        for (step, want) in steps.iter().zip(expected) {
+            assert!((step.per_watch - want).abs() < 1.0, "{step:?}, want {want}");
+        }
+        assert!(table("actcd", &results).contains("| 500 | 10 | 20 → 100 | 81 B |"));
     }
 
     #[test]
@@ -821,9 +910,13 @@ mod tests {
         std::fs::write(&b, "{not json").expect("write");
         let c = dir.join("c.json");
         std::fs::write(&c, "{\"command\": \"put\"}").expect("write");
-        let (rows, problems) = load_results(&[a, b, c, dir.join("missing.json")]);
+        let m = done(row(500, 10, 20), 20.0, [21e3, 3e3, 90.0]);
+        let measured = dir.join("measure.json");
+        std::fs::write(&measured, serde_json::json!({"server": "actcd", "watch": [r, m]}).to_string())
+            .expect("write");
+        let (rows, problems) = load_results(&[a, b, c, measured, dir.join("missing.json")]);
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(rows, vec![r]);
+        assert_eq!(rows, vec![r.clone(), r, m], "a watch-memory row, then a measure run's two");
         assert_eq!(problems.len(), 2, "{problems:?}");
     }
 }

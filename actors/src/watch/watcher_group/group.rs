@@ -34,7 +34,9 @@ pub struct WatcherGroup {
     pub(super) slots: WatchSlab,
     pub(super) synced: RangeIndex,
     pub(super) unsynced: Vec<u32>,
-    pub(super) streams: HashMap<StreamId, SmallVec<[u32; 4]>>,
+    /// Each stream's slots, for cancel and stream removal. Grown by a quarter at a time (see
+    /// [`push_slot`]).
+    pub(super) streams: HashMap<StreamId, StreamSlots>,
     pub(super) processed: i64,
     /// `processed` at the previous stall check.
     pub(super) processed_at_last_check: i64,
@@ -43,6 +45,20 @@ pub struct WatcherGroup {
     /// Streams whose progress request waits until their watchers have caught up (etcd
     /// 3.4.31's deferred progress, etcd issue 17507): at most one entry a stream.
     pub(super) deferred_progress: HashSet<StreamId>,
+}
+
+/// The slots of one stream's watches: inline up to four, the common case.
+pub(super) type StreamSlots = SmallVec<[u32; 4]>;
+
+/// Appends to a stream's slots, growing the list by a quarter rather than doubling it: streams
+/// are many and each list is sized by its own watches, so doubling left up to half of every
+/// list empty (20 watches held room for 32: ~6 bytes a watch). A quarter costs ~4 copies of
+/// each slot over the list's growth, on create only.
+fn push_slot(list: &mut StreamSlots, slot: u32) {
+    if list.len() == list.capacity() {
+        list.reserve_exact((list.len() / 4).max(4));
+    }
+    list.push(slot);
 }
 
 pub(super) fn is_delete(ev: &Event) -> bool {
@@ -94,7 +110,7 @@ impl WatcherGroup {
 
     /// Approximate heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        let streams = self.streams.capacity() * (std::mem::size_of::<(StreamId, SmallVec<[u32; 4]>)>() + 8);
+        let streams = self.streams.capacity() * (std::mem::size_of::<(StreamId, StreamSlots)>() + 8);
         let spilled: usize = self.streams.values().filter(|l| l.spilled()).map(|l| l.capacity() * 4).sum();
         self.slots.heap_bytes() + streams + spilled + self.synced.heap_bytes() + self.unsynced.capacity() * 4
     }
@@ -120,7 +136,7 @@ impl WatcherGroup {
             watcher.set(flags::SYNCED);
         }
         let slot = self.slots.insert(watcher);
-        self.streams.entry(spec.stream).or_default().push(slot);
+        push_slot(self.streams.entry(spec.stream).or_default(), slot);
         if behind {
             self.unsynced.push(slot);
         } else {
@@ -140,11 +156,11 @@ impl WatcherGroup {
 
     /// Removes every watch of a stream; returns how many.
     pub fn remove_stream(&mut self, stream: StreamId) -> usize {
-        let Some(slots) = self.streams.get(&stream).cloned() else { return 0 };
+        // Taken out first: remove_slot then has no list of the stream to edit.
+        let Some(slots) = self.streams.remove(&stream) else { return 0 };
         for slot in &slots {
             self.remove_slot(*slot);
         }
-        self.streams.remove(&stream);
         self.deferred_progress.remove(&stream);
         slots.len()
     }
@@ -164,6 +180,9 @@ impl WatcherGroup {
             list.retain(|s| *s != slot);
             if list.is_empty() {
                 self.streams.remove(&watcher.stream);
+            } else if list.spilled() && list.len() <= list.capacity() / 2 {
+                // Not sooner: a list shrunk to fit would grow again at the next create.
+                list.shrink_to_fit();
             }
         }
     }
@@ -197,5 +216,22 @@ impl WatcherGroup {
         let Some(w) = self.slots.get_mut(slot) else { return };
         w.set(flags::SYNCED);
         self.synced.insert(&self.slots, slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stream_list_grows_by_a_quarter_not_by_doubling() {
+        let mut list = StreamSlots::new();
+        for (watches, room) in [(4, 4), (8, 8), (20, 20), (100, 112)] {
+            while list.len() < watches {
+                let slot = list.len() as u32;
+                push_slot(&mut list, slot);
+            }
+            assert_eq!(list.capacity(), room, "room for {watches} watches");
+        }
     }
 }
