@@ -96,14 +96,15 @@ impl Plan {
         Self { total, rate: (rate > 0).then_some(rate as f64), progress: true, until: None }
     }
 
-    /// `rate` requests per second (fractions allowed, above 0) for `duration`: the requests
-    /// due before the end, none sent after it.
+    /// `rate` requests per second (fractions allowed; 0 is as fast as the clients go) for
+    /// `duration`: the requests due before the end, none sent after it.
     pub fn for_duration(rate: f64, duration: Duration) -> Self {
-        Self {
-            total: (rate * duration.as_secs_f64()).ceil() as u64,
-            rate: Some(rate),
-            progress: true,
-            until: Some(Instant::now() + duration),
+        let until = Some(Instant::now() + duration);
+        if rate > 0.0 {
+            let total = (rate * duration.as_secs_f64()).ceil() as u64;
+            Self { total, rate: Some(rate), progress: true, until }
+        } else {
+            Self { total: u64::MAX, rate: None, progress: false, until }
         }
     }
 

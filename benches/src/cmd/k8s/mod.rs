@@ -249,12 +249,11 @@ impl K8sArgs {
         if self.event_ttl < Duration::from_secs(1) {
             return Err("--event-ttl must be at least 1s".to_string());
         }
-        if !(self.rate.is_finite() && self.rate > 0.0) {
-            return Err(format!("--rate must be above 0, got {}", self.rate));
-        }
-        for (flag, r) in
-            [("--list-rate", self.list_rate), ("--consistent-read-rate", self.consistent_read_rate)]
-        {
+        for (flag, r) in [
+            ("--rate", self.rate),
+            ("--list-rate", self.list_rate),
+            ("--consistent-read-rate", self.consistent_read_rate),
+        ] {
             if !(r.is_finite() && r >= 0.0) {
                 return Err(format!("{flag} must be 0 or more, got {r}"));
             }
