@@ -43,10 +43,12 @@ impl Ticker {
         Some(Self { tick, end })
     }
 
-    /// Waits for the next tick; false once `end` has passed.
+    /// Waits for the next tick; false at `end` (a tick due after it is not waited for).
     pub async fn next(&mut self) -> bool {
-        self.tick.tick().await;
-        Instant::now() < self.end
+        tokio::select! {
+            _ = self.tick.tick() => Instant::now() < self.end,
+            _ = tokio::time::sleep_until(self.end.into()) => false,
+        }
     }
 }
 

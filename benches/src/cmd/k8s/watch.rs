@@ -169,6 +169,22 @@ impl WatchCache {
     /// the next is sent (as clientv3 does), within `timeout` each.
     pub async fn open(conn: Conn, prefixes: &[Bytes], from: i64, timeout: Duration) -> Result<Self, String> {
         let (mut tx, rx) = mpsc::channel(REQUEST_QUEUE);
+        let mut creates = prefixes.iter().map(|prefix| WatchRequest {
+            request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
+                key: prefix.clone(),
+                range_end: Bytes::from(prefix_end(prefix)),
+                start_revision: from,
+                progress_notify: true,
+                prev_kv: true,
+                ..Default::default()
+            })),
+        });
+        let closed = || "the watch stream closed".to_string();
+        // etcd sends a Watch call's response headers with its first message, so the first
+        // create must be queued before the call can return.
+        if let Some(first) = creates.next() {
+            tx.send(first).await.map_err(|_| closed())?;
+        }
         let mut client = WatchClient::new(conn).max_decoding_message_size(MAX_RESPONSE);
         let mut responses = tokio::time::timeout(timeout, client.watch(rx))
             .await
@@ -182,17 +198,7 @@ impl WatchCache {
             counters: Counters::default(),
             error: Mutex::new(None),
         });
-        for prefix in prefixes {
-            let create = WatchCreateRequest {
-                key: prefix.clone(),
-                range_end: Bytes::from(prefix_end(prefix)),
-                start_revision: from,
-                progress_notify: true,
-                prev_kv: true,
-                ..Default::default()
-            };
-            let request = WatchRequest { request_union: Some(RequestUnion::CreateRequest(create)) };
-            tx.send(request).await.map_err(|_| "the watch stream closed".to_string())?;
+        for _ in prefixes {
             let created = async {
                 loop {
                     match responses.message().await {
@@ -201,7 +207,7 @@ impl WatchCache {
                             return Err(format!("watch refused: {}", r.cancel_reason))
                         }
                         Ok(Some(r)) => cache.seen(&r),
-                        Ok(None) => return Err("the watch stream closed".to_string()),
+                        Ok(None) => return Err(closed()),
                         Err(s) => return Err(format!("watch: {}", status_text(&s))),
                     }
                 }
@@ -209,6 +215,9 @@ impl WatchCache {
             tokio::time::timeout(timeout, created)
                 .await
                 .map_err(|_| format!("no watch created within {timeout:?}"))??;
+            if let Some(next) = creates.next() {
+                tx.send(next).await.map_err(|_| closed())?;
+            }
         }
         let reader = tokio::spawn(read(responses, cache.clone()));
         let requester = tokio::spawn(request_progress(tx, cache.clone()));
