@@ -3,6 +3,7 @@
 //! anything connects, then run through [`execute`].
 
 use crate::cmd::authenticate::AuthenticateArgs;
+use crate::cmd::k8s::K8sArgs;
 use crate::cmd::lease_keepalive::LeaseKeepaliveArgs;
 use crate::cmd::put::PutArgs;
 use crate::cmd::range::RangeArgs;
@@ -68,6 +69,9 @@ pub enum Command {
     /// Benchmark STM: etcd's software transactional memory (client-side transactions of gets
     /// and puts, retried on conflict) at an isolation level, optionally under a lock.
     Stm(StmArgs),
+    /// Benchmark a Kubernetes apiserver's traffic: objects under /registry, optimistic writes,
+    /// paginated lists, watches with progress requests, leases, counts and compaction.
+    K8s(K8sArgs),
 }
 
 impl Command {
@@ -84,6 +88,7 @@ impl Command {
             Command::WatchFanout(a) => a.validate(),
             Command::LeaseKeepalive(_) | Command::Authenticate(_) => Ok(()),
             Command::Stm(a) => a.validate(),
+            Command::K8s(a) => a.validate(),
         }
     }
 }
@@ -102,6 +107,7 @@ impl Run for Command {
             Command::LeaseKeepalive(_) => "lease-keepalive",
             Command::Authenticate(_) => "authenticate",
             Command::Stm(_) => "stm",
+            Command::K8s(_) => "k8s",
         }
     }
 
@@ -118,6 +124,7 @@ impl Run for Command {
             Command::LeaseKeepalive(a) => a.run(settings, stop, out).await,
             Command::Authenticate(a) => a.run(settings, stop, out).await,
             Command::Stm(a) => a.run(settings, stop, out).await,
+            Command::K8s(a) => a.run(settings, stop, out).await,
         }
     }
 }

@@ -84,12 +84,28 @@ pub struct Plan {
     pub rate: Option<f64>,
     /// Show the progress bar (off when another bar covers this load).
     pub progress: bool,
+    /// No request is sent after this time, even short of `total`; those in flight finish. A
+    /// load that runs for a duration ends here while a server that fell behind still shows
+    /// the backlog in its latencies.
+    pub until: Option<Instant>,
 }
 
 impl Plan {
     /// `total` requests at `rate` per second (0 = no limit).
     pub fn new(total: u64, rate: u64) -> Self {
-        Self { total, rate: (rate > 0).then_some(rate as f64), progress: true }
+        Self { total, rate: (rate > 0).then_some(rate as f64), progress: true, until: None }
+    }
+
+    /// `rate` requests per second (fractions allowed; 0 is as fast as the clients go) for
+    /// `duration`: the requests due before the end, none sent after it.
+    pub fn for_duration(rate: f64, duration: Duration) -> Self {
+        let until = Some(Instant::now() + duration);
+        if rate > 0.0 {
+            let total = (rate * duration.as_secs_f64()).ceil() as u64;
+            Self { total, rate: Some(rate), progress: true, until }
+        } else {
+            Self { total: u64::MAX, rate: None, progress: false, until }
+        }
     }
 
     /// The same plan without a progress bar.
@@ -195,16 +211,17 @@ async fn client_loop<W: Worker>(ctx: ClientCtx, mut worker: W) {
         if i >= ctx.plan.total {
             return;
         }
-        let sent = match ctx.plan.rate {
-            Some(rate) => {
-                let due = ctx.start + Duration::from_secs_f64(i as f64 / rate);
-                if due > Instant::now() {
-                    tokio::time::sleep_until(due.into()).await;
-                }
-                due
-            }
+        let due = match ctx.plan.rate {
+            Some(rate) => ctx.start + Duration::from_secs_f64(i as f64 / rate),
             None => Instant::now(),
         };
+        if ctx.plan.until.is_some_and(|end| due > end) {
+            return;
+        }
+        if due > Instant::now() {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let sent = due;
         ctx.inflight.fetch_add(1, Ordering::Relaxed);
         let (report, call) = worker.call(i);
         // Boxed once: the request future is large, and moving it through the timeout

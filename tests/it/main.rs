@@ -26,6 +26,7 @@ mod history_check;
 mod history_simulated;
 mod history_workload;
 mod hostile_frames;
+mod k8s;
 mod lease;
 mod linearizability;
 mod maintenance;

@@ -13,10 +13,12 @@
 //! - [`watch_fanout`]: many watchers of one key, events delivered per second.
 //! - [`lease_keepalive`]: one short keep-alive stream per request.
 //! - [`authenticate`]: Authenticate with one name and password, right or wrong.
+//! - [`k8s`]: the traffic of a Kubernetes apiserver (its storage layer's requests).
 //! - [`stm`]: etcd's software transactional memory, at its four isolation levels, optionally
 //!   under a lock.
 
 pub mod authenticate;
+pub mod k8s;
 pub mod lease_keepalive;
 pub mod put;
 pub mod range;
