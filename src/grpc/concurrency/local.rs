@@ -61,7 +61,7 @@ impl Local {
 
     /// KV.Range (linearizable, as clientv3's Get).
     pub async fn range(&self, range: RangeRequest) -> Result<RangeResponse, Status> {
-        Ok(self.backends.kv.range(self.request(range)).await.map_err(as_client_error)?.into_inner())
+        Ok(self.backends.kv.range_message(self.request(range)).await.map_err(as_client_error)?.into_inner())
     }
 
     /// KV.DeleteRange of one key.
