@@ -145,8 +145,7 @@ impl<E: Engine> ReadView<E> {
         let part = if planned.in_key_order {
             self.encode_in_key_order(planned, req, from, bytes, out)?
         } else {
-            let kvs = range::load_values(&EngineSource(&self.shared.engine), &planned.plan)?;
-            let resp = range::finish_range(req, kvs, planned.plan.count, planned.header_revision);
+            let resp = self.range_planned(planned, req)?;
             let mut scratch = Vec::new();
             for kv in &resp.kvs {
                 scratch.clear();
