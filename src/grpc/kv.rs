@@ -74,10 +74,11 @@ impl KvService {
         let branch = |ops: &[RequestOp]| -> u64 {
             ops.iter()
                 .filter_map(|op| match &op.request {
-                    Some(request_op::Request::RequestRange(range)) => self.store.view.plan_range(range).ok(),
+                    Some(request_op::Request::RequestRange(range)) => {
+                        self.store.view.estimate_range(range).ok()
+                    }
                     _ => None,
                 })
-                .map(|planned| planned.estimated_bytes())
                 .sum()
         };
         branch(&req.success).max(branch(&req.failure))

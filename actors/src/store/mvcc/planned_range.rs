@@ -80,8 +80,18 @@ impl PlannedRange {
 impl<E: Engine> ReadView<E> {
     /// Step one of a Range: etcd's checks, the read revision, and the index pass.
     pub fn plan_range(&self, req: &RangeRequest) -> Result<PlannedRange, StoreError> {
-        validate::check_range(req)?;
         metrics::counter!(crate::metric_names::ETCD_MVCC_RANGE_TOTAL).increment(1);
+        self.plan(req)
+    }
+
+    /// The bytes a Range's kvs would take, about (see [`PlannedRange::estimated_bytes`]), for a
+    /// reader that reserves memory for several: an index pass, not counted as a range.
+    pub fn estimate_range(&self, req: &RangeRequest) -> Result<u64, StoreError> {
+        Ok(self.plan(req)?.estimated_bytes)
+    }
+
+    fn plan(&self, req: &RangeRequest) -> Result<PlannedRange, StoreError> {
+        validate::check_range(req)?;
         let header_revision = self.revision();
         let at = range::read_revision(req.revision, header_revision, self.compacted_revision())?;
         let plan = range::plan_range(&*self.shared.read_index()?, req, at);
