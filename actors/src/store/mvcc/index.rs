@@ -148,30 +148,11 @@ impl Index {
         limit: usize,
         mut visit: impl FnMut(&[u8], KeyAt),
     ) -> usize {
-        let range = KeyRange::new(key, range_end);
-        let end = match range {
-            KeyRange::Key(key) => {
-                return match self.get(key, at_rev) {
-                    Some(found) => {
-                        visit(key, found);
-                        1
-                    }
-                    None => 0,
-                };
-            }
-            KeyRange::From(_) => Bound::Unbounded,
-            // BTreeSet::range panics on an inverted range; etcd returns
-            // nothing.
-            KeyRange::Between(..) if range.is_empty() => return 0,
-            KeyRange::Between(_, end) => Bound::Excluded(end),
-        };
         let mut count = 0;
-        for entry in self.keys.range::<[u8], _>((Bound::Included(key), end)) {
-            if let Some(found) = entry.get(at_rev) {
-                count += 1;
-                if limit == 0 || count <= limit {
-                    visit(entry.key(), found);
-                }
+        for (key, found) in self.live(key, range_end, at_rev) {
+            count += 1;
+            if limit == 0 || count <= limit {
+                visit(key, found);
             }
         }
         count
@@ -192,29 +173,36 @@ impl Index {
         limit: usize,
         mut visit: impl FnMut(&[u8], KeyAt),
     ) -> bool {
-        let range = KeyRange::new(key, range_end);
-        let end = match range {
-            KeyRange::Key(key) => {
-                if let Some(found) = self.get(key, at_rev) {
-                    visit(key, found);
-                }
-                return false;
-            }
-            KeyRange::From(_) => Bound::Unbounded,
-            KeyRange::Between(..) if range.is_empty() => return false,
-            KeyRange::Between(_, end) => Bound::Excluded(end),
-        };
-        let mut visited = 0;
-        for entry in self.keys.range::<[u8], _>((Bound::Included(key), end)) {
-            if let Some(found) = entry.get(at_rev) {
-                if limit != 0 && visited == limit {
-                    return true;
-                }
-                visited += 1;
-                visit(entry.key(), found);
-            }
+        let mut live = self.live(key, range_end, at_rev);
+        let limit = if limit == 0 { usize::MAX } else { limit };
+        for (key, found) in live.by_ref().take(limit) {
+            visit(key, found);
         }
-        false
+        live.next().is_some()
+    }
+
+    /// The keys that exist at `at_rev` in the range given by `key` and `range_end` (etcd's
+    /// rule, [`KeyRange`]), in key order, each with the revision it has then.
+    fn live<'a>(
+        &'a self,
+        key: &'a [u8],
+        range_end: &'a [u8],
+        at_rev: i64,
+    ) -> impl Iterator<Item = (&'a [u8], KeyAt)> + 'a {
+        let range = KeyRange::new(key, range_end);
+        let (single, end) = match range {
+            KeyRange::Key(key) => (self.get(key, at_rev).map(|found| (key, found)), None),
+            KeyRange::From(_) => (None, Some(Bound::Unbounded)),
+            // BTreeSet::range panics on an inverted range; etcd returns nothing.
+            KeyRange::Between(..) if range.is_empty() => (None, None),
+            KeyRange::Between(_, end) => (None, Some(Bound::Excluded(end))),
+        };
+        let scanned = end
+            .map(|end| self.keys.range::<[u8], _>((Bound::Included(key), end)))
+            .into_iter()
+            .flatten()
+            .filter_map(move |entry| entry.get(at_rev).map(|found| (entry.key(), found)));
+        single.into_iter().chain(scanned)
     }
 
     /// Compacts every key at `at_rev` (see [`KeyEntry::compact`]) and
