@@ -251,30 +251,16 @@ mod tests {
     use bytes::Bytes;
     use prost::Message;
 
-    use actcd_proto::etcdserverpb::{CompactionRequest, PutRequest, RangeRequest, RangeResponse};
+    use actcd_proto::etcdserverpb::{CompactionRequest, RangeRequest, RangeResponse};
     use actcd_proto::mvccpb::KeyValue;
 
-    use crate::store::mvcc::batch::Batch;
     use crate::store::mvcc::command::Command;
     use crate::store::mvcc::error::StoreError;
     use crate::store::mvcc::memory::MemoryEngine;
+    use crate::store::mvcc::read_view::tests::{apply, put};
     use crate::store::mvcc::writer::{StoreConfig, StoreCore};
 
     use super::Part;
-
-    fn apply(core: &mut StoreCore<MemoryEngine>, command: Command) {
-        let mut batch = Batch::default();
-        core.apply(&command, &mut batch).expect("applies");
-        core.commit(batch).expect("commits");
-    }
-
-    fn put(key: &str, value: &str) -> Command {
-        Command::Put(PutRequest {
-            key: Bytes::copy_from_slice(key.as_bytes()),
-            value: Bytes::copy_from_slice(value.as_bytes()),
-            ..Default::default()
-        })
-    }
 
     fn encoded(core: &StoreCore<MemoryEngine>, req: &RangeRequest) -> Result<RangeResponse, StoreError> {
         let view = core.read_view();

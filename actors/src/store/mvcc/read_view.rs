@@ -234,7 +234,7 @@ impl<E: Engine> ReadView<E> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::store::mvcc::batch::Batch;
     use crate::store::mvcc::command::Command;
@@ -243,16 +243,18 @@ mod tests {
     use actcd_proto::etcdserverpb::{CompactionRequest, PutRequest};
     use bytes::Bytes;
 
-    fn apply(core: &mut StoreCore<MemoryEngine>, command: Command) {
+    /// Applies and commits `command`, as one batch.
+    pub(in crate::store::mvcc) fn apply(core: &mut StoreCore<MemoryEngine>, command: Command) {
         let mut batch = Batch::default();
         core.apply(&command, &mut batch).expect("applies");
         core.commit(batch).expect("commits");
     }
 
-    fn put(key: &'static str, value: &'static str) -> Command {
+    /// A put of `key` = `value`.
+    pub(in crate::store::mvcc) fn put(key: &str, value: &str) -> Command {
         Command::Put(PutRequest {
-            key: Bytes::from_static(key.as_bytes()),
-            value: Bytes::from_static(value.as_bytes()),
+            key: Bytes::copy_from_slice(key.as_bytes()),
+            value: Bytes::copy_from_slice(value.as_bytes()),
             ..Default::default()
         })
     }
