@@ -5,6 +5,7 @@
 //! through progress requests; and the compactor won its compact_rev_key CAS and compacted.
 
 use actcd_bench::cli::{Cli, Command};
+use actcd_bench::cmd::k8s::K8sSummary as Summary;
 use actcd_bench::output::Out;
 use actcd_bench::stop::Stop;
 use actcd_proto::etcdserverpb::RangeRequest;
@@ -13,20 +14,14 @@ use tonic::Code;
 
 use crate::harness::Server;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn k8s_load_runs_every_verb_consistently() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+/// Runs `actcd-bench k8s` with `args` (after the command name) against `server`.
+async fn run(server: &Server, clients: &str, args: &[&str]) -> Summary {
     let pid = server.pid().to_string();
-    #[rustfmt::skip]
-    let cli = Cli::try_parse_from([
-        "actcd-bench", "--endpoints", &server.endpoint, "--clients", "8", "--json",
-        "k8s", "--objects", "400", "--nodes", "10", "--duration", "12s", "--rate", "100",
-        "--page-size", "50", "--list-rate", "2", "--consistent-read-rate", "200",
-        "--count-interval", "3s", "--status-interval", "3s", "--compact-interval", "4s",
-        "--node-lease-interval", "2s", "--server-pid", &pid,
-    ])
-    .unwrap();
+    let mut argv =
+        vec!["actcd-bench", "--endpoints", &server.endpoint, "--clients", clients, "--json", "k8s"];
+    argv.extend_from_slice(args);
+    argv.extend_from_slice(&["--server-pid", &pid]);
+    let cli = Cli::try_parse_from(argv).unwrap();
     let settings = cli.global.settings().unwrap();
     let Command::K8s(args) = cli.command else { panic!("parsed as another command") };
     args.validate().unwrap();
@@ -35,6 +30,21 @@ async fn k8s_load_runs_every_verb_consistently() {
     let summary =
         args.load(&settings, &stop, &out).await.unwrap_or_else(|| panic!("stopped: {:?}", stop.reason()));
     assert_eq!(stop.reason(), None);
+    summary
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k8s_load_runs_every_verb_consistently() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    #[rustfmt::skip]
+    let summary = run(&server, "8", &[
+        "--objects", "400", "--nodes", "10", "--duration", "12s", "--rate", "100",
+        "--page-size", "50", "--list-rate", "2", "--consistent-read-rate", "200",
+        "--count-interval", "3s", "--status-interval", "3s", "--compact-interval", "4s",
+        "--node-lease-interval", "2s",
+    ])
+    .await;
     assert_eq!((summary.found, summary.seeded, summary.nodes), (0, 400, 10));
 
     let verbs = [
@@ -91,4 +101,26 @@ async fn k8s_load_runs_every_verb_consistently() {
 
     let server_figures = summary.server.as_ref().expect("the server's RSS and CPU");
     assert!(server_figures.rss_peak_mib > 0.0 && server_figures.cpu_secs > 0.0, "{server_figures:?}");
+}
+
+/// Writes as fast as 200 clients go fill the watch stream (objects of 1-10 KiB, with prev_kv),
+/// so its watchers fall behind and are caught up from storage. They must be caught up as fast
+/// as the client reads, and a progress request answered once they are: when catch-up waited
+/// for the shard's 100 ms tick, the stream stayed behind for the whole run, 0 of 105 progress
+/// requests were answered, and consistent reads timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn k8s_watch_keeps_up_with_unthrottled_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::actcd(dir.path(), &[]).await;
+    #[rustfmt::skip]
+    let summary = run(&server, "200", &[
+        "--objects", "2000", "--nodes", "10", "--duration", "8s", "--rate", "0",
+        "--list-rate", "0", "--consistent-read-rate", "50",
+    ])
+    .await;
+    let reads = summary.verb("consistent-read").expect("consistent reads ran");
+    assert!(reads.requests > 0 && reads.errors == 0, "{reads:?}");
+    let w = &summary.watch;
+    assert!(summary.watch_caught_up, "{w:?}");
+    assert!(w.progress * 2 >= w.progress_requests, "progress requests left unanswered: {w:?}");
 }

@@ -100,20 +100,40 @@ pub const STREAM_OUTPUT_LIMIT: usize = 4;
 /// channel took it). The actor's mailbox alone counts a message only until the actor takes it,
 /// but the actor holds it longer, while it waits for room in the client's channel: the quota
 /// covers that wait too.
+///
+/// The same word remembers that the shard found the stream full ([`WANTED`]): the watchers it
+/// could not serve wait in the shard's unsynced set, and the stream's next release tells the
+/// shard there is room, so a lagging stream is caught up at the pace its client reads rather
+/// than once per sync tick (at 100 ms a tick, a stream of large events fell seconds behind
+/// and its progress requests went unanswered). One word, so a release cannot miss a refusal.
 #[derive(Debug, Clone, Default)]
 pub struct OutputQuota(Arc<AtomicUsize>);
 
+/// The bit of [`OutputQuota`]'s word set by a refused take, cleared by the next release.
+const WANTED: usize = 1 << (usize::BITS - 1);
+
 impl OutputQuota {
-    /// Takes one slot, or returns false when the stream already has its limit queued.
+    /// Takes one slot, or returns false (and marks the stream wanted) when the stream already
+    /// has its limit queued.
     pub fn try_take(&self) -> bool {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < STREAM_OUTPUT_LIMIT).then_some(n + 1))
-            .is_ok()
+        let before = self.update(|n| if n & !WANTED < STREAM_OUTPUT_LIMIT { n + 1 } else { n | WANTED });
+        before & !WANTED < STREAM_OUTPUT_LIMIT
     }
 
-    /// Returns a slot.
-    pub fn release(&self) {
-        let _ = self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    /// Returns a slot the shard took but could not send with; the stream stays wanted.
+    pub fn give_back(&self) {
+        self.update(|n| (n & !WANTED).saturating_sub(1) | WANTED);
+    }
+
+    /// Returns a slot; true when the shard was refused since the last release and waits to
+    /// hear that the stream has room.
+    pub fn release(&self) -> bool {
+        self.update(|n| (n & !WANTED).saturating_sub(1)) & WANTED != 0
+    }
+
+    /// Applies `f` atomically; the word before.
+    fn update(&self, f: impl Fn(usize) -> usize) -> usize {
+        self.0.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| Some(f(n))).unwrap_or_else(|n| n)
     }
 }
 
@@ -142,6 +162,39 @@ pub enum ShardRequest {
     },
     /// The client asked for a progress notification (WatchProgressRequest).
     Progress(StreamId),
+    /// A stream the shard found full has room again (see [`OutputQuota`]).
+    Room,
     /// The stream is gone: drop all its watches.
     RemoveStream(StreamId),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_release_after_a_refusal_tells_the_stream_to_wake_its_shard_once() {
+        let quota = OutputQuota::default();
+        for _ in 0..STREAM_OUTPUT_LIMIT {
+            assert!(quota.try_take());
+        }
+        assert!(!quota.release(), "no refusal yet: nobody to wake");
+        assert!(quota.try_take());
+        assert!(!quota.try_take(), "full");
+        assert!(!quota.try_take(), "still full; refused twice, one wake-up owed");
+        assert!(quota.release(), "the shard waits to hear there is room");
+        assert!(!quota.release(), "told once");
+        assert!(quota.try_take(), "the refusals took no slot");
+        assert!(quota.try_take());
+        assert!(!quota.try_take());
+        // A shard whose send failed took its slot back but is still owed the wake-up.
+        assert!(quota.release());
+        assert!(quota.try_take());
+        quota.give_back();
+        assert!(quota.release(), "a failed send leaves the stream wanted");
+        for _ in 0..2 * STREAM_OUTPUT_LIMIT {
+            quota.release();
+        }
+        assert_eq!(quota.0.load(Ordering::Acquire), 0, "never below zero");
+    }
 }

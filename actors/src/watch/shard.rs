@@ -53,7 +53,7 @@ impl Outbox for Outboxes {
         match outbox.try_send(StreamOutput::new(responses)) {
             Ok(()) => Delivery::Sent,
             Err(SendError::Full(_)) => {
-                quota.release();
+                quota.give_back();
                 Delivery::Full
             }
             Err(SendError::Closed(_)) => {
@@ -117,6 +117,14 @@ impl<E: Engine> WatchShard<E> {
     fn sync(&mut self) {
         self.group.sync(&self.view, &mut self.outboxes, SyncLimits::default());
     }
+
+    /// Schedules one catch-up pass after the messages already queued (many wake-ups, one pass).
+    fn sync_soon(&mut self, ctx: &mut Context<Self>) {
+        if !self.sync_scheduled {
+            self.sync_scheduled = true;
+            ctx.notify(SyncSoon);
+        }
+    }
 }
 
 impl<E: Engine> Actor for WatchShard<E> {
@@ -176,11 +184,11 @@ impl<E: Engine> Handler<ShardRequest> for WatchShard<E> {
             ShardRequest::Add(spec) => {
                 let behind = spec.start_revision <= self.group.processed();
                 self.group.add(&spec);
-                if behind && !self.sync_scheduled {
-                    self.sync_scheduled = true;
-                    ctx.notify(SyncSoon);
+                if behind {
+                    self.sync_soon(ctx);
                 }
             }
+            ShardRequest::Room => self.sync_soon(ctx),
             ShardRequest::Cancel { stream, watch_id } => {
                 self.group.cancel(stream, watch_id);
             }
