@@ -1,6 +1,6 @@
 //! Live delivery: each committed batch the store publishes is matched against the synced
-//! watchers (through the range index) and sent as one response per watcher and revision, one
-//! message per stream. A stream whose buffer is full sends its watchers back to unsynced from
+//! watchers (through the range index) and sent as one response per watcher (split at a
+//! revision boundary past 1 MiB), one message per stream. A stream whose buffer is full sends its watchers back to unsynced from
 //! the first revision they missed. A batch that does not follow on from what the group has
 //! seen, or batches that stop coming while the store moves on, send every synced watcher back
 //! to unsynced: catch-up fills the gap from storage.
@@ -20,8 +20,37 @@ use super::group::{header, is_delete, key_of, revision_of, WatcherGroup};
 use super::history::{previous, History};
 use super::outbox::{Delivery, Outbox};
 
-/// A stream's responses of one live batch, with the (slot, revision) behind each.
+/// A stream's responses of one live batch, with the (slot, revision) of the first and last
+/// revision of each.
 type LiveBatch = (Vec<WatchResponse>, Vec<(u32, i64)>);
+
+/// A live response ends at the first revision boundary past this many bytes of keys and
+/// values: like catch-up's chunks, far below the 4 MiB a client accepts by default.
+const LIVE_RESPONSE_BYTES: usize = 1 << 20;
+
+/// One watcher's response of a live batch: every revision of the batch it wants, as etcd
+/// sends a watcher that fell behind (etcd sends a synced watcher one response per revision;
+/// under many writers a group-commit batch holds dozens of revisions, and one response
+/// instead of dozens is what lets the stream and its client keep up).
+struct Response {
+    first: i64,
+    last: i64,
+    bytes: usize,
+    events: Vec<Event>,
+}
+
+impl Response {
+    fn new(first: i64) -> Self {
+        Self { first, last: first, bytes: 0, events: Vec::new() }
+    }
+
+    fn push(&mut self, event: Event, revision: i64) {
+        let size = |kv: &Option<KeyValue>| kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len());
+        self.bytes += size(&event.kv) + size(&event.prev_kv) + 1;
+        self.last = revision;
+        self.events.push(event);
+    }
+}
 
 impl WatcherGroup {
     /// Feeds a committed batch to the synced watchers. A batch that does not follow on from
@@ -48,14 +77,15 @@ impl WatcherGroup {
     }
 
     fn deliver_live(&mut self, events: &[&Event], history: &impl History, outbox: &mut impl Outbox) {
-        // stream → responses, and the (slot, revision) of each response for when delivery fails.
+        // Each watcher's response in the making, and the finished ones per stream.
+        let mut open: HashMap<u32, Response> = HashMap::new();
         let mut out: HashMap<StreamId, LiveBatch> = HashMap::new();
         let mut start = 0;
         while start < events.len() {
             let rev = revision_of(events[start]);
             let end = start + events[start..].iter().take_while(|e| revision_of(e) == rev).count();
-            let mut per_slot: Vec<(u32, Vec<Event>)> = Vec::new();
             let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
+            let mut touched: SmallVec<[u32; 8]> = SmallVec::new();
             for (i, ev) in events[start..end].iter().enumerate() {
                 let mut matched: SmallVec<[u32; 8]> = SmallVec::new();
                 self.synced.matches(key_of(ev), |slot| matched.push(slot));
@@ -70,25 +100,28 @@ impl WatcherGroup {
                     } else {
                         (*ev).clone()
                     };
-                    match per_slot.iter_mut().find(|(s, _)| *s == slot) {
-                        Some((_, list)) => list.push(event),
-                        None => per_slot.push((slot, vec![event])),
+                    let response = open.entry(slot).or_insert_with(|| Response::new(rev));
+                    if response.events.is_empty() || response.last != rev {
+                        touched.push(slot);
+                    }
+                    response.push(event, rev);
+                }
+            }
+            // Responses end at a revision boundary, once they are large enough.
+            for slot in touched {
+                if open.get(&slot).is_some_and(|r| r.bytes >= LIVE_RESPONSE_BYTES) {
+                    if let Some(response) = open.remove(&slot) {
+                        self.finish(slot, response, &mut out);
                     }
                 }
             }
-            for (slot, evs) in per_slot {
-                let Some(w) = self.slots.get_mut(slot) else { continue };
-                w.set(flags::NOTIFIED);
-                let entry = out.entry(w.stream).or_default();
-                entry.0.push(WatchResponse {
-                    header: header(rev),
-                    watch_id: w.watch_id,
-                    events: evs,
-                    ..Default::default()
-                });
-                entry.1.push((slot, rev));
-            }
             start = end;
+        }
+        // In revision order, then by watcher, so a stream's responses come in a stable order.
+        let mut rest: Vec<(u32, Response)> = open.into_iter().collect();
+        rest.sort_unstable_by_key(|(slot, r)| (r.first, *slot));
+        for (slot, response) in rest {
+            self.finish(slot, response, &mut out);
         }
         for (stream, (responses, sent)) in out {
             match outbox.deliver(stream, responses) {
@@ -116,6 +149,21 @@ impl WatcherGroup {
         }
     }
 
+    /// Adds a watcher's finished response to its stream's share of the batch.
+    fn finish(&mut self, slot: u32, response: Response, out: &mut HashMap<StreamId, LiveBatch>) {
+        let Some(w) = self.slots.get_mut(slot) else { return };
+        w.set(flags::NOTIFIED);
+        let entry = out.entry(w.stream).or_default();
+        entry.0.push(WatchResponse {
+            header: header(response.last),
+            watch_id: w.watch_id,
+            events: response.events,
+            ..Default::default()
+        });
+        entry.1.push((slot, response.first));
+        entry.1.push((slot, response.last));
+    }
+
     /// Called on a timer with the store's visible revision: if committed batches stopped
     /// arriving while the store moved on (dropped upstream), catch up from storage.
     /// Two checks in a row must see no progress: one may just have come while this shard's
@@ -139,7 +187,7 @@ impl WatcherGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use actcd_proto::etcdserverpb::DeleteRangeRequest;
+    use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
     use bytes::Bytes;
 
     use crate::store::Command;
@@ -148,7 +196,7 @@ mod tests {
     use crate::watch::watcher_group::test_support::{put, spec, Buffers, Fixture};
 
     #[test]
-    fn synced_watchers_get_each_revision_in_its_own_response_with_filters_and_prev_kv() {
+    fn synced_watchers_get_one_response_per_batch_with_filters_and_prev_kv() {
         let mut f = Fixture::new();
         let view = f.store.read_view();
         let mut group = WatcherGroup::new(view.revision());
@@ -165,10 +213,30 @@ mod tests {
         group.on_committed(&batch, &view, &mut out);
 
         assert_eq!(out.drain(1), [(0, vec![2]), (0, vec![4]), (1, vec![4])]);
-        assert_eq!(out.drain(2), [(0, vec![2]), (0, vec![3]), (0, vec![4])]);
+        assert_eq!(out.drain(2), [(0, vec![2, 3]), (0, vec![4])], "a batch's revisions in one response");
         let with_prev =
             group.slots.iter().find(|(_, w)| w.stream == 1 && w.watch_id == 1).map(|(_, w)| w.next_rev());
         assert_eq!(with_prev, Some(5));
+    }
+
+    #[test]
+    fn a_large_batch_is_split_at_the_first_revision_boundary_past_a_mebibyte() {
+        let mut f = Fixture::new();
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        let mut out = Buffers::new(100);
+        group.add(&spec(1, 0, "k", "", 2));
+        let big = |key: &'static str| {
+            Command::Put(PutRequest {
+                key: Bytes::from_static(key.as_bytes()),
+                value: Bytes::from(vec![b'v'; 600 << 10]),
+                ..Default::default()
+            })
+        };
+        let batch = f.commit(vec![big("k"), big("k"), big("k"), put("k", "small")]);
+        group.on_committed(&batch, &view, &mut out);
+        assert_eq!(out.drain(1), [(0, vec![2, 3]), (0, vec![4, 5])]);
+        assert_eq!(group.slots.iter().next().map(|(_, w)| w.next_rev()), Some(6));
     }
 
     #[test]
