@@ -1,6 +1,11 @@
-//! `watch-fanout`: watch-latency turned to throughput: `--watchers` watchers of one key spread
-//! evenly over `--streams` streams, `--put-clients` concurrent putters (unthrottled by default),
-//! and the report's figure is events delivered per second, from the first put to the last event.
+//! `watch-fanout`: watch-latency turned to throughput: `--watchers` watchers of `--keys` keys
+//! (one by default) spread evenly over `--streams` streams, `--put-clients` concurrent putters
+//! (unthrottled by default) writing the keys in turn, and the report's figure is events
+//! delivered per second, from the first put to the last event.
+//!
+//! With several keys, watcher g (counting across the streams in order) watches key g mod
+//! `--keys`: 100k watchers over 1000 keys in 1000 streams give each key 100 watchers and each
+//! stream 100 different keys, etcd's "100 connections x 10 streams x 100 watches" shape.
 
 use crate::conn::{channel_for, connect};
 use crate::keys::Rng;
@@ -17,13 +22,16 @@ use std::sync::Arc;
 /// `watch-fanout`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct WatchFanoutArgs {
-    /// Watchers of the one key, spread evenly over the streams.
+    /// Watchers, spread evenly over the streams and the keys.
     #[arg(long, default_value_t = 1000)]
     pub watchers: usize,
+    /// Watched keys; the puts go to them in turn.
+    #[arg(long, default_value_t = 1)]
+    pub keys: usize,
     /// Watch streams (spread over --clients, which spread over --conns).
     #[arg(long, default_value_t = 100)]
     pub streams: usize,
-    /// Puts to the watched key.
+    /// Puts to the watched keys.
     #[arg(long, default_value_t = 1000)]
     pub puts: u64,
     /// Puts per second (0 is no limit).
@@ -32,7 +40,7 @@ pub struct WatchFanoutArgs {
     /// Concurrent putters, spread over the connections.
     #[arg(long, default_value_t = 8)]
     pub put_clients: usize,
-    /// Key size of the watched key.
+    /// Key size of the watched keys.
     #[arg(long, default_value_t = 32)]
     pub key_size: usize,
     /// Value size of the puts (at least 8: the put's send time travels in the value).
@@ -44,8 +52,8 @@ impl WatchFanoutArgs {
     /// Checks the flags.
     pub fn validate(&self) -> Result<(), String> {
         let a = self;
-        if a.watchers == 0 || a.streams == 0 || a.put_clients == 0 {
-            return Err("--watchers, --streams and --put-clients must be at least 1".to_string());
+        if a.watchers == 0 || a.streams == 0 || a.put_clients == 0 || a.keys == 0 {
+            return Err("--watchers, --keys, --streams and --put-clients must be at least 1".to_string());
         }
         if a.streams > a.watchers {
             return Err(format!(
@@ -62,15 +70,18 @@ impl WatchFanoutArgs {
         let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else {
             return;
         };
-        let key = Bytes::from(Rng::seeded(0).bytes(a.key_size));
-        let k = key.clone();
+        let keys: Arc<Vec<Bytes>> =
+            Arc::new((0..a.keys).map(|k| Bytes::from(Rng::seeded(k as u64).bytes(a.key_size))).collect());
         let (watchers, streams) = (a.watchers, a.streams);
+        let watched = keys.clone();
         let (open, created, took) = open_streams(
             settings,
             stop,
             &channels,
             a.streams,
-            move |s| vec![k.clone(); watchers_on(s, watchers, streams)],
+            move |s| {
+                watchers_of_stream(s, watchers, streams).map(|g| watched[g % watched.len()].clone()).collect()
+            },
             StreamPlan { prev_kv: false, timeout: settings.request_timeout },
         )
         .await;
@@ -85,9 +96,9 @@ impl WatchFanoutArgs {
             return;
         }
         let live: u64 = open.iter().map(|s| watchers_on(s.index, watchers, streams) as u64).sum();
-        let expected = a.puts * live;
+        let expected = expected_events(open.iter().map(|s| s.index), &a);
         let phase = EventPhase {
-            keys: Arc::new(vec![key]),
+            keys,
             put_total: a.puts,
             put_rate: a.put_rate,
             put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
@@ -101,12 +112,73 @@ impl WatchFanoutArgs {
         out.extra("events_per_sec", serde_json::json!(event_stats.requests_per_sec));
         out.report("Put summary:\n", puts.stats(took), "");
         out.print(&format!(
-            "\nWatch fan-out: {live} watchers of one key, {} puts: {} events in {:.4} secs, {:.0} events/sec.\n",
+            "\nWatch fan-out: {live} watchers of {} key(s), {} puts: {} events in {:.4} secs, {:.0} events/sec.\n",
+            a.keys,
             a.puts,
             event_stats.requests,
             took.as_secs_f64(),
             event_stats.requests_per_sec
         ));
         out.report("Watch events summary (put-to-event latency):\n", event_stats, "");
+    }
+}
+
+/// The watchers (numbered across all streams) on stream `s`: a run of consecutive numbers.
+/// Watcher g watches key g mod keys.
+fn watchers_of_stream(s: usize, watchers: usize, streams: usize) -> std::ops::Range<usize> {
+    let first = s * (watchers / streams) + s.min(watchers % streams);
+    first..first + watchers_on(s, watchers, streams)
+}
+
+/// Events the puts make for the watchers of the `open` streams: each put reaches the watchers
+/// of its key, and put i goes to key i mod keys.
+fn expected_events(open: impl Iterator<Item = usize>, a: &WatchFanoutArgs) -> u64 {
+    let mut per_key = vec![0u64; a.keys];
+    for s in open {
+        for g in watchers_of_stream(s, a.watchers, a.streams) {
+            per_key[g % a.keys] += 1;
+        }
+    }
+    let n = a.keys as u64;
+    per_key.iter().enumerate().map(|(k, w)| w * (a.puts / n + u64::from((k as u64) < a.puts % n))).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(watchers: usize, keys: usize, streams: usize, puts: u64) -> WatchFanoutArgs {
+        WatchFanoutArgs {
+            watchers,
+            keys,
+            streams,
+            puts,
+            put_rate: 0,
+            put_clients: 1,
+            key_size: 32,
+            val_size: 256,
+        }
+    }
+
+    #[test]
+    fn watchers_spread_over_keys_and_each_stream_watches_distinct_keys() {
+        let (w, k, s) = (100_000, 1000, 1000);
+        let mut per_key = vec![0; k];
+        for stream in 0..s {
+            let mut mine: Vec<usize> = watchers_of_stream(stream, w, s).map(|g| g % k).collect();
+            assert_eq!(mine.len(), 100);
+            mine.sort_unstable();
+            mine.dedup();
+            assert_eq!(mine.len(), 100, "stream {stream} watches a key twice");
+            for key in mine {
+                per_key[key] += 1;
+            }
+        }
+        assert!(per_key.iter().all(|&n| n == 100));
+        assert_eq!(expected_events(0..s, &args(w, k, s, 5000)), 5000 * 100);
+        // One key: every put reaches every watcher of the open streams.
+        assert_eq!(expected_events([0, 2].into_iter(), &args(10, 1, 3, 7)), 7 * (4 + 3));
+        // Puts that do not divide over the keys: keys 0 and 1 get 2 puts, key 2 gets 1.
+        assert_eq!(expected_events(0..3, &args(6, 3, 3, 5)), 2 * 2 + 2 * 2 + 2);
     }
 }

@@ -1,6 +1,7 @@
 //! `actcd-tables fanout`: watch fan-out, actcd against etcd side by side. `--watchers` watchers
-//! of ONE key over `--streams` streams on `--connections` connections, puts to that key, events
-//! delivered per second and put-to-event latency (`actcd-bench watch-fanout`'s load).
+//! of `--keys` keys (one by default) over `--streams` streams on `--connections` connections,
+//! puts to those keys in turn, events delivered per second and put-to-event latency
+//! (`actcd-bench watch-fanout`'s load).
 //!
 //! Two runs per server, each on a fresh server on loopback with a temp data dir: throughput
 //! (`--puts` puts from `--put-clients` putters, no rate limit) and latency (`--latency-puts`
@@ -37,9 +38,12 @@ pub struct FanoutArgs {
     /// etcd's binary (default: etcd on PATH or /usr/bin/etcd).
     #[arg(long)]
     pub etcd_bin: Option<PathBuf>,
-    /// Watchers of the one key.
+    /// Watchers, spread evenly over the keys (watcher g watches key g mod --keys).
     #[arg(long, default_value_t = 1000)]
     pub watchers: usize,
+    /// Watched keys; the puts go to them in turn.
+    #[arg(long, default_value_t = 1)]
+    pub keys: usize,
     /// Watch streams (one client each).
     #[arg(long, default_value_t = 100)]
     pub streams: usize,
@@ -121,6 +125,7 @@ impl FanoutArgs {
         let latency = run == "latency";
         WatchFanoutArgs {
             watchers: self.watchers,
+            keys: self.keys,
             streams: self.streams,
             puts: if latency { self.latency_puts } else { self.puts },
             put_rate: if latency { self.latency_rate } else { 0 },
@@ -284,8 +289,8 @@ impl FanoutArgs {
         let _ = writeln!(s, "{}", self.build_info);
         let _ = writeln!(
             s,
-            "{} watchers of one key over {} streams on {} connections; puts of {}-byte values from {} putters (throughput: {} puts, no rate limit; latency: {} puts at {}/s); latency = put send -> event arrival; fresh server per run; median of {} repeats (by events/s)",
-            self.watchers, self.streams, self.connections, self.val_size, self.put_clients, self.puts, self.latency_puts, self.latency_rate, self.repeat
+            "{} watchers of {} key(s) over {} streams on {} connections; puts of {}-byte values from {} putters (throughput: {} puts, no rate limit; latency: {} puts at {}/s); latency = put send -> event arrival; fresh server per run; median of {} repeats (by events/s)",
+            self.watchers, self.keys, self.streams, self.connections, self.val_size, self.put_clients, self.puts, self.latency_puts, self.latency_rate, self.repeat
         );
         s += "\n| run | etcd events/s | actcd events/s | events/s actcd/etcd | etcd p50 ms | actcd p50 ms | etcd p99 ms | actcd p99 ms | p99 actcd/etcd | etcd p99.9 ms | actcd p99.9 ms | etcd puts/s | actcd puts/s | etcd server CPU s | actcd server CPU s | etcd RSS MB | actcd RSS MB |\n";
         s += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
