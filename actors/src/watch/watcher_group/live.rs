@@ -1,9 +1,9 @@
 //! Live delivery: each committed batch the store publishes is matched against the synced
 //! watchers (through the range index) and sent as one response per watcher (split at a
-//! revision boundary past 1 MiB), one message per stream. A stream whose buffer is full sends its watchers back to unsynced from
-//! the first revision they missed. A batch that does not follow on from what the group has
-//! seen, or batches that stop coming while the store moves on, send every synced watcher back
-//! to unsynced: catch-up fills the gap from storage.
+//! revision boundary past 1 MiB), one message per stream. A stream whose buffer is full sends
+//! its watchers back to unsynced from the first revision they missed. A batch that does not
+//! follow on from what the group has seen, or batches that stop coming while the store moves
+//! on, send every synced watcher back to unsynced: catch-up fills the gap from storage.
 
 use std::collections::HashMap;
 
