@@ -20,9 +20,9 @@ use super::group::{header, is_delete, key_of, revision_of, WatcherGroup};
 use super::history::{previous, History};
 use super::outbox::{Delivery, Outbox};
 
-/// A stream's responses of one live batch, with the (slot, revision) of the first and last
-/// revision of each.
-type LiveBatch = (Vec<WatchResponse>, Vec<(u32, i64)>);
+/// A stream's responses of one live batch, with the slot and the first and last revision of
+/// each.
+type LiveBatch = (Vec<WatchResponse>, Vec<(u32, i64, i64)>);
 
 /// A live response ends at the first revision boundary past this many bytes of keys and
 /// values: like catch-up's chunks, far below the 4 MiB a client accepts by default.
@@ -126,16 +126,16 @@ impl WatcherGroup {
         for (stream, (responses, sent)) in out {
             match outbox.deliver(stream, responses) {
                 Delivery::Sent => {
-                    for (slot, rev) in sent {
+                    for (slot, _, last) in sent {
                         if let Some(w) = self.slots.get_mut(slot) {
-                            w.set_next_rev(w.next_rev().max(rev + 1));
+                            w.set_next_rev(w.next_rev().max(last + 1));
                         }
                     }
                 }
                 Delivery::Full => {
                     // The stream missed these: each watcher resumes from its first lost revision.
                     let mut first: HashMap<u32, i64> = HashMap::new();
-                    for (slot, rev) in sent {
+                    for (slot, rev, _) in sent {
                         first.entry(slot).and_modify(|r| *r = (*r).min(rev)).or_insert(rev);
                     }
                     for (slot, rev) in first {
@@ -160,8 +160,7 @@ impl WatcherGroup {
             events: response.events,
             ..Default::default()
         });
-        entry.1.push((slot, response.first));
-        entry.1.push((slot, response.last));
+        entry.1.push((slot, response.first, response.last));
     }
 
     /// Called on a timer with the store's visible revision: if committed batches stopped
