@@ -33,7 +33,7 @@ use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
 use actcd_proto::etcdserverpb::{
     auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer, watch_server::WatchServer,
+    maintenance_server::MaintenanceServer,
 };
 use actcd_proto::health::health_server::HealthServer;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
@@ -53,6 +53,7 @@ use crate::grpc::services::EtcdServices;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
+use crate::grpc::watch_route::WatchRoute;
 use crate::http::client_port::ClientHttpLayer;
 use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
@@ -508,7 +509,7 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
             KvServer::from_arc(Arc::clone(&etcd.kv)).max_decoding_message_size(max_message),
             leader(),
         ))
-        .add_service(WatchServer::from_arc(Arc::clone(&etcd.watch)).max_decoding_message_size(max_message))
+        .add_service(WatchRoute::new(Arc::clone(&etcd.watch), max_message))
         .add_service(InterceptedService::new(
             LeaseServer::from_arc(Arc::clone(&etcd.lease)).max_decoding_message_size(max_message),
             leader(),

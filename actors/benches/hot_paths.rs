@@ -19,10 +19,12 @@ use actcd_actors::watch::range_index::RangeIndex;
 use actcd_actors::watch::slab::WatchSlab;
 use actcd_actors::watch::watcher::Watcher;
 use actcd_actors::watch::watcher_group::{Delivery, History, Outbox, WatcherGroup};
-use actcd_proto::etcdserverpb::{PutRequest, WatchResponse};
+use actcd_proto::etcdserverpb::PutRequest;
 use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
+use actcd_proto::watch_reply::WatchReply;
 use bytes::Bytes;
 use divan::{black_box, Bencher};
+use prost::Message as _;
 
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -254,15 +256,22 @@ mod fan_out {
         }
     }
 
-    /// Stream buffers that take everything and count the responses.
+    /// Stream buffers that take everything, count the responses and encode each as the
+    /// stream's gRPC encoder would (into a reused buffer): the cost of a response includes
+    /// its encoding, wherever that happens.
     #[derive(Default)]
     struct Sink {
         responses: usize,
+        encoded: Vec<u8>,
     }
 
     impl Outbox for Sink {
-        fn deliver(&mut self, _stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
+        fn deliver(&mut self, _stream: StreamId, responses: Vec<WatchReply>) -> Delivery {
             self.responses += responses.len();
+            for r in &responses {
+                self.encoded.clear();
+                r.encode(&mut self.encoded).expect("a Vec grows");
+            }
             Delivery::Sent
         }
     }

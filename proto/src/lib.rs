@@ -13,6 +13,8 @@
 //! - [`key_range`]: etcd's rule for a request's `key` and `range_end`, and prefix ends.
 //! - [`go_duration`]: Go's duration text (`1m30s`), as etcd's flags and reports write it.
 //! - [`services`]: every service and method the protos define (generated, not hand-kept).
+//! - [`watch_reply`]: the server's WatchResponse, whose events are encoded once and shared by
+//!   every watcher they go to.
 //!
 //! Field names and numbers are etcd's, so any etcd client talks to a server built on these types.
 #![allow(missing_docs, clippy::unwrap_used, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
@@ -22,6 +24,7 @@ pub mod errors;
 pub mod go_duration;
 pub mod key_range;
 pub mod services;
+pub mod watch_reply;
 
 /// etcd's `mvccpb` package.
 pub mod mvccpb {

@@ -11,6 +11,7 @@
 //! - [`read_budget`]: the bytes all large reads' answers may hold together.
 //! - [`range_stream`]: KV.RangeStream's chunks, read one at a time at a pinned revision.
 //! - [`watch`]: Watch: one StreamActor per stream, attached to its connection's ConnActor.
+//! - [`watch_route`]: the Watch RPC's route, which sends events encoded once as they are.
 //! - [`lease`]: Lease: grants and revokes through the Raft log; deadlines, time-to-live and
 //!   keep-alive streams in the LeaseActor.
 //! - [`maintenance`]: Maintenance and Cluster: status, alarms, hashes, defragment, snapshots,
@@ -42,4 +43,5 @@ pub mod status;
 pub mod store_handle;
 pub mod tokens;
 pub mod watch;
+pub mod watch_route;
 pub mod who;

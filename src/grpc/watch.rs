@@ -1,6 +1,7 @@
 //! The Watch service: each call starts a StreamActor (on one of the stream arbiters) that owns
 //! the stream from then on; the response is the receiving end of its bounded channel, which
-//! stops the actor when hyper drops it.
+//! stops the actor when hyper drops it. Its responses are [`WatchReply`]s (events encoded once
+//! for all their watchers), which [`crate::grpc::watch_route`] sends as they are.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,9 +23,9 @@ use actcd_actors::store::{ReadView, RocksEngine};
 use actcd_actors::watch::messages::StopStream;
 use actcd_actors::watch::shard::WatchShard;
 use actcd_actors::watch::stream::{PermitCheck, StreamActor, StreamSetup, WatchPermit};
-use actcd_proto::etcdserverpb::watch_server::Watch;
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use actcd_proto::key_range::KeyRange;
+use actcd_proto::watch_reply::WatchReply;
 
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::require_leader::RequireLeader;
@@ -124,21 +125,19 @@ pub fn watch_permit(view: ReadView<RocksEngine>, tokens: Arc<Tokens>) -> Arc<Per
     })
 }
 
-#[tonic::async_trait]
-impl Watch for WatchService {
-    async fn watch(
+impl WatchService {
+    /// One Watch call from a client.
+    pub fn watch(
         &self,
         request: Request<Streaming<WatchRequest>>,
-    ) -> Result<Response<tonic::codegen::BoxStream<WatchResponse>>, Status> {
+    ) -> Result<Response<tonic::codegen::BoxStream<WatchReply>>, Status> {
         self.leader.check(request.metadata())?;
         let (metadata, extensions, requests) = request.into_parts();
         let failure = FailureSlot::default();
         let input = RequestsUntilError(Requests::Open(requests), Arc::clone(&failure));
         Ok(Response::new(self.start(input, failure, &metadata, &extensions)?))
     }
-}
 
-impl WatchService {
     /// A watch stream fed by `requests` from this process (the Lock and Election services
     /// wait on watches as etcd's do), with the rights of the caller whose `metadata` and
     /// `extensions` they pass. `requests` ending is a half-close: the stream goes on until
@@ -149,7 +148,18 @@ impl WatchService {
         metadata: &MetadataMap,
         extensions: &Extensions,
     ) -> Result<tonic::codegen::BoxStream<WatchResponse>, Status> {
-        self.start(requests.chain(futures::stream::pending()), FailureSlot::default(), metadata, extensions)
+        let replies = self.start(
+            requests.chain(futures::stream::pending()),
+            FailureSlot::default(),
+            metadata,
+            extensions,
+        )?;
+        // The events decoded again: these callers read them, and none is on the fan-out path.
+        Ok(Box::pin(
+            replies.map(|reply| {
+                reply.and_then(|r| r.into_response().map_err(|e| Status::internal(e.to_string())))
+            }),
+        ))
     }
 
     fn start(
@@ -158,7 +168,7 @@ impl WatchService {
         failure: FailureSlot,
         metadata: &MetadataMap,
         extensions: &Extensions,
-    ) -> Result<tonic::codegen::BoxStream<WatchResponse>, Status> {
+    ) -> Result<tonic::codegen::BoxStream<WatchReply>, Status> {
         let leader_lost = RequireLeader::asked(metadata).then(|| self.leader.lost());
         let conn = extensions.get::<ConnInfo>().map(|c| c.id);
         let common_name = who::common_name_of(metadata, extensions);
@@ -203,7 +213,7 @@ impl WatchService {
 /// then, which may be idle and would otherwise live on until its connection closes (a client
 /// that half-closed its side sends no more requests, whose end would tell the actor).
 struct WatchResponses {
-    responses: mpsc::Receiver<Box<WatchResponse>>,
+    responses: mpsc::Receiver<Box<WatchReply>>,
     failure: FailureSlot,
     /// Weak: a strong address allocates a sender of its own (~110 bytes a stream).
     actor: WeakAddr<StreamActor<RocksEngine>>,
@@ -214,7 +224,7 @@ struct WatchResponses {
 }
 
 impl Stream for WatchResponses {
-    type Item = Result<WatchResponse, Status>;
+    type Item = Result<WatchReply, Status>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         if self.ended {

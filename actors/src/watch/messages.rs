@@ -8,7 +8,7 @@ use std::sync::Arc;
 use actix::{Message, WeakRecipient};
 use bytes::Bytes;
 
-use actcd_proto::etcdserverpb::WatchResponse;
+use actcd_proto::watch_reply::WatchReply;
 
 /// Identifies one Watch gRPC stream, unique for the life of the process.
 pub type StreamId = u64;
@@ -53,14 +53,14 @@ pub struct StreamEnded(pub StreamId);
 #[rtype(result = "()")]
 pub struct StreamOutput {
     /// The responses.
-    pub responses: Vec<WatchResponse>,
+    pub responses: Vec<WatchReply>,
     /// Keeps the message counted as pending until the stream is done with it.
     pub pending: PendingOutput,
 }
 
 impl StreamOutput {
     /// Responses for a stream, counted as pending from now on.
-    pub fn new(responses: Vec<WatchResponse>) -> Self {
+    pub fn new(responses: Vec<WatchReply>) -> Self {
         let events = responses.iter().map(|r| r.events.len()).sum();
         StreamOutput { responses, pending: PendingOutput::new(events) }
     }

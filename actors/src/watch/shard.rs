@@ -8,7 +8,7 @@ use actix::dev::SendError;
 use actix::prelude::*;
 use actix::WeakRecipient;
 
-use actcd_proto::etcdserverpb::WatchResponse;
+use actcd_proto::watch_reply::WatchReply;
 
 use crate::store::messages::Committed;
 use crate::store::mvcc::engine::Engine;
@@ -39,7 +39,7 @@ pub struct ShardConfig {
 struct Outboxes(HashMap<StreamId, (WeakRecipient<StreamOutput>, OutputQuota)>);
 
 impl Outbox for Outboxes {
-    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
+    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchReply>) -> Delivery {
         let Some((outbox, quota)) = self.0.get(&stream) else { return Delivery::Closed };
         let Some(outbox) = outbox.upgrade() else {
             self.0.remove(&stream);

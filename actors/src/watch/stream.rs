@@ -25,7 +25,8 @@ use actix::WeakRecipient;
 use futures::channel::mpsc;
 use futures::SinkExt;
 
-use actcd_proto::etcdserverpb::{watch_request, WatchRequest, WatchResponse};
+use actcd_proto::etcdserverpb::{watch_request, WatchRequest};
+use actcd_proto::watch_reply::WatchReply;
 
 use crate::identity::Identity;
 use crate::store::mvcc::engine::Engine;
@@ -85,19 +86,19 @@ pub struct StreamActor<E: Engine> {
     setup: StreamSetup<E>,
     /// The client's channel, lent to the send in progress (`None` meanwhile). Lent, not
     /// cloned: a clone of a `futures` sender allocates.
-    output: Option<mpsc::Sender<Box<WatchResponse>>>,
+    output: Option<mpsc::Sender<Box<WatchReply>>>,
     /// Responses to send once the send in flight is done. `ctx.wait` does not keep every
     /// handler out while it waits: actix may run one client request between a mailbox
     /// handler's `ctx.wait` and that wait's first poll. Holds at most that request's answer;
     /// empty (no allocation) otherwise.
-    backlog: Vec<(Vec<WatchResponse>, Option<PendingOutput>)>,
+    backlog: Vec<(Vec<WatchReply>, Option<PendingOutput>)>,
     quota: OutputQuota,
 }
 
 impl<E: Engine> StreamActor<E> {
     /// A stream actor writing to `output` (bounded); feed it the request stream with
     /// `ctx.add_stream`.
-    pub fn new(setup: StreamSetup<E>, output: mpsc::Sender<Box<WatchResponse>>) -> Self {
+    pub fn new(setup: StreamSetup<E>, output: mpsc::Sender<Box<WatchReply>>) -> Self {
         Self {
             state: StreamState::new(setup.id),
             setup,
@@ -113,7 +114,7 @@ impl<E: Engine> StreamActor<E> {
     /// second `ctx.wait`: actix polls wait futures last-in first-out).
     fn send(
         &mut self,
-        mut responses: Vec<WatchResponse>,
+        mut responses: Vec<WatchReply>,
         shard_output: Option<PendingOutput>,
         ctx: &mut Context<Self>,
     ) {
@@ -332,7 +333,7 @@ mod tests {
             });
             // Both ready before the actor's first poll: the mailbox handler starts a send, then
             // the stream item is handled before that send's first poll.
-            let progress = WatchResponse { watch_id: -1, ..Default::default() };
+            let progress = WatchReply { watch_id: -1, ..Default::default() };
             stream.try_send(StreamOutput::new(vec![progress])).expect("mailbox has room");
             let mut answers = Vec::new();
             for _ in 0..2 {

@@ -7,8 +7,9 @@ use bytes::Bytes;
 use prost::Message as _;
 
 use actcd_proto::etcdserverpb::{
-    watch_create_request::FilterType, watch_request, WatchCreateRequest, WatchRequest, WatchResponse,
+    watch_create_request::FilterType, watch_request, WatchCreateRequest, WatchRequest,
 };
+use actcd_proto::watch_reply::WatchReply;
 
 use super::messages::{ShardRequest, StreamId, WatchSpec};
 use super::watch_ids::WatchIds;
@@ -47,7 +48,7 @@ fn sorted_remove(ids: &mut Vec<i64>, id: i64) -> bool {
 /// What the stream does for one client request, in order.
 pub enum Step {
     /// Send this response to the client.
-    Respond(WatchResponse),
+    Respond(WatchReply),
     /// Ask the shard that holds the stream's watches.
     AskShard(ShardRequest),
 }
@@ -56,7 +57,7 @@ pub enum Step {
 #[derive(Debug, PartialEq)]
 pub struct Created {
     /// The created response, sent before anything else about the watch.
-    pub response: WatchResponse,
+    pub response: WatchReply,
     /// The watch to add to the shard, unless creation was refused.
     pub watch: Option<WatchSpec>,
 }
@@ -107,8 +108,8 @@ impl StreamState {
     }
 
     /// The answer to a create that is refused for `reason`, at revision `current`.
-    pub fn refused(current: i64, reason: &str) -> WatchResponse {
-        WatchResponse {
+    pub fn refused(current: i64, reason: &str) -> WatchReply {
+        WatchReply {
             header: header(current),
             watch_id: -1,
             created: true,
@@ -156,30 +157,25 @@ impl StreamState {
             progress_notify: req.progress_notify,
         };
         Created {
-            response: WatchResponse {
-                header: header(current),
-                watch_id,
-                created: true,
-                ..Default::default()
-            },
+            response: WatchReply { header: header(current), watch_id, created: true, ..Default::default() },
             watch: Some(watch),
         }
     }
 
     /// etcd's cancel: a known id is removed and answered with a canceled response at
     /// `current`; an unknown id gets no answer.
-    pub fn cancel(&mut self, watch_id: i64, current: i64) -> Option<WatchResponse> {
+    pub fn cancel(&mut self, watch_id: i64, current: i64) -> Option<WatchReply> {
         if !self.watches.remove(watch_id) {
             return None;
         }
         sorted_remove(&mut self.fragmented, watch_id);
-        Some(WatchResponse { header: header(current), watch_id, canceled: true, ..Default::default() })
+        Some(WatchReply { header: header(current), watch_id, canceled: true, ..Default::default() })
     }
 
     /// Filters the shard's responses: drops those of watches canceled since (their events
     /// may still be in flight), forgets watches the shard canceled (compaction), and splits
     /// oversized responses of watches that asked for fragments (etcd's sendFragments).
-    pub fn outgoing(&mut self, responses: Vec<WatchResponse>, max_bytes: usize) -> Vec<WatchResponse> {
+    pub fn outgoing(&mut self, responses: Vec<WatchReply>, max_bytes: usize) -> Vec<WatchReply> {
         let mut out = Vec::with_capacity(responses.len());
         for resp in responses {
             if resp.watch_id == -1 {
@@ -210,14 +206,14 @@ fn header(revision: i64) -> Option<actcd_proto::etcdserverpb::ResponseHeader> {
 
 /// Splits a response into pieces below `max_bytes` (each with at least one event); all but the
 /// last carry `fragment = true`.
-fn fragments(resp: WatchResponse, max_bytes: usize, out: &mut Vec<WatchResponse>) {
-    let template = WatchResponse { events: Vec::new(), ..resp.clone() };
-    let mut current = WatchResponse { fragment: true, ..template.clone() };
+fn fragments(resp: WatchReply, max_bytes: usize, out: &mut Vec<WatchReply>) {
+    let template = WatchReply { events: Vec::new(), ..resp.clone() };
+    let mut current = WatchReply { fragment: true, ..template.clone() };
     for event in resp.events {
         current.events.push(event);
         if current.events.len() > 1 && current.encoded_len() >= max_bytes {
             let last = current.events.pop();
-            out.push(std::mem::replace(&mut current, WatchResponse { fragment: true, ..template.clone() }));
+            out.push(std::mem::replace(&mut current, WatchReply { fragment: true, ..template.clone() }));
             current.events.extend(last);
         }
     }
@@ -230,6 +226,7 @@ mod tests {
     use super::*;
     use actcd_proto::etcdserverpb::{WatchCancelRequest, WatchProgressRequest};
     use actcd_proto::mvccpb::{Event, KeyValue};
+    use actcd_proto::watch_reply::SharedEvent;
 
     fn create(key: &'static str, end: &'static str, id: i64) -> WatchCreateRequest {
         WatchCreateRequest {
@@ -267,16 +264,17 @@ mod tests {
         let mut s = StreamState::new(1);
         s.create(WatchCreateRequest { fragment: true, ..create("k", "\0", 0) }, 1);
         s.create(create("k", "\0", 0), 1);
-        let ev = |i: u8| Event {
-            kv: Some(KeyValue {
-                key: Bytes::from(vec![b'k', i]),
-                value: Bytes::from(vec![0; 100]),
+        let ev = |i: u8| {
+            SharedEvent::new(&Event {
+                kv: Some(KeyValue {
+                    key: Bytes::from(vec![b'k', i]),
+                    value: Bytes::from(vec![0; 100]),
+                    ..Default::default()
+                }),
                 ..Default::default()
-            }),
-            ..Default::default()
+            })
         };
-        let big =
-            |id| WatchResponse { watch_id: id, events: (0..10).map(ev).collect(), ..Default::default() };
+        let big = |id| WatchReply { watch_id: id, events: (0..10).map(ev).collect(), ..Default::default() };
         let out = s.outgoing(vec![big(0), big(1)], 300);
         let fragmented: Vec<_> = out.iter().filter(|r| r.watch_id == 0).collect();
         assert!(fragmented.len() > 1);

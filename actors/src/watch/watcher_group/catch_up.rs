@@ -6,15 +6,15 @@
 
 use std::collections::HashMap;
 
-use actcd_proto::etcdserverpb::WatchResponse;
-use actcd_proto::mvccpb::{Event, KeyValue};
+use actcd_proto::watch_reply::WatchReply;
 
 use crate::store::HistoryChunk;
 use crate::watch::messages::StreamId;
 use crate::watch::watcher::{flags, Watcher};
 
+use super::encoded::Encoded;
 use super::group::{header, is_delete, key_of, revision_of, WatcherGroup};
-use super::history::{previous, History};
+use super::history::History;
 use super::outbox::{Delivery, Outbox};
 
 /// History chunks read in one catch-up pass at most.
@@ -90,25 +90,21 @@ impl WatcherGroup {
         outbox: &mut impl Outbox,
     ) {
         let to = self.processed;
-        let mut out: HashMap<StreamId, (Vec<WatchResponse>, Vec<u32>)> = HashMap::new();
-        let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
+        let mut out: HashMap<StreamId, (Vec<WatchReply>, Vec<u32>)> = HashMap::new();
+        let mut encoded: Vec<Encoded> = Vec::new();
+        encoded.resize_with(chunk.events.len(), Encoded::default);
         for &slot in slots {
             let Some(w) = self.slots.get(slot) else { continue };
             let mut evs = Vec::new();
-            for (i, ev) in chunk.events.iter().enumerate() {
+            for (ev, encoded) in chunk.events.iter().zip(encoded.iter_mut()) {
                 if revision_of(ev) < w.next_rev() || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
                     continue;
                 }
-                if w.has(flags::PREV_KV) {
-                    let prev = prev_cache.entry(i).or_insert_with(|| previous(ev, history)).clone();
-                    evs.push(Event { prev_kv: prev, ..ev.clone() });
-                } else {
-                    evs.push(ev.clone());
-                }
+                evs.push(encoded.get(ev, w.has(flags::PREV_KV), history));
             }
             let entry = out.entry(w.stream).or_default();
             if !evs.is_empty() {
-                entry.0.push(WatchResponse {
+                entry.0.push(WatchReply {
                     header: header(to),
                     watch_id: w.watch_id,
                     events: evs,
@@ -153,7 +149,7 @@ impl WatcherGroup {
             let responses = slots
                 .iter()
                 .filter_map(|s| self.slots.get(*s))
-                .map(|w| WatchResponse {
+                .map(|w| WatchReply {
                     header: header(0),
                     watch_id: w.watch_id,
                     canceled: true,

@@ -1,6 +1,8 @@
 //! Live delivery: each committed batch the store publishes is matched against the synced
 //! watchers (through the range index) and sent as one response per watcher (split at a
-//! revision boundary past 1 MiB), one message per stream. A stream whose buffer is full sends
+//! revision boundary past 1 MiB), one message per stream. Each event is encoded once for all
+//! the watchers it reaches (once more with its previous key-value, for those that asked), and
+//! their responses share the bytes ([`SharedEvent`]). A stream whose buffer is full sends
 //! its watchers back to unsynced from the first revision they missed. A batch that does not
 //! follow on from what the group has seen, or batches that stop coming while the store moves
 //! on, send every synced watcher back to unsynced: catch-up fills the gap from storage.
@@ -9,20 +11,21 @@ use std::collections::HashMap;
 
 use smallvec::SmallVec;
 
-use actcd_proto::etcdserverpb::WatchResponse;
-use actcd_proto::mvccpb::{Event, KeyValue};
+use actcd_proto::mvccpb::Event;
+use actcd_proto::watch_reply::{SharedEvent, WatchReply};
 
 use crate::store::CommittedEvents;
 use crate::watch::messages::StreamId;
 use crate::watch::watcher::flags;
 
+use super::encoded::Encoded;
 use super::group::{header, is_delete, key_of, revision_of, WatcherGroup};
-use super::history::{previous, History};
+use super::history::History;
 use super::outbox::{Delivery, Outbox};
 
 /// A stream's responses of one live batch, with the slot and the first and last revision of
 /// each.
-type LiveBatch = (Vec<WatchResponse>, Vec<(u32, i64, i64)>);
+type LiveBatch = (Vec<WatchReply>, Vec<(u32, i64, i64)>);
 
 /// A live response ends at the first revision boundary past this many bytes of keys and
 /// values: like catch-up's chunks, far below the 4 MiB a client accepts by default.
@@ -36,7 +39,7 @@ struct Response {
     first: i64,
     last: i64,
     bytes: usize,
-    events: Vec<Event>,
+    events: Vec<SharedEvent>,
 }
 
 impl Response {
@@ -44,9 +47,8 @@ impl Response {
         Self { first, last: first, bytes: 0, events: Vec::new() }
     }
 
-    fn push(&mut self, event: Event, revision: i64) {
-        let size = |kv: &Option<KeyValue>| kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len());
-        self.bytes += size(&event.kv) + size(&event.prev_kv) + 1;
+    fn push(&mut self, event: SharedEvent, revision: i64) {
+        self.bytes += event.len();
         self.last = revision;
         self.events.push(event);
     }
@@ -84,22 +86,17 @@ impl WatcherGroup {
         while start < events.len() {
             let rev = revision_of(events[start]);
             let end = start + events[start..].iter().take_while(|e| revision_of(e) == rev).count();
-            let mut prev_cache: HashMap<usize, Option<KeyValue>> = HashMap::new();
             let mut touched: SmallVec<[u32; 8]> = SmallVec::new();
-            for (i, ev) in events[start..end].iter().enumerate() {
+            for ev in &events[start..end] {
                 let mut matched: SmallVec<[u32; 8]> = SmallVec::new();
                 self.synced.matches(key_of(ev), |slot| matched.push(slot));
+                let mut encoded = Encoded::default();
                 for slot in matched {
                     let Some(w) = self.slots.get(slot) else { continue };
                     if rev < w.next_rev() || !w.covers(key_of(ev)) || !w.wants(is_delete(ev)) {
                         continue;
                     }
-                    let event = if w.has(flags::PREV_KV) {
-                        let prev = prev_cache.entry(i).or_insert_with(|| previous(ev, history)).clone();
-                        Event { prev_kv: prev, ..(*ev).clone() }
-                    } else {
-                        (*ev).clone()
-                    };
+                    let event = encoded.get(ev, w.has(flags::PREV_KV), history);
                     let response = open.entry(slot).or_insert_with(|| Response::new(rev));
                     if response.events.is_empty() || response.last != rev {
                         touched.push(slot);
@@ -154,7 +151,7 @@ impl WatcherGroup {
         let Some(w) = self.slots.get_mut(slot) else { return };
         w.set(flags::NOTIFIED);
         let entry = out.entry(w.stream).or_default();
-        entry.0.push(WatchResponse {
+        entry.0.push(WatchReply {
             header: header(response.last),
             watch_id: w.watch_id,
             events: response.events,
@@ -211,6 +208,17 @@ mod tests {
         let batch = f.commit(vec![delete]);
         group.on_committed(&batch, &view, &mut out);
 
+        let got = &out.got[&1];
+        let (plain, with_prev) = (&got[1][0].events[0], &got[1][1].events[0]);
+        assert!(plain.decode().expect("event").prev_kv.is_none());
+        assert_eq!(
+            with_prev.decode().expect("event").prev_kv.map(|kv| kv.value),
+            Some(Bytes::from_static(b"1"))
+        );
+        assert!(
+            plain.shares_encoding_with(&out.got[&2][1][0].events[0]),
+            "one encoding for all its watchers"
+        );
         assert_eq!(out.drain(1), [(0, vec![2]), (0, vec![4]), (1, vec![4])]);
         assert_eq!(out.drain(2), [(0, vec![2, 3]), (0, vec![4])], "a batch's revisions in one response");
         let with_prev =

@@ -7,11 +7,13 @@
 //! - [`group`]: the watches, the synced / unsynced sets and the moves between them (drawn).
 //! - [`live`]: committed batches matched against the synced set and delivered; gaps and stalls.
 //! - [`catch_up`]: unsynced watchers served from storage; compacted ones canceled.
+//! - [`encoded`]: an event encoded once for all the watchers it goes to.
 //! - [`progress`]: progress requests and the periodic progress tick.
 //! - [`outbox`]: where the group's responses go, and what came of a delivery.
 //! - [`history`]: the store as the group reads it.
 
 pub mod catch_up;
+mod encoded;
 pub mod group;
 pub mod history;
 pub mod live;

@@ -1,7 +1,7 @@
 //! Where a group sends its responses: one call per stream per pass, all or nothing, and what
 //! came of it. The shard implements it over the streams' mailboxes, tests over plain buffers.
 
-use actcd_proto::etcdserverpb::WatchResponse;
+use actcd_proto::watch_reply::WatchReply;
 
 use crate::watch::messages::StreamId;
 
@@ -19,5 +19,5 @@ pub enum Delivery {
 /// Where a group sends responses, one call per stream per pass.
 pub trait Outbox {
     /// Hands `responses` (in order) to `stream`'s buffer, all or nothing.
-    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery;
+    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchReply>) -> Delivery;
 }

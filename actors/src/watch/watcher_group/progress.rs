@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use actcd_proto::etcdserverpb::WatchResponse;
+use actcd_proto::watch_reply::WatchReply;
 
 use crate::watch::messages::StreamId;
 use crate::watch::watcher::flags;
@@ -54,7 +54,7 @@ impl WatcherGroup {
     }
 
     fn send_progress(&mut self, stream: StreamId, outbox: &mut impl Outbox) {
-        let progress = WatchResponse { header: header(self.processed), watch_id: -1, ..Default::default() };
+        let progress = WatchReply { header: header(self.processed), watch_id: -1, ..Default::default() };
         match outbox.deliver(stream, vec![progress]) {
             Delivery::Sent => {}
             // The stream's buffer is full: answered once it drains, like a watcher's events.
@@ -70,12 +70,12 @@ impl WatcherGroup {
     /// The periodic progress tick: every synced watcher that asked for progress notifications
     /// and got nothing since the last tick is told the current revision.
     pub fn progress_tick(&mut self, outbox: &mut impl Outbox) {
-        let mut out: HashMap<StreamId, Vec<WatchResponse>> = HashMap::new();
+        let mut out: HashMap<StreamId, Vec<WatchReply>> = HashMap::new();
         for w in self.slots.iter_mut() {
             let idle = w.has(flags::PROGRESS) && w.has(flags::SYNCED) && !w.has(flags::NOTIFIED);
             w.clear(flags::NOTIFIED);
             if idle {
-                out.entry(w.stream).or_default().push(WatchResponse {
+                out.entry(w.stream).or_default().push(WatchReply {
                     header: header(self.processed),
                     watch_id: w.watch_id,
                     ..Default::default()

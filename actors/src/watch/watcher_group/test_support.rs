@@ -3,7 +3,8 @@
 
 use std::collections::HashMap;
 
-use actcd_proto::etcdserverpb::{PutRequest, WatchResponse};
+use actcd_proto::etcdserverpb::PutRequest;
+use actcd_proto::watch_reply::WatchReply;
 use bytes::Bytes;
 
 use crate::store::mvcc::memory::MemoryEngine;
@@ -16,11 +17,11 @@ use super::outbox::{Delivery, Outbox};
 /// A fake set of stream buffers: each holds at most `capacity` deliveries.
 pub struct Buffers {
     capacity: usize,
-    pub got: HashMap<StreamId, Vec<Vec<WatchResponse>>>,
+    pub got: HashMap<StreamId, Vec<Vec<WatchReply>>>,
 }
 
 impl Outbox for Buffers {
-    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchResponse>) -> Delivery {
+    fn deliver(&mut self, stream: StreamId, responses: Vec<WatchReply>) -> Delivery {
         let queue = self.got.entry(stream).or_default();
         if queue.len() >= self.capacity {
             return Delivery::Full;
@@ -41,7 +42,9 @@ impl Buffers {
             .unwrap_or_default()
             .into_iter()
             .flatten()
-            .map(|r| (r.watch_id, r.events.iter().map(revision_of).collect()))
+            .map(|r| {
+                (r.watch_id, r.events.iter().map(|e| revision_of(&e.decode().expect("an event"))).collect())
+            })
             .collect()
     }
 }
