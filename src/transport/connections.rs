@@ -28,6 +28,7 @@ use crate::transport::cert_names::common_name;
 use crate::transport::connection_budget::{accept, handshakes, Admitted, ConnectionBudget};
 use crate::transport::range_backpressure::RangeSlots;
 use crate::transport::tls::TlsServer;
+use crate::transport::write_coalescing::Coalescing;
 
 /// A connection's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -90,10 +91,10 @@ impl Connections {
     }
 }
 
-/// An accepted socket (plain, or TLS over it) that reports its own end, and hands what it
-/// reads to h2 through [`AuthorityFix`].
+/// An accepted socket (plain, or TLS over it) that reports its own end, hands what it reads
+/// to h2 through [`AuthorityFix`], and coalesces what h2 writes ([`Coalescing`]).
 pub struct TrackedStream<S = Admitted> {
-    inner: S,
+    inner: Coalescing<S>,
     info: ConnInfo,
     registry: Arc<Connections>,
     fix: AuthorityFix,
@@ -109,7 +110,7 @@ impl<S> TrackedStream<S> {
         let id = ConnId(registry.next_id.fetch_add(1, Ordering::Relaxed));
         let info = ConnInfo { id, range_slots: RangeSlots::default(), common_name };
         Self {
-            inner,
+            inner: Coalescing::new(inner),
             info,
             registry: Arc::clone(registry),
             fix: AuthorityFix::default(),

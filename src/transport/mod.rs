@@ -19,6 +19,7 @@
 //!   errors backed off.
 //! - [`connections`]: connection ids, the sockets that report their own end, and the registry of
 //!   connections that have a ConnActor.
+//! - [`write_coalescing`]: a connection's small writes of one burst sent in one syscall.
 //! - [`authority_fix`]: the scheme etcdctl 3.4 puts into the HTTP/2 `:authority`, taken out
 //!   before h2 refuses the stream.
 //! - [`tls`]: TLS listeners on the client and peer URLs from etcd's flags: certificates re-read
@@ -41,3 +42,4 @@ pub mod range_backpressure;
 pub mod remote_san;
 pub mod tls;
 pub mod tls_client;
+pub mod write_coalescing;

@@ -45,3 +45,4 @@ mod tls;
 mod watch;
 mod watch_stream;
 mod watch_validator;
+mod write_coalescing;

@@ -1,0 +1,73 @@
+//! A connection's small writes of one burst leave in one socket write, after one yield; large
+//! writes pass straight through, in order (src/transport/write_coalescing.rs).
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use actcd::transport::write_coalescing::Coalescing;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+/// A socket that records each write it is given.
+#[derive(Default)]
+struct Recorder {
+    writes: Vec<Vec<u8>>,
+}
+
+impl AsyncWrite for Recorder {
+    fn poll_write(mut self: Pin<&mut Self>, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.writes.push(buf.to_vec());
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+fn flush_once(c: &mut Coalescing<Recorder>) -> Poll<io::Result<()>> {
+    Pin::new(c).poll_flush(&mut Context::from_waker(Waker::noop()))
+}
+
+#[tokio::test]
+async fn a_burst_of_small_writes_leaves_in_one_write_after_one_yield() {
+    let mut c = Coalescing::new(Recorder::default());
+    c.write_all(b"abc").await.unwrap();
+    c.write_all(b"defg").await.unwrap();
+    assert!(flush_once(&mut c).is_pending(), "the first flush of a burst yields");
+    c.write_all(b"h").await.unwrap();
+    assert!(flush_once(&mut c).is_ready());
+    assert_eq!(c.into_inner().writes, vec![b"abcdefgh".to_vec()]);
+}
+
+#[tokio::test]
+async fn a_flush_with_nothing_held_does_not_yield() {
+    let mut c = Coalescing::new(Recorder::default());
+    assert!(flush_once(&mut c).is_ready());
+    c.write_all(b"x").await.unwrap();
+    c.flush().await.unwrap();
+    assert!(flush_once(&mut c).is_ready(), "the burst was sent: nothing held");
+}
+
+#[tokio::test]
+async fn a_large_write_follows_what_is_held_and_is_not_copied() {
+    let mut c = Coalescing::new(Recorder::default());
+    let big = vec![7u8; 20 * 1024];
+    c.write_all(b"head").await.unwrap();
+    c.write_all(&big).await.unwrap();
+    c.flush().await.unwrap();
+    assert_eq!(c.into_inner().writes, vec![b"head".to_vec(), big]);
+}
+
+#[tokio::test]
+async fn held_bytes_are_sent_before_they_pass_the_bound() {
+    let mut c = Coalescing::new(Recorder::default());
+    let piece = vec![1u8; 15 * 1024];
+    for _ in 0..5 {
+        c.write_all(&piece).await.unwrap();
+    }
+    let sizes: Vec<usize> = c.into_inner().writes.iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![4 * 15 * 1024], "four pieces fit in 64 KiB; the fifth waits for a flush");
+}
