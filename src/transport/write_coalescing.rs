@@ -5,12 +5,15 @@
 //! flushes: without help each response leaves in a TCP segment of its own (seen on loopback:
 //! 975k segments for 500k events, where etcd sent 304k, and the client paid twice the CPU per
 //! event to read them). grpc-go's writer coalesces what is queued when it flushes; this does
-//! the same under h2: small writes are held in a buffer, and the first flush of a burst yields
-//! once to the runtime (the task wakes itself and goes to the back of the run queue) so that
-//! the streams already woken hand over their frames; the second flush writes them all at once.
+//! the same under h2: small writes are held in a buffer, and a flush yields to the runtime (the
+//! task wakes itself and goes to the back of the run queue) so that the streams already woken
+//! hand over their frames, and yields again while each yield brought more (at most
+//! [`MAX_YIELDS`]); the flush after a yield that brought nothing writes them all at once.
 //!
 //! A yield costs a task poll, not a timer: nothing waits for data that is not already on its
-//! way. A write of [`DIRECT_BYTES`] or more (a Range answer's pieces) goes to the socket as it
+//! way. How many: on loopback, 100k watchers over 1000 keys, 1 writer, 3000 puts, one yield at
+//! most sent 204k segments, four 112k, sixteen 67k (etcd 3.4: 44k), and unary puts were not
+//! slower (1 x 1 within noise, 100 x 1000 7 % more requests a second). A write of [`DIRECT_BYTES`] or more (a Range answer's pieces) goes to the socket as it
 //! is, after what is held. The buffer is dropped after each burst, so an idle connection holds
 //! none.
 
@@ -25,19 +28,23 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 const DIRECT_BYTES: usize = 16 * 1024;
 /// Held bytes beyond which a write first sends what is held.
 const HOLD_BYTES: usize = 64 * 1024;
+/// Yields of one burst at most: a burst goes on yielding while each yield brought more.
+const MAX_YIELDS: u8 = 16;
 
 /// A socket whose small writes are held until the second flush of a burst.
 pub struct Coalescing<S> {
     inner: S,
     held: BytesMut,
-    /// The first flush since bytes were held has yielded.
-    yielded: bool,
+    /// Flushes of this burst that yielded.
+    yields: u8,
+    /// How much was held at the last yield.
+    held_at_yield: usize,
 }
 
 impl<S> Coalescing<S> {
     /// Wraps `inner`.
     pub fn new(inner: S) -> Self {
-        Self { inner, held: BytesMut::new(), yielded: false }
+        Self { inner, held: BytesMut::new(), yields: 0, held_at_yield: 0 }
     }
 }
 
@@ -60,7 +67,7 @@ impl<S: AsyncWrite + Unpin> Coalescing<S> {
         }
         // Given back, not kept: most connections are idle most of the time.
         self.held = BytesMut::new();
-        self.yielded = false;
+        self.yields = 0;
         Poll::Ready(Ok(()))
     }
 }
@@ -114,8 +121,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Coalescing<S> {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         if !this.held.is_empty() {
-            if !this.yielded {
-                this.yielded = true;
+            let grew = this.yields == 0 || this.held.len() > this.held_at_yield;
+            if grew && this.yields < MAX_YIELDS {
+                this.yields += 1;
+                this.held_at_yield = this.held.len();
                 cx.waker().wake_by_ref();
                 return Poll::Pending;
             }

@@ -1,4 +1,4 @@
-//! A connection's small writes of one burst leave in one socket write, after one yield; large
+//! A connection's small writes of one burst leave in one socket write, after its yields; large
 //! writes pass straight through, in order (src/transport/write_coalescing.rs).
 
 use std::io;
@@ -32,14 +32,31 @@ fn flush_once(c: &mut Coalescing<Recorder>) -> Poll<io::Result<()>> {
 }
 
 #[tokio::test]
-async fn a_burst_of_small_writes_leaves_in_one_write_after_one_yield() {
+async fn a_burst_of_small_writes_leaves_in_one_write_once_a_yield_brings_nothing() {
     let mut c = Coalescing::new(Recorder::default());
     c.write_all(b"abc").await.unwrap();
     c.write_all(b"defg").await.unwrap();
     assert!(flush_once(&mut c).is_pending(), "the first flush of a burst yields");
     c.write_all(b"h").await.unwrap();
-    assert!(flush_once(&mut c).is_ready());
+    assert!(flush_once(&mut c).is_pending(), "the yield brought more: yield again");
+    assert!(flush_once(&mut c).is_ready(), "this yield brought nothing: send");
     assert_eq!(c.into_inner().writes, vec![b"abcdefgh".to_vec()]);
+}
+
+#[tokio::test]
+async fn a_burst_that_keeps_growing_is_sent_after_sixteen_yields() {
+    let mut c = Coalescing::new(Recorder::default());
+    let mut yields = 0;
+    loop {
+        c.write_all(b"more").await.unwrap();
+        if flush_once(&mut c).is_ready() {
+            break;
+        }
+        yields += 1;
+        assert!(yields <= 16, "still holding after {yields} yields");
+    }
+    assert_eq!(yields, 16);
+    assert_eq!(c.into_inner().writes.len(), 1);
 }
 
 #[tokio::test]
