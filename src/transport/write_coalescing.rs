@@ -11,9 +11,10 @@
 //! [`MAX_YIELDS`]); the flush after a yield that brought nothing writes them all at once.
 //!
 //! A yield costs a task poll, not a timer: nothing waits for data that is not already on its
-//! way. How many: on loopback, 100k watchers over 1000 keys, 1 writer, 3000 puts, one yield at
-//! most sent 204k segments, four 112k, sixteen 67k (etcd 3.4: 44k), and unary puts were not
-//! slower (1 x 1 within noise, 100 x 1000 7 % more requests a second). A write of [`DIRECT_BYTES`] or more (a Range answer's pieces) goes to the socket as it
+//! way. How many: on loopback, 100k watchers over 1000 keys, 1 writer, 3000 puts
+//! (`benches/fanout-segments`), one yield at most sent 204k segments, four 112k, sixteen 67k
+//! (etcd 3.4: 44k), and unary puts were not slower (1 x 1 within noise, 100 x 1000 7 % more
+//! requests a second). A write of [`DIRECT_BYTES`] or more (a Range answer's pieces) goes to the socket as it
 //! is, after what is held. The buffer is dropped after each burst, so an idle connection holds
 //! none.
 
@@ -70,6 +71,16 @@ impl<S: AsyncWrite + Unpin> Coalescing<S> {
         self.yields = 0;
         Poll::Ready(Ok(()))
     }
+
+    /// Makes room for a write of `len` bytes: sends what is held first when the write would
+    /// pass [`HOLD_BYTES`] or goes straight to the socket. Ready(true): write it to the socket.
+    fn poll_room_for(&mut self, len: usize, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        let direct = len >= DIRECT_BYTES;
+        if self.held.len() + len > HOLD_BYTES || (direct && !self.held.is_empty()) {
+            ready!(self.poll_send_held(cx))?;
+        }
+        Poll::Ready(Ok(direct))
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Coalescing<S> {
@@ -85,10 +96,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Coalescing<S> {
 impl<S: AsyncWrite + Unpin> AsyncWrite for Coalescing<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if this.held.len() + buf.len() > HOLD_BYTES || (buf.len() >= DIRECT_BYTES && !this.held.is_empty()) {
-            ready!(this.poll_send_held(cx))?;
-        }
-        if buf.len() >= DIRECT_BYTES {
+        if ready!(this.poll_room_for(buf.len(), cx))? {
             return Pin::new(&mut this.inner).poll_write(cx, buf);
         }
         this.held.extend_from_slice(buf);
@@ -101,16 +109,11 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Coalescing<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        let len: usize = bufs.iter().map(|b| b.len()).sum();
-        if this.held.len() + len > HOLD_BYTES || (len >= DIRECT_BYTES && !this.held.is_empty()) {
-            ready!(this.poll_send_held(cx))?;
-        }
-        if len >= DIRECT_BYTES {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        if ready!(this.poll_room_for(len, cx))? {
             return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         }
-        for b in bufs {
-            this.held.extend_from_slice(b);
-        }
+        bufs.iter().for_each(|b| this.held.extend_from_slice(b));
         Poll::Ready(Ok(len))
     }
 

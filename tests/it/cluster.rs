@@ -454,11 +454,20 @@ async fn a_followers_watch_skips_nothing_a_snapshot_installed() {
     let deadline = Instant::now() + Duration::from_secs(60);
     while seen.last().copied().unwrap_or(0) < last {
         let left = deadline.saturating_duration_since(Instant::now());
-        let response = tokio::time::timeout(left, responses.message())
-            .await
-            .expect("events within 60 s")
-            .unwrap()
-            .unwrap();
+        let Ok(response) = tokio::time::timeout(left, responses.message()).await else {
+            // Seen once in ~50 runs (2026-12-05): say how far the watch got, and what the
+            // follower did, so the next one can be told apart.
+            let log = cluster.log(follower);
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            panic!(
+                "no events for 60 s: seen {} of {}..={last}, up to {:?}; follower's log, last lines first:\n{}",
+                seen.len(),
+                first,
+                seen.last(),
+                tail.join("\n")
+            );
+        };
+        let response = response.unwrap().unwrap();
         assert!(!response.canceled, "{response:?}");
         seen.extend(response.events.iter().map(|e| e.kv.as_ref().unwrap().mod_revision));
     }

@@ -27,8 +27,8 @@ use super::outbox::{Delivery, Outbox};
 /// each.
 type LiveBatch = (Vec<WatchReply>, Vec<(u32, i64, i64)>);
 
-/// A live response ends at the first revision boundary past this many bytes of keys and
-/// values: like catch-up's chunks, far below the 4 MiB a client accepts by default.
+/// A live response ends at the first revision boundary past this many bytes of encoded
+/// events: like catch-up's chunks, far below the 4 MiB a client accepts by default.
 const LIVE_RESPONSE_BYTES: usize = 1 << 20;
 
 /// One watcher's response of a live batch: every revision of the batch it wants, as etcd
