@@ -114,7 +114,12 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let maintenance_engine = engine.clone();
     let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
     let fail_stop_tx = FailStop::new(fail_stop_tx);
-    let log = LogStore::new(&engine).with_fail_stop(fail_stop_tx.clone());
+    // A member alone has no follower to write beside its fsync: a flush behind its append
+    // would only add a thread hop to every write (0.57 -> 0.67 ms at 1 x 1, benches/raft-path).
+    let leads_followers = (cluster.members.len() > 1).then_some(cluster.member_id);
+    let log = LogStore::open(&engine, leads_followers)
+        .map_err(|e| anyhow::anyhow!("cannot sync the raft log: {e}"))?
+        .with_fail_stop(fail_stop_tx.clone());
     let timing = config.raft_timing()?;
     let store_config = StoreConfig {
         max_txn_ops: config.max_txn_ops,
@@ -165,7 +170,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let state_machine = StateMachine::new(core, snapshots.clone(), Some(root.recipient()))
             .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
             .with_fail_stop(fail_stop_tx)
-            .with_log_cache(log.recent_entries());
+            .with_log(&log);
         let core = state_machine.core();
         // The first membership is the same on every member (the client URLs each publishes later).
         let members = cluster

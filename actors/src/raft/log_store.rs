@@ -10,11 +10,12 @@
 //!            "purged"      the last log id purged; entries up to it are gone
 //! ```
 //!
-//! Every append is one WriteBatch written with fsync before openraft hears it is flushed:
-//! that fsync is the one a write pays for (the state machine writes without one, see
-//! [`super::state_machine`]), and because both share one WAL it also makes durable every
-//! state-machine write applied before it. openraft serializes all calls, so no two writes
-//! race.
+//! Every append is one WriteBatch, and its fsync is the one a write pays for (the state
+//! machine writes without one, see [`super::state_machine`]); because both share one WAL it
+//! also makes durable every state-machine write applied before it. A follower's append is
+//! fsynced before openraft hears it is flushed; the leader's own append is fsynced behind,
+//! while the followers write theirs, and nothing is applied before it is durable (see
+//! [`super::log_durability`]). openraft serializes all calls, so no two writes race.
 //!
 //! openraft 0.9 reads every entry it applies back from the log, on its core task. Appended
 //! entries are therefore kept in memory ([`RecentEntries`], at most [`RECENT_ENTRIES`]) until
@@ -32,6 +33,7 @@ use openraft::{AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError
 use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 
 use super::fail_stop::FailStop;
+use super::log_durability::LogDurability;
 use super::types::{decode, encode, TypeConfig};
 use crate::store::mvcc::rocks::{META_CF, RAFT_LOG_CF, RAFT_META_CF};
 use crate::store::RocksEngine;
@@ -49,6 +51,7 @@ pub struct LogStore {
     db: Arc<DB>,
     fail_stop: FailStop,
     recent: RecentEntries,
+    durability: LogDurability,
 }
 
 /// Entries kept in memory between their append and their apply: a few batches' worth (the
@@ -81,9 +84,18 @@ impl RecentEntries {
 }
 
 impl LogStore {
-    /// The log in `engine`'s database.
-    pub fn new(engine: &RocksEngine) -> Self {
-        Self { db: Arc::clone(engine.db()), fail_stop: FailStop::default(), recent: RecentEntries::default() }
+    /// The log in `engine`'s database, of member `me` (None: every append is fsynced before
+    /// it is reported, as when no member can lead). Syncs the WAL first: entries a killed
+    /// process wrote without fsync are in the page cache, and from now on count as durable.
+    pub fn open(engine: &RocksEngine, me: Option<u64>) -> Result<Self, Error> {
+        let db = Arc::clone(engine.db());
+        db.flush_wal(true).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        Ok(Self {
+            db,
+            fail_stop: FailStop::default(),
+            recent: RecentEntries::default(),
+            durability: LogDurability::new(me),
+        })
     }
 
     /// Reports to `fail_stop` when a write fails (see [`super::fail_stop`]).
@@ -123,6 +135,11 @@ impl LogStore {
     /// The entries kept between append and apply, for the state machine to empty.
     pub fn recent_entries(&self) -> RecentEntries {
         self.recent.clone()
+    }
+
+    /// How far the log is durable, for the state machine to wait on.
+    pub fn durability(&self) -> LogDurability {
+        self.durability.clone()
     }
 
     /// The entries of `start..end` if all are in memory.
@@ -210,6 +227,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(RAFT_META_CF)?, VOTE_KEY, bytes);
         self.write(batch, true).map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
+        self.durability.voted(*vote);
         Ok(())
     }
 
@@ -245,16 +263,28 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // Proposed, not written: nothing of the entries may be readable, watched or answered.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("store::before_commit");
-        let started = std::time::Instant::now();
-        let written = self.write(batch, true);
-        // Durable in the log, but neither applied, visible nor answered yet.
-        #[cfg(feature = "failpoints")]
-        fail::fail_point!("store::after_fsync");
-        metrics::histogram!(crate::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS)
-            .record(started.elapsed().as_secs_f64());
-        metrics::counter!(crate::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);
+        let last = entries.last().map_or(0, |entry| entry.log_id.index);
+        let own = self.durability.owns(&entries);
+        let written = if own {
+            self.write(batch, false)
+        } else {
+            let started = std::time::Instant::now();
+            let written = self.write(batch, true);
+            // Durable in the log, but neither applied, visible nor answered yet.
+            #[cfg(feature = "failpoints")]
+            fail::fail_point!("store::after_fsync");
+            metrics::histogram!(crate::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS)
+                .record(started.elapsed().as_secs_f64());
+            metrics::counter!(crate::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);
+            written
+        };
         match written {
             Ok(()) => {
+                if own {
+                    self.durability.written_unsynced(last, &self.db, &self.fail_stop);
+                } else {
+                    self.durability.synced(last);
+                }
                 let mut recent = self.recent();
                 for entry in entries {
                     if recent.back().is_some_and(|last| last.log_id.index + 1 != entry.log_id.index) {
@@ -282,6 +312,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         batch.delete_range_cf(self.cf(RAFT_LOG_CF)?, index_key(log_id.index), index_key(u64::MAX));
         batch.delete_cf(self.cf(RAFT_LOG_CF)?, index_key(u64::MAX));
         self.write(batch, true).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        self.durability.truncated(log_id.index.saturating_sub(1));
         Ok(())
     }
 

@@ -8,6 +8,8 @@
 //! - [`fail_stop`]: a failed write to the log or the state machine ends the process, as etcd's does.
 //! - [`log_store`]: the log on RocksDB, in the store's own database; its append is the one
 //!   fsync a write pays for.
+//! - [`log_durability`]: how far the log is durable; the leader's fsync runs behind its
+//!   append, beside the followers' (as etcd's leader does), and gates the apply.
 //! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
 //!   applied log id written with their changes.
 //! - [`proposer`]: where writes enter the log, batched one entry per batch.
@@ -24,6 +26,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod fail_stop;
+pub mod log_durability;
 pub mod log_store;
 pub mod position;
 pub mod proposer;

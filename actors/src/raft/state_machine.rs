@@ -4,9 +4,10 @@
 //! last applied log id (and the membership, when an entry changed it) in the same batch: the
 //! data and the position it reflects can never disagree after a crash (etcd's consistent index).
 //!
-//! That write has no fsync of its own. The entries are durable in the log before they are
-//! committed, the log's next append fsyncs the shared WAL, and a restart replays from the
-//! last applied id whatever a crash lost; so a write costs one fsync, the log's.
+//! That write has no fsync of its own. An entry is applied only once it is durable in this
+//! member's log (the leader's own fsync may still be running when a commit arrives: see
+//! [`super::log_durability`]), the log's next fsync covers the shared WAL, and a restart
+//! replays from the last applied id whatever a crash lost; so a write costs one fsync, the log's.
 //!
 //! Only after the write are the changes visible, the answers returned to openraft (which
 //! hands them to the proposer) and the events published to this member's watch tree: every
@@ -24,7 +25,8 @@ use openraft::{
 };
 
 use super::fail_stop::FailStop;
-use super::log_store::RecentEntries;
+use super::log_durability::LogDurability;
+use super::log_store::{LogStore, RecentEntries};
 use super::position::{recorded_position, Membership};
 use super::snapshot_store::SnapshotStore;
 use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
@@ -80,6 +82,8 @@ pub struct StateMachine {
     since_snapshot: u64,
     /// The log's in-memory copies of appended entries, let go once applied.
     recent: Option<RecentEntries>,
+    /// How far the log is durable: nothing past it is applied.
+    durability: Option<LogDurability>,
 }
 
 /// Rung when `--snapshot-count` commands were applied since the last snapshot, for whoever
@@ -110,12 +114,15 @@ impl StateMachine {
             snapshot_every: None,
             since_snapshot: 0,
             recent: None,
+            durability: None,
         })
     }
 
-    /// Lets the log's in-memory copies of entries go as soon as they are applied.
-    pub fn with_log_cache(mut self, recent: RecentEntries) -> Self {
-        self.recent = Some(recent);
+    /// Applies the entries of `log`: each once it is durable there, its in-memory copy let
+    /// go as soon as it is applied.
+    pub fn with_log(mut self, log: &LogStore) -> Self {
+        self.recent = Some(log.recent_entries());
+        self.durability = Some(log.durability());
         self
     }
 
@@ -274,7 +281,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        self.apply_entries(entries.into_iter().collect())
+        let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        if let (Some(durability), Some(last)) = (&self.durability, entries.last()) {
+            durability.wait(last.log_id.index).await.map_err(write_error)?;
+        }
+        self.apply_entries(entries)
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {

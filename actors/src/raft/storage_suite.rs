@@ -18,10 +18,11 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for Fresh {
     async fn build(&self) -> Result<(TempDir, LogStore, StateMachine), StorageError<u64>> {
         let dir = tempfile::tempdir().expect("temp dir");
         let engine = RocksEngine::open(&dir.path().join("db")).expect("rocksdb opens");
-        let log = LogStore::new(&engine);
+        // A member that may lead: its own appends take the flusher's path.
+        let log = LogStore::open(&engine, Some(1))?;
         let core = StoreCore::open(engine, StoreConfig::default()).expect("store opens");
         let snapshots = SnapshotStore::open(dir.path().join("raft-snapshots"))?;
-        let sm = StateMachine::new(core, snapshots, None)?.with_log_cache(log.recent_entries());
+        let sm = StateMachine::new(core, snapshots, None)?.with_log(&log);
         Ok((dir, log, sm))
     }
 }
