@@ -228,13 +228,14 @@ mod tests {
         let engine = crate::store::RocksEngine::open(dir.path()).unwrap();
         let marks = LogDurability::new(Some(1));
         marks.synced(2);
+        // The writes come before the wait: a wait is only for what was written when it began.
+        for last in 3..=9 {
+            marks.written_unsynced(last, engine.db(), &FailStop::default());
+        }
         let waiting = tokio::spawn({
             let marks = marks.clone();
             async move { marks.wait(9).await }
         });
-        for last in 3..=9 {
-            marks.written_unsynced(last, engine.db(), &FailStop::default());
-        }
         let waited = tokio::time::timeout(std::time::Duration::from_secs(10), waiting).await;
         waited.expect("the flusher reached index 9").unwrap().unwrap();
         assert_eq!(marks.durable(), 9);
