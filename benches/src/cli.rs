@@ -3,6 +3,7 @@
 //! anything connects, then run through [`execute`].
 
 use crate::cmd::authenticate::AuthenticateArgs;
+use crate::cmd::failover::FailoverArgs;
 use crate::cmd::k8s::K8sArgs;
 use crate::cmd::lease_keepalive::LeaseKeepaliveArgs;
 use crate::cmd::put::PutArgs;
@@ -72,6 +73,9 @@ pub enum Command {
     /// Benchmark a Kubernetes apiserver's traffic: objects under /registry, optimistic writes,
     /// paginated lists, watches with progress requests, leases, counts and compaction.
     K8s(K8sArgs),
+    /// Measure failover: one client puts without pause while a member is killed outside;
+    /// reports the longest stretch between two acknowledged puts and the errors seen.
+    Failover(FailoverArgs),
 }
 
 impl Command {
@@ -86,7 +90,7 @@ impl Command {
             Command::WatchGet(a) => a.validate(),
             Command::WatchLatency(a) => a.validate(),
             Command::WatchFanout(a) => a.validate(),
-            Command::LeaseKeepalive(_) | Command::Authenticate(_) => Ok(()),
+            Command::LeaseKeepalive(_) | Command::Authenticate(_) | Command::Failover(_) => Ok(()),
             Command::Stm(a) => a.validate(),
             Command::K8s(a) => a.validate(),
         }
@@ -108,6 +112,7 @@ impl Run for Command {
             Command::Authenticate(_) => "authenticate",
             Command::Stm(_) => "stm",
             Command::K8s(_) => "k8s",
+            Command::Failover(_) => "failover",
         }
     }
 
@@ -125,6 +130,7 @@ impl Run for Command {
             Command::Authenticate(a) => a.run(settings, stop, out).await,
             Command::Stm(a) => a.run(settings, stop, out).await,
             Command::K8s(a) => a.run(settings, stop, out).await,
+            Command::Failover(a) => a.run(settings, stop, out).await,
         }
     }
 }

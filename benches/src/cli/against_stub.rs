@@ -119,3 +119,31 @@ async fn unreachable_endpoints_report_the_dial_error() {
     assert_eq!(doc.reports[0].errors, 3);
     assert_eq!(doc.reports[0].requests, 0);
 }
+
+#[tokio::test]
+async fn failover_moves_to_the_next_endpoint_and_reports_the_open_end() {
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let (second_tx, second_rx) = tokio::sync::oneshot::channel();
+    let (first, second) = (serve(first_rx).await, serve(second_rx).await);
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = first_tx.send(());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let _ = second_tx.send(());
+    });
+    // run_cmd names the first endpoint; a second --endpoints adds to it.
+    let endpoints = format!("--endpoints={second}");
+    let args = [endpoints.as_str(), "--conns=2", "--request-timeout=200ms", "failover", "--duration=1500ms"];
+    let (stop, out) = run_cmd(first, &args).await;
+    assert!(stop.reason().is_none(), "{:?}", stop.reason());
+    let doc = out.document();
+    let gaps = &doc.extra["failover"];
+    assert!(gaps["acknowledged"].as_u64().unwrap() > 10, "{gaps}");
+    assert!(gaps["failed"].as_u64().unwrap() >= 2, "{gaps}");
+    // The first server's end is bridged by the second connection; the second's is the open end.
+    assert_eq!(gaps["recovered"], false, "{gaps}");
+    let from = gaps["gap_from_ms"].as_f64().unwrap();
+    assert!((700.0..1000.0).contains(&from), "{gaps}");
+    assert!(gaps["longest_gap_ms"].as_f64().unwrap() >= 500.0, "{gaps}");
+    assert_eq!(doc.reports[0].requests, gaps["acknowledged"].as_u64().unwrap());
+}

@@ -13,11 +13,13 @@
 //! - [`watch_fanout`]: many watchers of one key, events delivered per second.
 //! - [`lease_keepalive`]: one short keep-alive stream per request.
 //! - [`authenticate`]: Authenticate with one name and password, right or wrong.
+//! - [`failover`]: the longest stretch with no acknowledged put while a member is killed.
 //! - [`k8s`]: the traffic of a Kubernetes apiserver (its storage layer's requests).
 //! - [`stm`]: etcd's software transactional memory, at its four isolation levels, optionally
 //!   under a lock.
 
 pub mod authenticate;
+pub mod failover;
 pub mod k8s;
 pub mod lease_keepalive;
 pub mod put;
