@@ -457,13 +457,19 @@ async fn a_followers_watch_skips_nothing_a_snapshot_installed() {
         let Ok(response) = tokio::time::timeout(left, responses.message()).await else {
             // Seen once in ~50 runs (2026-12-05): say how far the watch got, and what the
             // follower did, so the next one can be told apart.
+            // Replication and snapshot lines, not the heartbeat chatter after them.
             let tail = |i: usize| {
                 let log = cluster.log(i);
-                log.lines().rev().take(40).collect::<Vec<_>>().join("\n")
+                let telling = |line: &&str| {
+                    ["snapshot", "replicat", "WARN", "ERROR", "purge", "inactive", "active"]
+                        .iter()
+                        .any(|word| line.contains(word))
+                };
+                log.lines().filter(telling).rev().take(80).collect::<Vec<_>>().join("\n")
             };
             panic!(
-                "no events for 60 s: seen {} of {}..={last}, up to {:?}; follower's log, last lines first:\n{}\n\
-                 leader's log, last lines first:\n{}",
+                "no events for 60 s: seen {} of {}..={last}, up to {:?}; follower's log, last telling lines first:\n{}\n\
+                 leader's log, last telling lines first:\n{}",
                 seen.len(),
                 first,
                 seen.last(),

@@ -151,20 +151,37 @@ async fn stream_lines(
     body: &str,
     count: usize,
 ) -> (tokio::net::TcpStream, Vec<String>) {
+    let mut stream = open_stream(address, path, body).await;
+    let lines = read_lines(&mut stream, &mut Vec::new(), path, count).await;
+    (stream, lines)
+}
+
+/// A streaming POST of `body` to `path`, its answer not yet read.
+async fn open_stream(address: &str, path: &str, body: &str) -> tokio::net::TcpStream {
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
-    let mut text = Vec::new();
+    stream
+}
+
+/// Reads `stream`'s answer into `text` (what came so far, kept between calls) until its body
+/// holds `count` lines, and returns them.
+async fn read_lines(
+    stream: &mut tokio::net::TcpStream,
+    text: &mut Vec<u8>,
+    path: &str,
+    count: usize,
+) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
-        let whole = String::from_utf8_lossy(&text).into_owned();
+        let whole = String::from_utf8_lossy(text).into_owned();
         if let Some((_, body)) = whole.split_once("\r\n\r\n") {
             let lines: Vec<String> = unchunk(body).lines().map(str::to_string).collect();
             if lines.len() >= count {
-                return (stream, lines);
+                return lines;
             }
         }
         let mut buf = [0u8; 4096];
@@ -183,14 +200,14 @@ async fn a_gateway_watch_streams_as_etcds() {
         let address = server.address.clone();
         http("POST", &address, "/v3/kv/put", r#"{"key":"Zm9v","value":"YmFy"}"#).await;
         let create = r#"{"create_request":{"key":"Zm9v","prev_kv":true}}"#;
-        let watcher = {
-            let address = address.clone();
-            tokio::spawn(async move { stream_lines(&address, "/v3/watch", create, 3).await })
-        };
-        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let mut watch = open_stream(&address, "/v3/watch", create).await;
+        let mut text = Vec::new();
+        // The writes go after the created line: a watch without a start revision sees only
+        // what comes after it is created.
+        read_lines(&mut watch, &mut text, "/v3/watch", 1).await;
         http("POST", &address, "/v3/kv/put", r#"{"key":"Zm9v","value":"MQ=="}"#).await;
         http("POST", &address, "/v3/kv/deleterange", r#"{"key":"Zm9v"}"#).await;
-        let (_stream, lines) = watcher.await.unwrap();
+        let lines = read_lines(&mut watch, &mut text, "/v3/watch", 3).await;
         let mut leases = Vec::new();
         let mut values: Vec<Value> =
             lines.iter().map(|l| normalized(serde_json::from_str(l).unwrap(), &mut leases)).collect();
