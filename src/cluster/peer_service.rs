@@ -138,7 +138,12 @@ impl PeerService {
     ) -> Result<Response<Frame>, Status> {
         let (vote, meta): (Vote<u64>, SnapshotMeta<u64, MemberNode>) =
             decode(header).map_err(|e| Status::invalid_argument(format!("bad snapshot header: {e}")))?;
-        let snapshot = Snapshot { meta, snapshot: Box::new(SnapshotFiles { dir }) };
+        if !SnapshotStore::is_complete(&dir, &meta) {
+            // Refused here, not by the state machine: openraft takes an install that fails
+            // as a storage fault and stops this member; a refused send is tried again.
+            return Err(Status::data_loss(format!("snapshot {} arrived incomplete", meta.snapshot_id)));
+        }
+        let snapshot = Snapshot { meta, snapshot: Box::new(SnapshotFiles::unheld(dir)) };
         self.answer(from, &self.route.raft().install_full_snapshot(vote, snapshot).await)
     }
 }

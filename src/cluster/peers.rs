@@ -318,12 +318,7 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         let mut client = self.peers.client(self.target, &self.node)?;
         let header = encode(&(vote, snapshot.meta.clone()))
             .map_err(|e| network_error(format!("cannot encode a snapshot header: {e}")))?;
-        let chunks = snapshot_stream::send(
-            self.peers.cluster_id,
-            self.peers.me,
-            header,
-            snapshot.snapshot.dir.clone(),
-        );
+        let chunks = snapshot_stream::send(self.peers.cluster_id, self.peers.me, header, *snapshot.snapshot);
         let answer = tokio::select! {
             answer = client.snapshot(chunks) => answer,
             closed = cancel => return Err(StreamingError::Closed(closed)),

@@ -13,7 +13,7 @@
 //! few pieces of memory on each side.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use futures::{Stream, StreamExt};
 use tokio::io::AsyncWriteExt;
@@ -21,6 +21,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
+use actcd_actors::raft::snapshot_store::META_FILE;
+use actcd_actors::raft::types::SnapshotFiles;
 use actcd_proto::actcdpeerpb::SnapshotChunk;
 
 /// The most file bytes one chunk carries.
@@ -29,9 +31,16 @@ const PIECE: usize = 1 << 20;
 /// Pieces read ahead of the network. When full, the reading thread waits for the stream.
 const READ_AHEAD: usize = 2;
 
-/// The chunks of the checkpoint in `dir`, headed by `header`. A read error ends the stream
-/// early; the receiver then fails the install and the leader tries again later.
-pub fn send(cluster_id: u64, from: u64, header: Vec<u8>, dir: PathBuf) -> impl Stream<Item = SnapshotChunk> {
+/// The chunks of the checkpoint in `files`, headed by `header`. The reading thread holds
+/// `files` until it is done, so a newer snapshot built meanwhile does not remove it. A read
+/// error ends the stream early; the receiver then finds the snapshot incomplete and refuses
+/// it, and the leader tries again later.
+pub fn send(
+    cluster_id: u64,
+    from: u64,
+    header: Vec<u8>,
+    files: SnapshotFiles,
+) -> impl Stream<Item = SnapshotChunk> {
     let (tx, rx) = mpsc::channel(READ_AHEAD);
     let chunk = move |header: Vec<u8>, file: String, data: Vec<u8>| SnapshotChunk {
         cluster_id,
@@ -44,8 +53,8 @@ pub fn send(cluster_id: u64, from: u64, header: Vec<u8>, dir: PathBuf) -> impl S
         if tx.blocking_send(chunk(header, String::new(), Vec::new())).is_err() {
             return;
         }
-        if let Err(err) = send_files(&dir, &tx, &chunk) {
-            tracing::warn!(%err, dir = %dir.display(), "cannot read the snapshot to send it");
+        if let Err(err) = send_files(&files.dir, &tx, &chunk) {
+            tracing::warn!(%err, dir = %files.dir.display(), "cannot read the snapshot to send it");
         }
     });
     ReceiverStream::new(rx)
@@ -57,7 +66,8 @@ fn send_files(
     chunk: &impl Fn(Vec<u8>, String, Vec<u8>) -> SnapshotChunk,
 ) -> std::io::Result<()> {
     let mut files: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
-    files.sort_by_key(|f| f.file_name());
+    // The meta file last: a receiver that got it whole got every file before it.
+    files.sort_by_key(|f| (f.file_name() == META_FILE, f.file_name()));
     for file in files {
         if !file.file_type()?.is_file() {
             continue;

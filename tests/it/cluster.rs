@@ -8,6 +8,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use actcd::cluster::snapshot_stream::{receive, send};
+use actcd_actors::raft::snapshot_store::META_FILE;
+use actcd_actors::raft::types::SnapshotFiles;
 use actcd_proto::actcdpeerpb::SnapshotChunk;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{
@@ -742,7 +744,17 @@ async fn a_snapshot_directory_arrives_file_for_file_and_no_file_escapes() {
     std::fs::write(from.path().join("000012.sst"), &big).unwrap();
     std::fs::write(from.path().join("CURRENT"), b"MANIFEST-000005\n").unwrap();
     std::fs::write(from.path().join("empty"), b"").unwrap();
-    let chunks = send(7, 1, b"header".to_vec(), from.path().to_path_buf()).map(Ok);
+    std::fs::write(from.path().join(META_FILE), b"meta").unwrap();
+    std::fs::write(from.path().join("zz"), b"").unwrap();
+    let files = || SnapshotFiles::unheld(from.path().to_path_buf());
+    let mut order: Vec<String> = send(7, 1, b"header".to_vec(), files()).map(|c| c.file).collect().await;
+    order.dedup();
+    assert_eq!(
+        order.last().map(String::as_str),
+        Some(META_FILE),
+        "the meta file last, whatever the names: {order:?}"
+    );
+    let chunks = send(7, 1, b"header".to_vec(), files()).map(Ok);
     let to = tempfile::tempdir().unwrap();
     let into = to.path().join("receiving");
     let (cluster, sender, header) = receive(Box::pin(chunks), &into).await.unwrap();

@@ -293,7 +293,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<SnapshotFiles>, Error> {
-        Ok(Box::new(SnapshotFiles { dir: self.snapshots.receiving_dir() }))
+        Ok(Box::new(SnapshotFiles::unheld(self.snapshots.receiving_dir())))
     }
 
     async fn install_snapshot(
@@ -303,7 +303,13 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     ) -> Result<(), Error> {
         let mut core = self.core.lock().map_err(write_error)?;
         let before = core.read_view().revision();
-        self.snapshots.install(&mut core, meta, &snapshot.dir)?;
+        // openraft stops its core on a failed install and never says so: end the process
+        // (etcd panics here too); the peer service refuses a snapshot that arrived incomplete
+        // before it gets this far.
+        if let Err(err) = self.snapshots.install(&mut core, meta, &snapshot.dir) {
+            self.fail_stop.stop(format!("installing a snapshot failed: {err}"));
+            return Err(err);
+        }
         let revision = core.read_view().revision();
         drop(core);
         let index = meta.last_log_id.map_or(0, |id| id.index);

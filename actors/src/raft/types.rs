@@ -81,10 +81,21 @@ impl fmt::Display for MemberNode {
 
 /// A snapshot of the state machine: a RocksDB checkpoint directory (hard links to the SST
 /// files of the moment it was taken), sent to a member that fell behind the purged log.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct SnapshotFiles {
     /// Where the checkpoint lives.
     pub dir: PathBuf,
+    /// Keeps `dir` on disk while this value (or a clone) lives, though a newer snapshot
+    /// replaces it: a leader may still be streaming it to a follower. None for a directory
+    /// that is not among the kept snapshots (one being received).
+    pub in_use: Option<std::sync::Arc<super::snapshot_store::InUse>>,
+}
+
+impl SnapshotFiles {
+    /// `dir`, not held by anyone.
+    pub fn unheld(dir: PathBuf) -> Self {
+        Self { dir, in_use: None }
+    }
 }
 
 /// [`Proposal`] on the wire and in the log.
