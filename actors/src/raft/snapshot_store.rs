@@ -115,6 +115,9 @@ impl SnapshotStore {
 
     fn hold(held: &mut Vec<Weak<InUse>>, dir: PathBuf) -> SnapshotFiles {
         let in_use = Arc::new(InUse { dir: dir.clone() });
+        // Pruned here too, not only at a build: a follower that keeps refusing snapshots on an
+        // idle cluster asks for the current one every heartbeat.
+        held.retain(|w| w.strong_count() > 0);
         held.push(Arc::downgrade(&in_use));
         SnapshotFiles { dir, in_use: Some(in_use) }
     }
