@@ -6,6 +6,8 @@
 //!   chunk 1..: file "000012.sst", data[0 .. 1 MiB]
 //!              file "000012.sst", data[1 MiB .. ]   same name: appended
 //!              file "MANIFEST-000005", data ...     a new name: a new file
+//!              ...
+//!   last:      file "raft-meta"                      the meta last: its arrival proves the rest
 //! ```
 //!
 //! Only the sender reads the whole checkpoint, and never all of it at once: a piece is read

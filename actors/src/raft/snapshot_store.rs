@@ -115,8 +115,8 @@ impl SnapshotStore {
 
     fn hold(held: &mut Vec<Weak<InUse>>, dir: PathBuf) -> SnapshotFiles {
         let in_use = Arc::new(InUse { dir: dir.clone() });
-        // Pruned here too, not only at a build: a follower that keeps refusing snapshots on an
-        // idle cluster asks for the current one every heartbeat.
+        // Pruned at every hold, which every build and every send makes: the list stays as
+        // long as the snapshots alive, even on an idle cluster whose follower keeps refusing.
         held.retain(|w| w.strong_count() > 0);
         held.push(Arc::downgrade(&in_use));
         SnapshotFiles { dir, in_use: Some(in_use) }
@@ -124,7 +124,6 @@ impl SnapshotStore {
 
     /// Removes every snapshot but `keep` and those still held.
     fn remove_all_but(&self, keep: &Path, held: &mut Vec<Weak<InUse>>) -> Result<(), Error> {
-        held.retain(|w| w.strong_count() > 0);
         let in_use: Vec<PathBuf> = held.iter().filter_map(Weak::upgrade).map(|h| h.dir.clone()).collect();
         for entry in fs::read_dir(&self.dir).map_err(snapshot_error)? {
             let path = entry.map_err(snapshot_error)?.path();
