@@ -103,7 +103,7 @@ impl SnapshotStore {
         let done = self.dir.join(format!("snap-{}", meta.snapshot_id));
         fs::rename(&building, &done).map_err(snapshot_error)?;
         let mut held = self.held();
-        self.remove_all_but(&done, &mut held)?;
+        self.remove_all_but(&done, &held)?;
         let files = Self::hold(&mut held, done);
         Ok(Snapshot { meta, snapshot: Box::new(files) })
     }
@@ -123,7 +123,7 @@ impl SnapshotStore {
     }
 
     /// Removes every snapshot but `keep` and those still held.
-    fn remove_all_but(&self, keep: &Path, held: &mut Vec<Weak<InUse>>) -> Result<(), Error> {
+    fn remove_all_but(&self, keep: &Path, held: &[Weak<InUse>]) -> Result<(), Error> {
         let in_use: Vec<PathBuf> = held.iter().filter_map(Weak::upgrade).map(|h| h.dir.clone()).collect();
         for entry in fs::read_dir(&self.dir).map_err(snapshot_error)? {
             let path = entry.map_err(snapshot_error)?.path();
