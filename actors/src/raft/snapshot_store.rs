@@ -23,7 +23,7 @@ use openraft::storage::Snapshot;
 use openraft::{AnyError, SnapshotMeta, StorageError, StorageIOError};
 
 use super::position::recorded_position;
-use super::types::{decode, encode, MemberNode, SnapshotFiles, TypeConfig};
+use super::types::{decode, encode, InUse, MemberNode, SnapshotFiles, TypeConfig};
 use crate::store::mvcc::engine::{Engine, Family, WriteSet};
 use crate::store::mvcc::member::MEMBER_KEY;
 use crate::store::{RocksEngine, StoreCore};
@@ -49,13 +49,6 @@ pub struct SnapshotStore {
     /// --snapshot-count commands; removing the old directory under the stream would cut it
     /// short. Under this lock a snapshot is picked and held, and old ones are removed.
     held: Arc<Mutex<Vec<Weak<InUse>>>>,
-}
-
-/// Holds a snapshot directory on disk while it lives (it is inside every [`SnapshotFiles`]
-/// handed out); a later build removes the directory once nothing holds it.
-#[derive(Debug)]
-pub struct InUse {
-    dir: PathBuf,
 }
 
 impl SnapshotStore {

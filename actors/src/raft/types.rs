@@ -88,7 +88,15 @@ pub struct SnapshotFiles {
     /// Keeps `dir` on disk while this value (or a clone) lives, though a newer snapshot
     /// replaces it: a leader may still be streaming it to a follower. None for a directory
     /// that is not among the kept snapshots (one being received).
-    pub in_use: Option<std::sync::Arc<super::snapshot_store::InUse>>,
+    pub in_use: Option<std::sync::Arc<InUse>>,
+}
+
+/// Holds a snapshot directory on disk while it lives (it is inside every [`SnapshotFiles`]
+/// the snapshot store hands out); a later build removes the directory once nothing holds it.
+#[derive(Debug)]
+pub struct InUse {
+    /// The directory held.
+    pub(crate) dir: PathBuf,
 }
 
 impl SnapshotFiles {
