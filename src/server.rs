@@ -1,5 +1,5 @@
 //! Process wiring: open the store, start openraft over its log and state machine and the
-//! Proposer on its own arbiter, serve the peer transport on the peer URLs (a cluster of more
+//! Proposer beside it on the runtime, serve the peer transport on the peer URLs (a cluster of more
 //! than this member), gRPC on every client URL (and /health, /version on the metrics URLs)
 //! until SIGINT or SIGTERM.
 
@@ -144,8 +144,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     });
     system.block_on(async move {
         let identity = Identity::new(cluster.cluster_id, cluster.member_id);
-        // Each shard and the writer get an arbiter (a thread) of their own: the writer's
-        // fsyncs and a shard's catch-up reads block only themselves. Streams share a few.
+        // Each shard gets an arbiter (a thread) of its own: a shard's catch-up reads block only
+        // itself. Streams share a few.
         let shard_config = ShardConfig {
             progress_interval: config.watch_progress_notify_interval,
             mailbox: config.mailboxes.watch_shard,
@@ -195,16 +195,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                 .await?;
         let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
-        let store_arbiter = Arbiter::new();
-        let (store_mailbox, batch_limit) = (config.mailboxes.store, config.batch_limit());
-        let writer_route = route.clone();
-        let writer = Proposer::start_in_arbiter(&store_arbiter.handle(), move |_| {
-            Proposer::new(writer_route, store_mailbox, batch_limit)
-        });
+        let writer = Proposer::start(route.clone(), config.mailboxes.store, config.batch_limit());
         let alone = cluster.members.len() == 1;
         let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));
         let leases = LeaseActor::new(
-            writer.clone().recipient(),
+            Arc::new(route.clone()),
             Box::new(core.clone()),
             lease_leader,
             alone,
@@ -248,7 +243,17 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             peer_urls: cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
             client_urls: config.advertise_client_urls.clone(),
         };
-        tokio::spawn(crate::cluster::publish::publish(route.clone(), peers, own));
+        let publish = crate::cluster::publish::publish(route.clone(), peers, own);
+        if alone {
+            // As etcd serves clients only once its member published its attributes: the first
+            // MemberList already shows this member's client URLs. Alone, that is one local
+            // membership entry.
+            tokio::time::timeout(LEADER_WAIT, publish)
+                .await
+                .context("cannot publish this member's client URLs into the membership")?;
+        } else {
+            tokio::spawn(publish);
+        }
         tokio::spawn(crate::cluster::start::follow_term(raft.clone(), identity.clone()));
         let require_leader = RequireLeader::new(raft.clone(), Duration::from_millis(timing.election_ms));
         let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();

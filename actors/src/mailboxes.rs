@@ -5,8 +5,8 @@
 /// Capacity, in messages, of each long-lived actor's mailbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mailboxes {
-    /// The Proposer's. A full one parks each writing request until there is room (actix gives
-    /// every sender one slot beyond it); the gRPC edge bounds how many requests there are.
+    /// The Proposer's channel. A full one parks each writing request until there is room; the
+    /// gRPC edge bounds how many requests there are.
     pub store: usize,
     /// The WatchRoot's. The writer drops a committed batch for a full root, and the shards read
     /// the gap back from storage.

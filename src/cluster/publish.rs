@@ -18,8 +18,9 @@ use super::peers::Peers;
 /// How long a member waits between tries when publishing failed.
 const RETRY: Duration = Duration::from_secs(1);
 
-/// Publishes `record` for this member until the membership holds it (in the background: a
-/// member serves clients meanwhile, and MemberList shows no client URLs for it yet).
+/// Publishes `record` for this member until the membership holds it. A member of a cluster
+/// does it in the background (it serves clients meanwhile, and MemberList shows no client
+/// URLs for it yet); a member alone before it serves, as etcd does.
 pub async fn publish(route: Route, peers: Peers, record: MemberNode) {
     let me = route.member_id();
     loop {

@@ -4,7 +4,6 @@
 //! and the state machine checks it, applies it and answers once its entry is committed and
 //! applied, so a service only decodes, submits and encodes.
 
-use actix::Addr;
 use tokio::sync::oneshot;
 use tonic::{Request, Status};
 
@@ -27,8 +26,8 @@ use crate::grpc::who::Who;
 pub struct StoreHandle {
     /// Concurrent reads.
     pub view: ReadView<RocksEngine>,
-    /// Where writes enter the log. Its mailbox is bounded: a full one makes `write` wait.
-    pub writer: Addr<Proposer>,
+    /// Where writes enter the log. Its channel is bounded: a full one makes `write` wait.
+    pub writer: Proposer,
     /// The way to the leader, and openraft's state (leader, term, indexes) for Status.
     pub route: Route,
     /// Where linearizable reads wait until this member applied what the cluster committed.
@@ -84,10 +83,7 @@ impl StoreHandle {
     /// Proposes `command`, checked and sent as `R`, and waits for its durable answer.
     pub async fn propose<R: WriteRequest>(&self, command: Command) -> Result<R::Response, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.writer
-            .send(Write { command, reply })
-            .await
-            .map_err(|_| StoreError::Stopped("writer is gone".into()))?;
+        self.writer.submit(Write { command, reply }).await?;
         let answer = answer.await.map_err(|_| StoreError::Stopped("writer dropped the request".into()))?;
         R::response(answer?)
     }

@@ -1,7 +1,7 @@
 //! The LeaseActor: the actix shell around the [`Lessor`]. Every member runs one; it learns the
 //! leases from what its state machine applied ([`LeaseSource`]), and while its member leads it
 //! keeps their deadlines, answers keep-alives and time-to-live questions, and revokes expired
-//! leases through the Proposer, which proposes them only once it confirmed it still leads.
+//! leases through a [`LeaseRevoker`], which proposes them only once it confirmed it still leads.
 //! A follower's actor hands keep-alives and time-to-live questions to the leader's.
 
 use std::sync::Arc;
@@ -11,9 +11,9 @@ use actix::prelude::*;
 
 use crate::store::{LeaseChange, StoreError};
 
-use super::leader::{LeaseLeader, LeaseSource};
+use super::leader::{LeaseLeader, LeaseRevoker, LeaseSource};
 use super::lessor::Lessor;
-use super::messages::{Demote, Forget, Promote, Remaining, Renew, RevokeExpired, Track};
+use super::messages::{Demote, Forget, Promote, Remaining, Renew, Track};
 
 /// How often expiries are looked for, and applied lease changes taken (etcd checks every 500 ms).
 const EXPIRY_CHECK: Duration = Duration::from_millis(500);
@@ -23,7 +23,7 @@ const REVOKES_PER_CHECK: usize = 500;
 /// The actor of all leases' deadlines.
 pub struct LeaseActor {
     lessor: Lessor,
-    revoker: Recipient<RevokeExpired>,
+    revoker: Arc<dyn LeaseRevoker>,
     source: Box<dyn LeaseSource>,
     leader: Arc<dyn LeaseLeader>,
     /// Mailbox capacity: keep-alive streams wait (`send`) when it is full.
@@ -34,7 +34,7 @@ impl LeaseActor {
     /// A lease actor over the leases of `source`, revoking through `revoker`, asking `leader`
     /// when it is not primary; `primary` when its member is known to lead alone from the start.
     pub fn new(
-        revoker: Recipient<RevokeExpired>,
+        revoker: Arc<dyn LeaseRevoker>,
         mut source: Box<dyn LeaseSource>,
         leader: Arc<dyn LeaseLeader>,
         primary: bool,
@@ -75,13 +75,9 @@ impl LeaseActor {
             return;
         }
         let ids = expired.clone();
-        let revoke = self.revoker.send(RevokeExpired(expired));
+        let revoke = self.revoker.revoke_expired(expired);
         ctx.spawn(revoke.into_actor(self).map(move |result, actor, _| {
-            let answers = match result {
-                Ok(Ok(answers)) => answers,
-                Ok(Err(err)) => vec![Err(err); ids.len()],
-                Err(_) => vec![Err(StoreError::Stopped("proposer gone".into())); ids.len()],
-            };
+            let answers = result.unwrap_or_else(|err| vec![Err(err); ids.len()]);
             for (id, answer) in ids.into_iter().zip(answers) {
                 match answer {
                     // Revoked, or revoked by a client meanwhile: either way it is gone.
@@ -219,15 +215,12 @@ mod tests {
 
     struct Revoker;
 
-    impl Actor for Revoker {
-        type Context = Context<Self>;
-    }
-
-    impl Handler<RevokeExpired> for Revoker {
-        type Result = Result<Vec<Result<(), StoreError>>, StoreError>;
-
-        fn handle(&mut self, msg: RevokeExpired, _: &mut Self::Context) -> Self::Result {
-            Ok(msg.0.iter().map(|_| Ok(())).collect())
+    impl LeaseRevoker for Revoker {
+        fn revoke_expired(
+            &self,
+            ids: Vec<i64>,
+        ) -> futures::future::BoxFuture<'static, Result<Vec<Result<(), StoreError>>, StoreError>> {
+            Box::pin(async move { Ok(ids.iter().map(|_| Ok(())).collect()) })
         }
     }
 
@@ -239,7 +232,7 @@ mod tests {
         let system = actix::System::new();
         let answers = system.block_on(async {
             let journal = Arc::new(Mutex::new(Vec::new()));
-            let revoker = Revoker.start().recipient();
+            let revoker = Arc::new(Revoker);
             let actor = LeaseActor::new(
                 revoker,
                 Box::new(Journal(Arc::clone(&journal))),

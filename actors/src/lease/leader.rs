@@ -1,6 +1,6 @@
 //! What the LeaseActor needs from outside the lease family: the leader, for the keep-alives
-//! and time-to-live questions a follower cannot answer, and the applied lease changes, which
-//! tell every member's lessor which leases exist.
+//! and time-to-live questions a follower cannot answer, the way expired leases are revoked,
+//! and the applied lease changes, which tell every member's lessor which leases exist.
 
 use futures::future::BoxFuture;
 
@@ -13,6 +13,17 @@ pub trait LeaseLeader: Send + Sync + 'static {
 
     /// Lease `id`'s remaining and granted TTL on the leader.
     fn remaining(&self, id: i64) -> BoxFuture<'static, Result<Option<(i64, i64)>, StoreError>>;
+}
+
+/// Where expired leases are revoked: by the leader only, which confirms it still leads (a
+/// read-index round) before it proposes them, so that a deposed leader revokes nothing. Answers
+/// each revoke's outcome, or why none was proposed (the Raft route implements it).
+pub trait LeaseRevoker: Send + Sync + 'static {
+    /// Revokes the leases `ids`, which expired on this member's lessor.
+    fn revoke_expired(
+        &self,
+        ids: Vec<i64>,
+    ) -> BoxFuture<'static, Result<Vec<Result<(), StoreError>>, StoreError>>;
 }
 
 /// The leases as applied (the store core implements it).

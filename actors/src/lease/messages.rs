@@ -1,5 +1,5 @@
 //! The lease family's messages: what the gRPC edge, the keep-alive streams and the member's
-//! leadership send the LeaseActor, and what it sends the Proposer.
+//! leadership send the LeaseActor.
 
 use actix::Message;
 
@@ -52,10 +52,3 @@ pub struct Promote;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Demote;
-
-/// Expired leases to revoke, by the leader only: the Proposer confirms this member still leads
-/// (a read-index round) before it proposes them, so that a deposed leader revokes nothing.
-/// Answers each revoke's outcome, or why none was proposed.
-#[derive(Message)]
-#[rtype(result = "Result<Vec<Result<(), StoreError>>, StoreError>")]
-pub struct RevokeExpired(pub Vec<i64>);

@@ -1,6 +1,6 @@
 //! Leases in time: the [`lessor::Lessor`] tracks when each lease expires (one heap for all
 //! leases, not a timer per lease) and the [`actor::LeaseActor`] renews them on keep-alives and
-//! turns expiries into revoke commands for the Proposer, at a bounded rate. Which leases
+//! turns expiries into revoke commands for the leader's Raft route, at a bounded rate. Which leases
 //! exist and which keys they hold is the store's business (`store::lease_index`), so grants,
 //! revokes and expiries are ordinary durable commands and their deletes ordinary revisions.
 //!
@@ -9,7 +9,8 @@
 //! - [`actor`]: the LeaseActor, the actix shell around the lessor.
 //! - [`keepalive`]: the actor of one LeaseKeepAlive stream.
 //! - [`messages`]: the family's messages (track, renew, remaining TTL, forget, promote, demote).
-//! - [`leader`]: what the actor needs from outside: the leader's lessor, the applied changes.
+//! - [`leader`]: what the actor needs from outside: the leader's lessor, the revoker, the
+//!   applied changes.
 
 pub mod actor;
 pub mod keepalive;

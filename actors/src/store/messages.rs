@@ -15,8 +15,6 @@ use super::mvcc::writer::CommittedEvents;
 pub type WriteReply = oneshot::Sender<Result<CommandResponse, StoreError>>;
 
 /// A write command and where to send its answer.
-#[derive(Message)]
-#[rtype(result = "()")]
 pub struct Write {
     /// The command.
     pub command: Command,
