@@ -47,6 +47,13 @@ pub const PEER_WINDOW: u32 = 16 << 20;
 /// How long connecting to a peer may take before the call counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// A follower that takes no 1 MiB piece of a snapshot for this long is given up on (see
+/// [`snapshot_stream::bounded`]); openraft backs off and sends it again.
+const SNAPSHOT_IDLE: Duration = Duration::from_secs(10);
+
+/// How long a follower that received a whole snapshot may take to install it and answer.
+const SNAPSHOT_INSTALL: Duration = Duration::from_secs(300);
+
 /// This member's connections to the others, shared by openraft's replication and the
 /// forwarding of client calls.
 #[derive(Clone)]
@@ -318,9 +325,19 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         let mut client = self.peers.client(self.target, &self.node)?;
         let header = encode(&(vote, snapshot.meta.clone()))
             .map_err(|e| network_error(format!("cannot encode a snapshot header: {e}")))?;
-        let chunks = snapshot_stream::send(self.peers.cluster_id, self.peers.me, header, *snapshot.snapshot);
+        let progress = Arc::new(snapshot_stream::SendProgress::default());
+        let chunks = snapshot_stream::counted(
+            snapshot_stream::send(self.peers.cluster_id, self.peers.me, header, *snapshot.snapshot),
+            Arc::clone(&progress),
+        );
+        let sending =
+            snapshot_stream::bounded(client.snapshot(chunks), &progress, SNAPSHOT_IDLE, SNAPSHOT_INSTALL);
         let answer = tokio::select! {
-            answer = client.snapshot(chunks) => answer,
+            answer = sending => answer.map_err(|stalled| {
+                tracing::warn!(member = %format!("{:x}", self.target), %stalled, "snapshot send given up; it is sent again later");
+                // As a peer that cannot be reached: openraft backs off before it tries again.
+                StreamingError::Unreachable(Unreachable::new(&stalled))
+            })?,
             closed = cancel => return Err(StreamingError::Closed(closed)),
         };
         let answer = answer.map_err(|status| match call_failed(&status) {

@@ -13,9 +13,19 @@
 //! Only the sender reads the whole checkpoint, and never all of it at once: a piece is read
 //! when the previous one has been handed to the network, so a snapshot of any size costs a
 //! few pieces of memory on each side.
+//!
+//! A send is bounded by its progress, not by its size: it fails when the receiver takes no
+//! chunk for a while, or does not answer in time once it has the last one ([`bounded`]).
+//! Without that, a follower that stopped reading (a hung process, a silent network) would hold
+//! its replication at "sending a snapshot" for ever; failed, openraft tries again later.
 
+use std::future::Future;
 use std::io::Read;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use tokio::io::AsyncWriteExt;
@@ -60,6 +70,68 @@ pub fn send(
         }
     });
     ReceiverStream::new(rx)
+}
+
+/// How far a send got: the chunks the network took, and whether it took the last.
+#[derive(Debug, Default)]
+pub struct SendProgress {
+    taken: AtomicU64,
+    ended: AtomicBool,
+}
+
+/// `chunks`, counted into `progress` as the network takes them.
+pub fn counted(
+    chunks: impl Stream<Item = SnapshotChunk>,
+    progress: Arc<SendProgress>,
+) -> impl Stream<Item = SnapshotChunk> {
+    let at_end = Arc::clone(&progress);
+    chunks
+        .inspect(move |_| {
+            progress.taken.fetch_add(1, Ordering::Relaxed);
+        })
+        .chain(futures::stream::poll_fn(move |_| {
+            at_end.ended.store(true, Ordering::Relaxed);
+            Poll::Ready(None)
+        }))
+}
+
+/// Why a send was given up.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Stalled {
+    /// The receiver took no chunk for that long.
+    #[error("the member took no snapshot chunk for {0:?}")]
+    Chunks(Duration),
+    /// The receiver had every chunk and gave no answer for that long.
+    #[error("the member did not answer within {0:?} of the snapshot's last chunk")]
+    Install(Duration),
+}
+
+/// Waits for `call`, the send of a [`counted`] stream, while it makes progress: it fails when
+/// no chunk was taken for `idle`, or when no answer came within `install` of the last chunk
+/// (installing a checkpoint reopens the store: it gets longer).
+pub async fn bounded<F: Future>(
+    call: F,
+    progress: &SendProgress,
+    idle: Duration,
+    install: Duration,
+) -> Result<F::Output, Stalled> {
+    tokio::pin!(call);
+    let mut seen = progress.taken.load(Ordering::Relaxed);
+    loop {
+        let ended = progress.ended.load(Ordering::Relaxed);
+        let bound = if ended { install } else { idle };
+        if let Ok(answer) = tokio::time::timeout(bound, &mut call).await {
+            return Ok(answer);
+        }
+        if ended {
+            return Err(Stalled::Install(install));
+        }
+        let taken = progress.taken.load(Ordering::Relaxed);
+        if taken == seen && !progress.ended.load(Ordering::Relaxed) {
+            return Err(Stalled::Chunks(idle));
+        }
+        seen = taken;
+    }
 }
 
 fn send_files(

@@ -23,7 +23,8 @@ use std::path::PathBuf;
 use clap::{CommandFactory, FromArgMatches, Parser};
 
 pub use flags::{
-    error_line, listen_urls, parse_duration, Config, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_QUOTA_BYTES,
+    error_line, listen_urls, parse_duration, tracing_filter, Config, DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_QUOTA_BYTES,
 };
 pub use outcome::{LoadError, Loaded, Note};
 

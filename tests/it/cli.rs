@@ -310,3 +310,46 @@ fn version_prints_what_etcd_prints() {
     assert!(text.contains(&format!("etcd API Version: {}\n", actcd::grpc::maintenance::SERVER_VERSION)));
     assert!(text.contains("Rust Version: rustc 1."), "{text}");
 }
+
+/// What a subscriber wrote, shared with the test.
+#[derive(Clone, Default)]
+struct Written(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Written {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn logged(log_level: &str) -> String {
+    let written = Written::default();
+    let sink = written.clone();
+    let filter = tracing_subscriber::EnvFilter::try_new(actcd::config::tracing_filter(log_level)).unwrap();
+    let subscriber =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(move || sink.clone()).finish();
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::error!(target: "openraft::replication", "replication to a down peer failed");
+        tracing::error!(target: "openraft::core::raft_core", "timeout while requesting vote");
+        tracing::error!(target: "openraft::core::sm::worker", "the state machine failed");
+        tracing::error!(target: "openraft::storage::callback", "LogFlush error");
+        tracing::info!(target: "actcd::cluster", "leader elected");
+    });
+    let written = written.0.lock().unwrap().clone();
+    String::from_utf8(written).unwrap()
+}
+
+#[test]
+fn openraft_keeps_its_quiet_modules_errors_and_drops_the_peer_noise() {
+    let info = logged("info");
+    assert!(info.contains("the state machine failed") && info.contains("LogFlush error"), "{info}");
+    assert!(!info.contains("down peer") && !info.contains("requesting vote"), "{info}");
+    assert!(info.contains("leader elected"), "{info}");
+    let error = logged("error");
+    assert!(error.contains("the state machine failed") && !error.contains("leader elected"), "{error}");
+    assert!(logged("debug").contains("down peer"));
+}

@@ -41,6 +41,7 @@ mod raft_log;
 mod range_stream;
 mod read_budget;
 mod setup;
+mod snapshot_send;
 mod tls;
 mod watch;
 mod watch_stream;
