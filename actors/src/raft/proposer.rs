@@ -103,10 +103,12 @@ impl Proposer {
     /// Hands `write` to the task; waits while its channel is full. Its answer comes on the
     /// write's own reply channel.
     pub async fn submit(&self, write: Write) -> Result<(), StoreError> {
-        self.writes.send(write).await.map_err(|_| StoreError::Stopped("the proposer is gone".into()))?;
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).increment(1.0);
-        metrics::gauge!(crate::metric_names::ETCD_SERVER_PROPOSALS_PENDING).increment(1.0);
-        Ok(())
+        // Counted before the send: the task may answer it before `send` returns here.
+        pending(1.0);
+        self.writes.send(write).await.map_err(|_| {
+            pending(-1.0);
+            StoreError::Stopped("the proposer is gone".into())
+        })
     }
 }
 
@@ -153,8 +155,7 @@ async fn propose_all(route: Route, mut waiting: mpsc::Receiver<Write>, mut queue
 /// Hands each write of a proposal its answer, or the proposal's error.
 fn answer(result: Result<Applied, StoreError>, replies: Vec<WriteReply>) {
     let count = replies.len();
-    metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).decrement(count as f64);
-    metrics::gauge!(crate::metric_names::ETCD_SERVER_PROPOSALS_PENDING).decrement(count as f64);
+    pending(-(count as f64));
     match result {
         Ok(Applied(answers)) => {
             for (reply, answer) in replies.into_iter().zip(answers) {
@@ -170,6 +171,12 @@ fn answer(result: Result<Applied, StoreError>, replies: Vec<WriteReply>) {
             }
         }
     }
+}
+
+/// Moves the gauges of writes handed over and not answered yet by `delta`.
+fn pending(delta: f64) {
+    metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).increment(delta);
+    metrics::gauge!(crate::metric_names::ETCD_SERVER_PROPOSALS_PENDING).increment(delta);
 }
 
 /// Expired leases are revoked by a leader that has just confirmed it leads (a read-index
