@@ -337,17 +337,6 @@ impl Config {
             self.backend_batch_limit
         }
     }
-
-    /// The tracing filter for `--log-level` (etcd's panic and fatal log only errors).
-    /// openraft logs every failed heartbeat to a member that is down (warnings and errors,
-    /// twice a second, from its replication and core modules): below `debug` those are
-    /// silent, and actcd logs what an operator acts on instead, once per change (a leader
-    /// elected or lost, a peer unreachable or back). openraft's errors from the modules that
-    /// are quiet on a healthy cluster stay: a state-machine worker or a log flush that failed
-    /// (the core then waits for ever, and nothing else would say why).
-    pub fn tracing_level(&self) -> String {
-        tracing_filter(&self.log_level)
-    }
 }
 
 /// openraft's modules whose errors are kept below `--log-level debug`: its state-machine
@@ -356,7 +345,13 @@ impl Config {
 const OPENRAFT_ERRORS: &str =
     "openraft::core::sm=error,openraft::storage=error,openraft::progress=error,openraft::engine=error";
 
-/// The tracing filter of a `--log-level` value (see [`Config::tracing_level`]).
+/// The tracing filter for `--log-level` (etcd's panic and fatal log only errors).
+/// openraft logs every failed heartbeat to a member that is down (warnings and errors,
+/// twice a second, from its replication and core modules): below `debug` those are
+/// silent, and actcd logs what an operator acts on instead, once per change (a leader
+/// elected or lost, a peer unreachable or back). openraft's errors from the modules that
+/// are quiet on a healthy cluster stay: a state-machine worker or a log flush that failed
+/// (the core then waits for ever, and nothing else would say why).
 pub fn tracing_filter(log_level: &str) -> String {
     let level = match log_level {
         "debug" => return "debug".into(),
