@@ -27,6 +27,7 @@ use super::route::Route;
 use super::types::{Applied, Proposal};
 use crate::auth::Caller;
 use crate::lease::leader::LeaseRevoker;
+use crate::metric_names::{hot, ActorKind};
 use crate::store::messages::{Write, WriteReply};
 use crate::store::{Command, StoreError};
 use actcd_proto::etcdserverpb::LeaseRevokeRequest;
@@ -175,8 +176,8 @@ fn answer(result: Result<Applied, StoreError>, replies: Vec<WriteReply>) {
 
 /// Moves the gauges of writes handed over and not answered yet by `delta`.
 fn pending(delta: f64) {
-    metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Store.label()).increment(delta);
-    metrics::gauge!(crate::metric_names::ETCD_SERVER_PROPOSALS_PENDING).increment(delta);
+    hot::mailbox_depth(ActorKind::Store).increment(delta);
+    hot::proposals_pending().increment(delta);
 }
 
 /// Expired leases are revoked by a leader that has just confirmed it leads (a read-index

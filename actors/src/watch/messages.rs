@@ -8,6 +8,7 @@ use std::sync::Arc;
 use actix::{Message, WeakRecipient};
 use bytes::Bytes;
 
+use crate::metric_names::{hot, ActorKind};
 use actcd_proto::watch_reply::WatchReply;
 
 /// Identifies one Watch gRPC stream, unique for the life of the process.
@@ -77,18 +78,16 @@ pub struct PendingOutput {
 
 impl PendingOutput {
     fn new(events: usize) -> Self {
-        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_PENDING_EVENTS_TOTAL)
-            .increment(events as f64);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Stream.label()).increment(1.0);
+        hot::pending_events().increment(events as f64);
+        hot::mailbox_depth(ActorKind::Stream).increment(1.0);
         PendingOutput { events }
     }
 }
 
 impl Drop for PendingOutput {
     fn drop(&mut self) {
-        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_PENDING_EVENTS_TOTAL)
-            .decrement(self.events as f64);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::Stream.label()).decrement(1.0);
+        hot::pending_events().decrement(self.events as f64);
+        hot::mailbox_depth(ActorKind::Stream).decrement(1.0);
     }
 }
 

@@ -4,6 +4,7 @@
 use actix::dev::SendError;
 use actix::prelude::*;
 
+use crate::metric_names::{hot, ActorKind};
 use crate::store::messages::Committed;
 
 /// The root of the watch tree.
@@ -36,9 +37,7 @@ impl Handler<Committed> for WatchRoot {
         for shard in &self.shards {
             // A full shard misses this batch and reads it back from storage: see WatcherGroup.
             match shard.try_send(msg.clone()) {
-                Ok(()) => {
-                    metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::WatchShard.label()).increment(1.0)
-                }
+                Ok(()) => hot::mailbox_depth(ActorKind::WatchShard).increment(1.0),
                 Err(SendError::Full(_)) => {
                     tracing::debug!(revision = msg.0.revision, "watch shard is behind; it will catch up")
                 }

@@ -1,6 +1,6 @@
 //! The WatchShard actor: the actix shell around a [`WatcherGroup`].
 
-use crate::metric_names::ActorKind;
+use crate::metric_names::{hot, ActorKind};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -133,10 +133,9 @@ impl<E: Engine> Actor for WatchShard<E> {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(self.config.mailbox);
         // Registered at 0 so the series exist before anything is pending.
-        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_PENDING_EVENTS_TOTAL).increment(0.0);
+        hot::pending_events().increment(0.0);
         for actor in [ActorKind::Store, ActorKind::WatchShard, ActorKind::Stream] {
-            metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => actor.label())
-                .increment(0.0);
+            hot::mailbox_depth(actor).increment(0.0);
         }
         ctx.run_interval(SYNC_INTERVAL, |shard, _| shard.sync());
         ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| {
@@ -154,7 +153,7 @@ impl<E: Engine> Handler<Committed> for WatchShard<E> {
     type Result = ();
 
     fn handle(&mut self, msg: Committed, _: &mut Self::Context) {
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_MAILBOX_DEPTH, "actor" => crate::metric_names::ActorKind::WatchShard.label()).decrement(1.0);
+        hot::mailbox_depth(ActorKind::WatchShard).decrement(1.0);
         self.group.on_committed(&msg.0, &self.view, &mut self.outboxes);
     }
 }

@@ -84,7 +84,7 @@ impl<E: Engine> TxnCtx<'_, E> {
 
     /// Applies a put.
     pub fn put(&mut self, req: &PutRequest) -> Result<PutResponse, StoreError> {
-        metrics::counter!(crate::metric_names::ETCD_MVCC_PUT_TOTAL).increment(1);
+        crate::metric_names::hot::mvcc_puts().increment(1);
         self.check_lease(req.lease)?;
         // A revoke deletes all of a lease's keys in one revision: it must stay possible.
         if self.leases.is_full_for(&req.key, req.lease, Revision::MAX_SUB as usize + 1) {
