@@ -4,10 +4,9 @@
 //! grpc-status in the response headers (trailers-only answers) or trailers.
 
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Instant;
-
-use std::sync::OnceLock;
 
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use metrics::{Counter, Histogram};
@@ -58,13 +57,14 @@ struct Series {
     handling: OnceLock<Histogram>,
 }
 
+/// go-grpc-prometheus's labels of a method's series.
+fn labels_of(m: &'static Method) -> [(&'static str, &'static str); 3] {
+    [("grpc_type", m.kind.label()), ("grpc_service", m.service), ("grpc_method", m.name)]
+}
+
 impl Series {
     fn register(method: &'static Method) -> Self {
-        let labels = [
-            ("grpc_type", method.kind.label()),
-            ("grpc_service", method.service),
-            ("grpc_method", method.name),
-        ];
+        let labels = labels_of(method);
         Self {
             method,
             started: metrics::counter!(names::GRPC_SERVER_STARTED_TOTAL, &labels),
@@ -82,12 +82,8 @@ impl Series {
     }
 
     fn handling(&self) -> &Histogram {
-        self.handling.get_or_init(|| {
-            let m = self.method;
-            let labels =
-                [("grpc_type", m.kind.label()), ("grpc_service", m.service), ("grpc_method", m.name)];
-            metrics::histogram!(names::GRPC_SERVER_HANDLING_SECONDS, &labels)
-        })
+        self.handling
+            .get_or_init(|| metrics::histogram!(names::GRPC_SERVER_HANDLING_SECONDS, &labels_of(self.method)))
     }
 }
 
@@ -128,6 +124,7 @@ fn code_of(value: Option<&http::HeaderValue>) -> Option<usize> {
     (code < CODES.len()).then_some(code)
 }
 
+// Codes by their index in [`CODES`].
 const CANCELED: usize = 1;
 const UNKNOWN_CODE: usize = 2;
 const INVALID_ARGUMENT: usize = 3;
