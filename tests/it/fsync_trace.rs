@@ -1,8 +1,8 @@
 //! Fsync before acknowledgement, at the system-call level: strace (Debian's strace) follows
 //! every thread of a running actcd while one client puts values one after another. For each
 //! put, the trace must show, in this order: the request's HTTP/2 DATA frame read from the
-//! client's socket, a write of the value to RocksDB's WAL, an fdatasync (or fsync) of that WAL
-//! file begun after the write and returned 0, and only then the first HEADERS or DATA frame of
+//! client's socket, a write of the value to the Raft log's segment (`raft-wal/*.wal`), an
+//! fdatasync (or fsync) of that file begun after the write and returned 0, and only then the first HEADERS or DATA frame of
 //! the answer on the request's stream. strace stops each thread at every traced call until it
 //! has logged it, so the log's line order is an order the calls really happened in: an answer
 //! written before the fsync returned would be logged before the fsync's return.
@@ -193,7 +193,8 @@ fn check(log: &str, values: &[String]) -> Result<usize, String> {
     let outgoing: Vec<&Call> = calls.iter().filter(writes).filter(|c| c.fd == conn).collect();
     let requests = frames(&incoming, true);
     let answers = frames(&outgoing, false);
-    let is_wal = |fd: &str| String::from_utf8_lossy(&unescape(fd)).trim_end_matches('>').ends_with(".log");
+    // The Raft log's segment; RocksDB's own WAL (`.log`) gets the applied value later, unsynced.
+    let is_wal = |fd: &str| String::from_utf8_lossy(&unescape(fd)).trim_end_matches('>').ends_with(".wal");
 
     for value in values {
         let (stream, read) = requests

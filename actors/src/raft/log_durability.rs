@@ -13,8 +13,8 @@
 //! ```
 //!
 //! - The leader's own appends (entries of the term it leads, written while its saved vote names
-//!   it) go to RocksDB without fsync and are reported flushed at once; a flusher behind them syncs
-//!   the WAL, one fsync for everything written meanwhile, and raises [`LogDurability`]'s mark.
+//!   it) go to the log's segment without fsync and are reported flushed at once; a flusher behind
+//!   them syncs it, one fsync for everything written meanwhile, and raises [`LogDurability`]'s mark.
 //! - Every other append (a follower's, a candidate's) keeps its fsync before openraft hears of
 //!   it: the leader counts a follower in a commit only when the follower's copy is durable.
 //! - The state machine applies entry n only once the mark reaches n. openraft may count the
@@ -32,11 +32,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use openraft::{Entry, Vote};
-use rocksdb::DB;
 use tokio::sync::watch;
 
 use super::fail_stop::FailStop;
 use super::types::TypeConfig;
+use super::wal::Syncer;
 
 /// The durable mark of one member's log, shared by the log (which moves it) and the state
 /// machine (which waits on it). Clones share it.
@@ -70,7 +70,7 @@ pub struct Stopped(pub u64);
 
 impl LogDurability {
     /// The mark of member `me`'s log as it opens: whatever is on disk then counts as durable
-    /// (the log synced its WAL), and a wait covers only what is written from now on.
+    /// (the log synced its segment), and a wait covers only what is written from now on.
     pub fn new(me: Option<u64>) -> Self {
         let state = State { vote: None, written: 0, epoch: 0, flushing: false };
         Self(Arc::new(Shared { me, state: Mutex::new(state), durable: watch::Sender::new(0) }))
@@ -115,28 +115,29 @@ impl LogDurability {
     }
 
     /// Entries up to `last` were written without fsync; a flusher syncs them behind.
-    pub fn written_unsynced(&self, last: u64, db: &Arc<DB>, fail_stop: &FailStop) {
+    pub fn written_unsynced(&self, last: u64, syncer: &Syncer, fail_stop: &FailStop) {
         let mut state = self.state();
         state.written = last;
         if !state.flushing {
             state.flushing = true;
-            let (this, db, fail_stop) = (self.clone(), Arc::clone(db), fail_stop.clone());
+            let (this, syncer, fail_stop) = (self.clone(), syncer.clone(), fail_stop.clone());
             // A blocking thread: an fsync blocks it for a while, and no async task waits on it
             // but the appliers, through the mark.
-            tokio::task::spawn_blocking(move || this.flush_behind(&db, &fail_stop));
+            tokio::task::spawn_blocking(move || this.flush_behind(&syncer, &fail_stop));
         }
     }
 
-    /// Syncs the WAL until nothing written is left unsynced. One fsync covers every write
+    /// Syncs the log until nothing written is left unsynced. One fsync covers every write
     /// that came before it, so a burst of appends costs about one fsync each round.
-    fn flush_behind(&self, db: &DB, fail_stop: &FailStop) {
+    fn flush_behind(&self, syncer: &Syncer, fail_stop: &FailStop) {
         loop {
             let (target, epoch) = {
                 let state = self.state();
                 (state.written, state.epoch)
             };
             let started = Instant::now();
-            let flushed = db.flush_wal(true);
+            // The target is read before the segment to sync: see [`Syncer`].
+            let flushed = syncer.sync();
             metrics::histogram!(crate::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS)
                 .record(started.elapsed().as_secs_f64());
             metrics::counter!(crate::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);
@@ -225,12 +226,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_flusher_raises_the_mark_over_every_unsynced_write() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = crate::store::RocksEngine::open(dir.path()).unwrap();
+        let mut wal = crate::raft::wal::Wal::open(dir.path(), 1 << 16).unwrap();
         let marks = LogDurability::new(Some(1));
         marks.synced(2);
         // The writes come before the wait: a wait is only for what was written when it began.
+        wal.append(1, [&b"one"[..], b"two"], true).unwrap();
         for last in 3..=9 {
-            marks.written_unsynced(last, engine.db(), &FailStop::default());
+            wal.append(last, [&b"unsynced"[..]], false).unwrap();
+            marks.written_unsynced(last, &wal.syncer(), &FailStop::default());
         }
         let waiting = tokio::spawn({
             let marks = marks.clone();

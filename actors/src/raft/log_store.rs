@@ -1,54 +1,69 @@
-//! The Raft log on RocksDB, in two column families of the store's own database:
+//! The Raft log: its entries in the write-ahead log's segment files ([`super::wal`], in
+//! `<data-dir>/raft-wal/`), its vote and marks in a RocksDB column family of the store's own
+//! database:
 //!
 //! ```text
-//! raft_log   key = entry index, 8 bytes big-endian (so key order is log order)
-//!            value = the entry in postcard: log id, then Blank | Normal(Proposal) | Membership
+//! raft-wal/  one record per entry, the entry in postcard: log id, then
+//!            Blank | Normal(Proposal) | Membership
 //! raft_meta  "vote"        the last vote granted or held (written with fsync before the
 //!                          vote is answered: a member must never vote twice in a term)
 //!            "committed"   the last log id known committed (no fsync of its own: losing it
 //!                          only means a restart re-learns it from the leader or re-commits)
-//!            "purged"      the last log id purged; entries up to it are gone
+//!            "purged"      the last log id purged (with fsync, before the segments go)
+//! raft_log   the entries as data dirs before 2026-12-06 kept them: moved into raft-wal/
+//!            when such a dir first opens, then empty
 //! ```
 //!
-//! Every append is one WriteBatch, and its fsync is the one a write pays for (the state
-//! machine writes without one, see [`super::state_machine`]); because both share one WAL it
-//! also makes durable every state-machine write applied before it. A follower's append is
-//! fsynced before openraft hears it is flushed; the leader's own append is fsynced behind,
-//! while the followers write theirs, and nothing is applied before it is durable (see
-//! [`super::log_durability`]). openraft serializes all calls, so no two writes race.
+//! An append's fsync is the one a write pays for; the state machine writes RocksDB without
+//! one (see [`super::state_machine`]): after a crash, the log is replayed over it from the
+//! applied log id it wrote with its data. A follower's append is fsynced before openraft
+//! hears it is flushed; the leader's own append is fsynced behind, while the followers write
+//! theirs, and nothing is applied before it is durable (see [`super::log_durability`]).
+//! openraft serializes all calls, so no two writes race.
 //!
 //! openraft 0.9 reads every entry it applies back from the log, on its core task. Appended
 //! entries are therefore kept in memory ([`RecentEntries`], at most [`RECENT_ENTRIES`]) until
-//! the state machine has applied them, so that applying a fresh entry costs neither a RocksDB
-//! read nor a decode, and a burst's entries are let go as soon as they are applied; other
-//! reads (a slow follower, a restart) go to the disk.
+//! the state machine has applied them, so that applying a fresh entry costs neither a read
+//! nor a decode, and a burst's entries are let go as soon as they are applied; other reads (a
+//! slow follower, a restart) go to the disk.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
 use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote};
-use rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
+use rocksdb::{IteratorMode, WriteBatch, WriteOptions, DB};
 
 use super::fail_stop::FailStop;
 use super::log_durability::LogDurability;
 use super::types::{decode, encode, TypeConfig};
-use crate::store::mvcc::rocks::{META_CF, RAFT_LOG_CF, RAFT_META_CF};
+use super::wal::{Syncer, Wal, SEGMENT_BYTES};
+use crate::store::mvcc::rocks::{RAFT_LOG_CF, RAFT_META_CF};
 use crate::store::RocksEngine;
 
 const VOTE_KEY: &[u8] = b"vote";
 const COMMITTED_KEY: &[u8] = b"committed";
 const PURGED_KEY: &[u8] = b"purged";
 
+/// Where the write-ahead log lives in the data dir.
+pub const WAL_DIR: &str = "raft-wal";
+
 type Error = StorageError<u64>;
 
-/// The Raft log of one member. Clones share the database (openraft reads the log from its
-/// replication tasks through a clone while the core appends).
+/// The Raft log of one member. Clones share it (openraft reads the log from its replication
+/// tasks through a clone while the core appends).
 #[derive(Clone)]
 pub struct LogStore {
     db: Arc<DB>,
+    wal: Arc<Mutex<Wal>>,
+    syncer: Syncer,
+    /// The first index not purged: a purge removes whole segments, so they may still hold
+    /// entries before it, which no read returns.
+    unpurged: Arc<AtomicU64>,
     fail_stop: FailStop,
     recent: RecentEntries,
     durability: LogDurability,
@@ -83,19 +98,41 @@ impl RecentEntries {
     }
 }
 
+fn io_error(err: impl std::fmt::Display) -> AnyError {
+    AnyError::error(err.to_string())
+}
+
 impl LogStore {
-    /// The log in `engine`'s database, of member `me` (None: every append is fsynced before
-    /// it is reported, as when no member can lead). Syncs the WAL first: entries a killed
-    /// process wrote without fsync are in the page cache, and from now on count as durable.
+    /// The log of the data dir `engine` opened, of member `me` (None: every append is fsynced
+    /// before it is reported, as when no member can lead). Opening syncs what a killed process
+    /// left in the page cache: from now on it counts as durable.
     pub fn open(engine: &RocksEngine, me: Option<u64>) -> Result<Self, Error> {
+        Self::open_with(engine, me, SEGMENT_BYTES)
+    }
+
+    /// [`Self::open`] with segments of `segment_bytes` (tests keep them small).
+    pub fn open_with(engine: &RocksEngine, me: Option<u64>, segment_bytes: u64) -> Result<Self, Error> {
         let db = Arc::clone(engine.db());
-        db.flush_wal(true).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
-        Ok(Self {
+        let open_error = |e: std::io::Error| StorageIOError::read_logs(io_error(e));
+        // The store's own writes a killed process left unsynced count as durable too.
+        db.flush_wal(true).map_err(|e| StorageIOError::write_logs(io_error(e)))?;
+        let dir = db.path().join(WAL_DIR);
+        if !dir.exists() {
+            move_column_family(&db, &dir, segment_bytes)?;
+        }
+        let wal = Wal::open(&dir, segment_bytes).map_err(open_error)?;
+        let log = Self {
             db,
+            syncer: wal.syncer(),
+            wal: Arc::new(Mutex::new(wal)),
+            unpurged: Arc::default(),
             fail_stop: FailStop::default(),
             recent: RecentEntries::default(),
             durability: LogDurability::new(me),
-        })
+        };
+        let purged: Option<LogId<u64>> = log.meta(PURGED_KEY)?;
+        log.unpurged.store(purged.map_or(0, |id| id.index + 1), Ordering::Relaxed);
+        Ok(log)
     }
 
     /// Reports to `fail_stop` when a write fails (see [`super::fail_stop`]).
@@ -118,7 +155,7 @@ impl LogStore {
         }
     }
 
-    fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), rocksdb::Error> {
+    fn write_meta(&self, batch: WriteBatch, sync: bool) -> Result<(), rocksdb::Error> {
         let mut opts = WriteOptions::default();
         opts.set_sync(sync);
         let written = self.db.write_opt(batch, &opts);
@@ -126,6 +163,16 @@ impl LogStore {
             self.fail_stop.stop(format!("raft log write failed: {err}"));
         }
         written
+    }
+
+    fn wal(&self) -> MutexGuard<'_, Wal> {
+        // A failed write stops the process (fail-stop); the segments' state is plain numbers.
+        self.wal.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A failed write to the segments ends the process (see [`super::fail_stop`]).
+    fn wal_failed(&self, what: &str, err: &std::io::Error) {
+        self.fail_stop.stop(format!("raft log {what} failed: {err}"));
     }
 
     fn recent(&self) -> MutexGuard<'_, VecDeque<Entry<TypeConfig>>> {
@@ -154,22 +201,60 @@ impl LogStore {
         Some(recent.range(from..from + (end - start) as usize).cloned().collect())
     }
 
+    /// The entries of `start..end` the segments hold, from the disk.
+    fn read(&self, start: u64, end: u64) -> Result<Vec<Entry<TypeConfig>>, Error> {
+        let start = start.max(self.unpurged.load(Ordering::Relaxed));
+        let records = self.wal().read(start, end).map_err(|e| StorageIOError::read_logs(io_error(e)))?;
+        records
+            .into_iter()
+            .map(|(index, bytes)| {
+                decode(&bytes).map_err(|e| StorageIOError::read_log_at_index(index, AnyError::new(&e)).into())
+            })
+            .collect()
+    }
+
     fn last_entry_id(&self) -> Result<Option<LogId<u64>>, Error> {
-        let mut iter = self.db.iterator_cf(self.cf(RAFT_LOG_CF)?, IteratorMode::End);
-        match iter.next() {
-            Some(Ok((_, value))) => {
-                let entry: Entry<TypeConfig> =
-                    decode(&value).map_err(|e| StorageIOError::read_logs(AnyError::new(&e)))?;
-                Ok(Some(entry.log_id))
-            }
-            Some(Err(e)) => Err(StorageIOError::read_logs(AnyError::new(&e)).into()),
-            None => Ok(None),
+        let Some((_, last)) = self.wal().bounds() else { return Ok(None) };
+        if last < self.unpurged.load(Ordering::Relaxed) {
+            return Ok(None);
         }
+        Ok(self.read(last, last + 1)?.pop().map(|entry| entry.log_id))
     }
 }
 
-fn index_key(index: u64) -> [u8; 8] {
-    index.to_be_bytes()
+/// Moves the entries a data dir from before the write-ahead log kept in RocksDB into a new
+/// one at `dir`: written and synced under another name first, so that a crash half way leaves
+/// the column family the only log, and the next open moves it again.
+fn move_column_family(db: &DB, dir: &Path, segment_bytes: u64) -> Result<(), Error> {
+    let fail = |e: &dyn std::fmt::Display| StorageIOError::write_logs(AnyError::error(e.to_string()));
+    let cf =
+        db.cf_handle(RAFT_LOG_CF).ok_or_else(|| fail(&format!("column family {RAFT_LOG_CF} is missing")))?;
+    let building = dir.with_extension("new");
+    if building.exists() {
+        std::fs::remove_dir_all(&building).map_err(|e| fail(&e))?;
+    }
+    let mut wal = Wal::open(&building, segment_bytes).map_err(|e| fail(&e))?;
+    let mut moved = 0u64;
+    for item in db.iterator_cf(cf, IteratorMode::Start) {
+        let (_, value) = item.map_err(|e| fail(&e))?;
+        let entry: Entry<TypeConfig> = decode(&value).map_err(|e| fail(&e))?;
+        wal.append(entry.log_id.index, [value.as_ref()], false).map_err(|e| fail(&e))?;
+        moved += 1;
+    }
+    wal.syncer().sync().map_err(|e| fail(&e))?;
+    drop(wal);
+    std::fs::rename(&building, dir).map_err(|e| fail(&e))?;
+    if let Some(parent) = dir.parent() {
+        std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| fail(&e))?;
+    }
+    if moved > 0 {
+        tracing::info!(entries = moved, "moved the raft log out of RocksDB into {}", dir.display());
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(cf, [0u8; 8], [0xffu8; 8]);
+        batch.delete_cf(cf, [0xffu8; 8]);
+        db.write(batch).map_err(|e| fail(&e))?;
+    }
+    Ok(())
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -183,29 +268,14 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Unbounded => 0,
         };
         let end = match range.end_bound() {
-            Bound::Included(i) => Some(i.saturating_add(1)),
-            Bound::Excluded(i) => Some(*i),
-            Bound::Unbounded => None,
+            Bound::Included(i) => i.saturating_add(1),
+            Bound::Excluded(i) => *i,
+            Bound::Unbounded => u64::MAX,
         };
-        if let Some(entries) = end.and_then(|end| self.recent_range(start, end)) {
+        if let Some(entries) = self.recent_range(start, end) {
             return Ok(entries);
         }
-        let from = index_key(start);
-        let mode = IteratorMode::From(&from, Direction::Forward);
-        let mut entries = Vec::new();
-        for item in self.db.iterator_cf(self.cf(RAFT_LOG_CF)?, mode) {
-            let (key, value) = item.map_err(|e| StorageIOError::read_logs(AnyError::new(&e)))?;
-            let index = u64::from_be_bytes(key.as_ref().try_into().map_err(|_| {
-                StorageIOError::read_logs(AnyError::error(format!("a log key of {} bytes", key.len())))
-            })?);
-            if !range.contains(&index) {
-                break;
-            }
-            entries.push(
-                decode(&value).map_err(|e| StorageIOError::read_log_at_index(index, AnyError::new(&e)))?,
-            );
-        }
-        Ok(entries)
+        self.read(start, end)
     }
 }
 
@@ -214,7 +284,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, Error> {
         let last_purged_log_id: Option<LogId<u64>> = self.meta(PURGED_KEY)?;
-        let last_log_id = self.last_entry_id()?.or(last_purged_log_id);
+        // Segments may still hold entries up to the purge point (a purge removes whole ones).
+        let last_log_id = self.last_entry_id()?.max(last_purged_log_id);
         Ok(LogState { last_purged_log_id, last_log_id })
     }
 
@@ -226,7 +297,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let bytes = encode(vote).map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(RAFT_META_CF)?, VOTE_KEY, bytes);
-        self.write(batch, true).map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
+        self.write_meta(batch, true).map_err(|e| StorageIOError::write_vote(AnyError::new(&e)))?;
         self.durability.voted(*vote);
         Ok(())
     }
@@ -239,7 +310,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let bytes = encode(&committed).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(RAFT_META_CF)?, COMMITTED_KEY, bytes);
-        self.write(batch, false).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
+        self.write_meta(batch, false).map_err(|e| StorageIOError::write(AnyError::new(&e)))?;
         Ok(())
     }
 
@@ -252,36 +323,37 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let cf = self.cf(RAFT_LOG_CF)?;
-        let mut batch = WriteBatch::default();
         let entries: Vec<Entry<TypeConfig>> = entries.into_iter().collect();
+        let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+            callback.log_io_completed(Ok(()));
+            return Ok(());
+        };
+        let (first, last) = (first.log_id.index, last.log_id.index);
+        let mut records = Vec::with_capacity(entries.len());
         for entry in &entries {
-            let bytes = encode(entry)
-                .map_err(|e| StorageIOError::write_log_entry(entry.log_id, AnyError::new(&e)))?;
-            batch.put_cf(cf, index_key(entry.log_id.index), bytes);
+            records.push(
+                encode(entry)
+                    .map_err(|e| StorageIOError::write_log_entry(entry.log_id, AnyError::new(&e)))?,
+            );
         }
         // Proposed, not written: nothing of the entries may be readable, watched or answered.
         #[cfg(feature = "failpoints")]
         fail::fail_point!("store::before_commit");
-        let last = entries.last().map_or(0, |entry| entry.log_id.index);
         let own = self.durability.owns(&entries);
-        let written = if own {
-            self.write(batch, false)
-        } else {
-            let started = std::time::Instant::now();
-            let written = self.write(batch, true);
+        let started = std::time::Instant::now();
+        let written = self.wal().append(first, records.iter().map(Vec::as_slice), !own);
+        if !own {
             // Durable in the log, but neither applied, visible nor answered yet.
             #[cfg(feature = "failpoints")]
             fail::fail_point!("store::after_fsync");
             metrics::histogram!(crate::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS)
                 .record(started.elapsed().as_secs_f64());
             metrics::counter!(crate::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);
-            written
-        };
+        }
         match written {
             Ok(()) => {
                 if own {
-                    self.durability.written_unsynced(last, &self.db, &self.fail_stop);
+                    self.durability.written_unsynced(last, &self.syncer, &self.fail_stop);
                 } else {
                     self.durability.synced(last);
                 }
@@ -300,18 +372,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 Ok(())
             }
             Err(e) => {
+                self.wal_failed("append", &e);
                 callback.log_io_completed(Err(std::io::Error::other(e.to_string())));
-                Err(StorageIOError::write_logs(AnyError::new(&e)).into())
+                Err(StorageIOError::write_logs(io_error(e)).into())
             }
         }
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), Error> {
         self.recent().retain(|entry| entry.log_id.index < log_id.index);
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(self.cf(RAFT_LOG_CF)?, index_key(log_id.index), index_key(u64::MAX));
-        batch.delete_cf(self.cf(RAFT_LOG_CF)?, index_key(u64::MAX));
-        self.write(batch, true).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        if let Err(e) = self.wal().truncate(log_id.index) {
+            self.wal_failed("truncation", &e);
+            return Err(StorageIOError::write_logs(io_error(e)).into());
+        }
         self.durability.truncated(log_id.index.saturating_sub(1));
         Ok(())
     }
@@ -321,41 +394,17 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let bytes = encode(&log_id).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(RAFT_META_CF)?, PURGED_KEY, bytes);
-        batch.delete_range_cf(self.cf(RAFT_LOG_CF)?, index_key(0), index_key(log_id.index.saturating_add(1)));
-        // Purged entries are applied and in a snapshot: losing this write to a crash only
-        // leaves entries that the next purge removes.
-        self.write(batch, false).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        // Synced before a segment goes, and with it every state-machine write before it (they
+        // share RocksDB's WAL): the purged entries are applied, and a restart must find their
+        // changes without them.
+        self.write_meta(batch, true).map_err(|e| StorageIOError::write_logs(AnyError::new(&e)))?;
+        self.unpurged.fetch_max(log_id.index + 1, Ordering::Relaxed);
+        if let Err(e) = self.wal().purge(log_id.index) {
+            self.wal_failed("purge", &e);
+            return Err(StorageIOError::write_logs(io_error(e)).into());
+        }
         Ok(())
     }
-}
-
-/// Forgets every trace of the cluster a data dir was part of: the log, the vote, and the
-/// state machine's applied position and membership, so that the member that opens it next
-/// forms a new cluster from its flags over the data. What `actcd snapshot restore` needs, as
-/// etcd's restore starts a fresh log with the membership of the restoring flags.
-pub fn forget_cluster(engine: &RocksEngine) -> Result<(), crate::store::StoreError> {
-    use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
-    use crate::store::StoreError;
-    let db = engine.db();
-    let mut batch = WriteBatch::default();
-    for name in [RAFT_LOG_CF, RAFT_META_CF] {
-        let cf = db
-            .cf_handle(name)
-            .ok_or_else(|| StoreError::Corrupt(format!("column family {name} is missing")))?;
-        for item in db.iterator_cf(cf, IteratorMode::Start) {
-            let (key, _) = item?;
-            batch.delete_cf(cf, key);
-        }
-    }
-    let meta = db
-        .cf_handle(META_CF)
-        .ok_or_else(|| StoreError::Corrupt(format!("column family {META_CF} is missing")))?;
-    batch.delete_cf(meta, RAFT_APPLIED_KEY);
-    batch.delete_cf(meta, RAFT_MEMBERSHIP_KEY);
-    let mut opts = WriteOptions::default();
-    opts.set_sync(true);
-    db.write_opt(batch, &opts)?;
-    Ok(())
 }
 
 #[cfg(test)]
@@ -376,5 +425,40 @@ mod tests {
         recent.applied(RECENT_ENTRIES as u64);
         assert!(recent.lock().is_empty());
         assert!(recent.lock().capacity() < RECENT_ENTRIES, "the burst's room is given back");
+    }
+
+    #[tokio::test]
+    async fn a_log_kept_in_rocksdb_moves_into_the_segments_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = RocksEngine::open(dir.path()).unwrap();
+        let entry = |index| Entry::<TypeConfig> {
+            log_id: LogId { leader_id: CommittedLeaderId::new(2, 1), index },
+            payload: EntryPayload::Blank,
+        };
+        {
+            // As a data dir from before the write-ahead log holds its entries.
+            let db = engine.db();
+            let cf = db.cf_handle(RAFT_LOG_CF).unwrap();
+            for index in 4..=9u64 {
+                db.put_cf(cf, index.to_be_bytes(), encode(&entry(index)).unwrap()).unwrap();
+            }
+        }
+        let mut log = LogStore::open_with(&engine, None, 1 << 12).unwrap();
+        let state = log.get_log_state().await.unwrap();
+        assert_eq!(state.last_log_id, Some(entry(9).log_id));
+        let moved = log.try_get_log_entries(4..10).await.unwrap();
+        assert_eq!(moved.iter().map(|e| e.log_id.index).collect::<Vec<_>>(), (4..=9).collect::<Vec<_>>());
+        let cf = engine.db().cf_handle(RAFT_LOG_CF).unwrap();
+        assert!(
+            engine.db().iterator_cf(cf, IteratorMode::Start).next().is_none(),
+            "the column family is emptied"
+        );
+        drop(log);
+        let mut log = LogStore::open_with(&engine, None, 1 << 12).unwrap();
+        assert_eq!(
+            log.get_log_state().await.unwrap().last_log_id,
+            Some(entry(9).log_id),
+            "opened again: as it was"
+        );
     }
 }

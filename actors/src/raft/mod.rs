@@ -6,8 +6,9 @@
 //! - [`types`]: what the log carries (a [`types::Proposal`] per batch of writes) and openraft's
 //!   type configuration.
 //! - [`fail_stop`]: a failed write to the log or the state machine ends the process, as etcd's does.
-//! - [`log_store`]: the log on RocksDB, in the store's own database; its append is the one
-//!   fsync a write pays for.
+//! - [`wal`]: the log's entries in segment files zero-filled ahead, as etcd's WAL keeps them.
+//! - [`log_store`]: openraft's log over the [`wal`], its vote and marks in the store's
+//!   RocksDB; its append is the one fsync a write pays for.
 //! - [`log_durability`]: how far the log is durable; the leader's fsync runs behind its
 //!   append, beside the followers' (as etcd's leader does), and gates the apply.
 //! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
@@ -35,6 +36,7 @@ pub mod route;
 pub mod snapshot_store;
 pub mod state_machine;
 pub mod types;
+pub mod wal;
 
 #[cfg(test)]
 mod storage_suite;

@@ -16,9 +16,9 @@ use super::error::StoreError;
 const HISTORY_CF: &str = "history";
 pub(crate) const META_CF: &str = "meta";
 const LEASE_CF: &str = "lease";
-/// The Raft log's entries by index (see `crate::raft::log_store`): in the same database as
-/// the state machine, so that one WAL fsync makes a log append durable together with every
-/// state-machine write applied before it.
+/// Where data dirs before 2026-12-06 kept the Raft log's entries: moved into the write-ahead
+/// log when such a dir first opens (`crate::raft::log_store`), then empty. Still listed, as
+/// RocksDB opens a database only with every family it has.
 pub(crate) const RAFT_LOG_CF: &str = "raft_log";
 /// The Raft log's vote, committed id and purge point.
 pub(crate) const RAFT_META_CF: &str = "raft_meta";
