@@ -169,7 +169,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .start();
         let state_machine = StateMachine::new(core, snapshots.clone(), Some(root.recipient()))
             .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
-            .with_fail_stop(fail_stop_tx)
+            .with_fail_stop(fail_stop_tx.clone())
             .with_log(&log);
         let core = state_machine.core();
         // The first membership is the same on every member (the client URLs each publishes later).
@@ -196,6 +196,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
         let writer = Proposer::start(route.clone(), config.mailboxes.store, config.batch_limit());
+        actcd_actors::raft::applied_sync::start(maintenance_engine.clone(), fail_stop_tx.clone());
         let alone = cluster.members.len() == 1;
         let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));
         let leases = LeaseActor::new(

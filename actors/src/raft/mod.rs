@@ -13,6 +13,8 @@
 //!   append, beside the followers' (as etcd's leader does), and gates the apply.
 //! - [`state_machine`]: committed entries applied by the [`crate::store::StoreCore`], the
 //!   applied log id written with their changes.
+//! - [`applied_sync`]: RocksDB's WAL synced behind the state machine every 100 ms, so that a
+//!   power loss replays at most that much of the log.
 //! - [`proposer`]: where writes enter the log, batched one entry per batch.
 //! - [`route`]: to this member's Raft when it leads, to the leader when another member does.
 //! - [`read_barrier`]: linearizable reads, one read-index round for all that queued.
@@ -26,6 +28,7 @@
 // return it too rather than box it only for the trait methods to unbox it again.
 #![allow(clippy::result_large_err)]
 
+pub mod applied_sync;
 pub mod fail_stop;
 pub mod log_durability;
 pub mod log_store;

@@ -8,8 +8,9 @@
 //! member's log (the leader's own fsync may still be running when a commit arrives: see
 //! [`super::log_durability`]), and a restart replays the log from the last applied id over
 //! whatever a crash lost of RocksDB's unsynced tail; so a write costs one fsync, the log's.
-//! RocksDB's WAL is synced where the log lets entries go: a purge writes its mark with fsync
-//! first (see [`super::log_store`]), and a snapshot flushes the memtables.
+//! RocksDB's WAL is synced behind it every 100 ms ([`super::applied_sync`]) and where the log
+//! lets entries go: a purge writes its mark with fsync first (see [`super::log_store`]), and a
+//! snapshot flushes the memtables.
 //!
 //! Only after the write are the changes visible, the answers returned to openraft (which
 //! hands them to the proposer) and the events published to this member's watch tree: every

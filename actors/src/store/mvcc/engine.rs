@@ -84,7 +84,7 @@ pub trait Engine: Send + Sync + Unpin + 'static {
 
     /// Applies `set` atomically without an fsync of its own: for the writes of Raft log
     /// entries that are already durable in the log, which a restart replays if these writes
-    /// are lost. The next fsync of the database (the log's next append) makes them durable.
+    /// are lost (`crate::raft::applied_sync` syncs them behind, every 100 ms).
     fn commit_by_log(&self, set: &WriteSet) -> Result<(), StoreError> {
         self.commit(set)
     }
