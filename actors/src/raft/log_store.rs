@@ -229,6 +229,16 @@ fn move_column_family(db: &DB, dir: &Path, segment_bytes: u64) -> Result<(), Err
     let fail = |e: &dyn std::fmt::Display| StorageIOError::write_logs(AnyError::error(e.to_string()));
     let cf =
         db.cf_handle(RAFT_LOG_CF).ok_or_else(|| fail(&format!("column family {RAFT_LOG_CF} is missing")))?;
+    let sync_parent = || match dir.parent() {
+        Some(parent) => std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| fail(&e)),
+        None => Ok(()),
+    };
+    if db.iterator_cf(cf, IteratorMode::Start).next().is_none() {
+        // A new data dir (or one moved before): an empty log, its first segment made on open.
+        std::fs::create_dir(dir).map_err(|e| fail(&e))?;
+        sync_parent()?;
+        return Ok(());
+    }
     let building = dir.with_extension("new");
     if building.exists() {
         std::fs::remove_dir_all(&building).map_err(|e| fail(&e))?;
@@ -244,16 +254,12 @@ fn move_column_family(db: &DB, dir: &Path, segment_bytes: u64) -> Result<(), Err
     wal.syncer().sync().map_err(|e| fail(&e))?;
     drop(wal);
     std::fs::rename(&building, dir).map_err(|e| fail(&e))?;
-    if let Some(parent) = dir.parent() {
-        std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| fail(&e))?;
-    }
-    if moved > 0 {
-        tracing::info!(entries = moved, "moved the raft log out of RocksDB into {}", dir.display());
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(cf, [0u8; 8], [0xffu8; 8]);
-        batch.delete_cf(cf, [0xffu8; 8]);
-        db.write(batch).map_err(|e| fail(&e))?;
-    }
+    sync_parent()?;
+    tracing::info!(entries = moved, "moved the raft log out of RocksDB into {}", dir.display());
+    let mut batch = WriteBatch::default();
+    batch.delete_range_cf(cf, [0u8; 8], [0xffu8; 8]);
+    batch.delete_cf(cf, [0xffu8; 8]);
+    db.write(batch).map_err(|e| fail(&e))?;
     Ok(())
 }
 

@@ -139,14 +139,27 @@ impl Wal {
             syncer.set(Some(Arc::clone(last.file())));
         }
         sync_dir(dir)?;
-        Ok(Self {
+        let mut wal = Self {
             dir: dir.to_path_buf(),
             segment_bytes: segment_bytes.max(1 << 12),
             segments,
             next_seq,
             spare: None,
             syncer,
-        })
+        };
+        // The first append after a start would otherwise zero-fill its segment inline.
+        wal.prepare_spare_if_due();
+        Ok(wal)
+    }
+
+    /// Starts zero-filling the next segment once the current one is half full (or when there
+    /// is none), unless one is being made already.
+    fn prepare_spare_if_due(&mut self) {
+        let due = self.segments.back().is_none_or(|current| current.end() > current.capacity() / 2);
+        if due && self.spare.is_none() {
+            let (path, bytes) = (self.dir.join(SPARE), self.next_segment_bytes());
+            self.spare = Some(std::thread::spawn(move || segment::zero_filled(&path, bytes)));
+        }
     }
 
     /// The handle the leader's flusher syncs through.
@@ -194,11 +207,8 @@ impl Wal {
             if sync {
                 current.file().sync_data()?;
             }
-            if current.end() > current.capacity() / 2 && self.spare.is_none() {
-                let (path, bytes) = (self.dir.join(SPARE), self.next_segment_bytes());
-                self.spare = Some(std::thread::spawn(move || segment::zero_filled(&path, bytes)));
-            }
         }
+        self.prepare_spare_if_due();
         Ok(())
     }
 
@@ -352,6 +362,16 @@ mod tests {
         assert_eq!(read.len(), 27);
         assert!(read.iter().all(|(index, bytes)| *bytes == payload(*index)));
         assert_eq!(wal.read(95, 200).unwrap().len(), 6, "only what it holds");
+    }
+
+    #[test]
+    fn the_first_segment_is_prepared_when_the_log_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path(), SMALL).unwrap();
+        assert!(wal.spare.is_some(), "no segment yet: the first one is zero-filled in the background");
+        append(&mut wal, 1..=1);
+        assert!(!dir.path().join(SPARE).exists(), "the spare became the first segment");
+        assert_eq!(segment_files(dir.path()).len(), 1);
     }
 
     #[test]
