@@ -140,7 +140,7 @@ pub fn migrate(from: &Path, to: &Path) -> Result<Migrated, MigrateError> {
             }
             std::fs::rename(&staging, to).map_err(io(to))?;
             if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(io(parent))?;
+                actcd_actors::raft::wal::sync_dir(parent).map_err(io(parent))?;
             }
             Ok(migrated)
         }

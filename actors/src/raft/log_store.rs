@@ -41,7 +41,7 @@ use rocksdb::{IteratorMode, WriteBatch, WriteOptions, DB};
 use super::fail_stop::FailStop;
 use super::log_durability::LogDurability;
 use super::types::{decode, encode, TypeConfig};
-use super::wal::{Syncer, Wal, SEGMENT_BYTES};
+use super::wal::{self, Syncer, Wal, SEGMENT_BYTES};
 use crate::store::mvcc::rocks::{RAFT_LOG_CF, RAFT_META_CF};
 use crate::store::RocksEngine;
 
@@ -229,10 +229,7 @@ fn move_column_family(db: &DB, dir: &Path, segment_bytes: u64) -> Result<(), Err
     let fail = |e: &dyn std::fmt::Display| StorageIOError::write_logs(AnyError::error(e.to_string()));
     let cf =
         db.cf_handle(RAFT_LOG_CF).ok_or_else(|| fail(&format!("column family {RAFT_LOG_CF} is missing")))?;
-    let sync_parent = || match dir.parent() {
-        Some(parent) => std::fs::File::open(parent).and_then(|d| d.sync_all()).map_err(|e| fail(&e)),
-        None => Ok(()),
-    };
+    let sync_parent = || dir.parent().map_or(Ok(()), wal::sync_dir).map_err(|e| fail(&e));
     if db.iterator_cf(cf, IteratorMode::Start).next().is_none() {
         // A new data dir (or one moved before): an empty log, its first segment made on open.
         std::fs::create_dir(dir).map_err(|e| fail(&e))?;

@@ -92,7 +92,7 @@ fn invalid(message: String) -> io::Error {
 }
 
 /// Makes the names in `dir` (created, renamed, removed files) durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
