@@ -23,6 +23,7 @@
 //! - [`cpu`]: the client's own CPU use.
 //! - [`keys`]: etcd benchmark's key encoding (zig-zag varints) and a small PRNG.
 //! - [`conn`]: endpoints, dialing one gRPC channel per connection, error texts.
+//! - [`stamped_events`]: the part of a Watch response the watch commands read, decoded alone.
 //! - [`watch_streams`]: watch streams opened one create at a time and events timed from the
 //!   put that caused them, for the watch commands.
 #![deny(missing_docs)]
@@ -39,5 +40,6 @@ pub mod progress;
 pub mod report;
 pub mod runner;
 pub mod settings;
+pub mod stamped_events;
 pub mod stop;
 pub mod watch_streams;

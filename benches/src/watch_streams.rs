@@ -13,11 +13,11 @@ use crate::progress::Progress;
 use crate::report::Recorder;
 use crate::runner::{run_load, watchdog, OpError, Plan, Worker};
 use crate::settings::Settings;
+use crate::stamped_events::{self, StampedResponse};
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
-use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::watch_request::RequestUnion;
-use actcd_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchRequest, WatchResponse};
+use actcd_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchRequest};
 use bytes::Bytes;
 use futures::channel::mpsc::{self, Sender};
 use futures::SinkExt;
@@ -55,7 +55,7 @@ pub struct OpenStream {
     pub index: usize,
     /// Kept so the client side of the stream stays open.
     requests: Sender<WatchRequest>,
-    responses: Streaming<WatchResponse>,
+    responses: Streaming<StampedResponse>,
 }
 
 fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
@@ -96,7 +96,6 @@ pub async fn open_stream(
     // One request in flight: a create is sent only once the previous one's `created` has come
     // back, so a send never waits; if one did, it would wait rather than queue.
     let (mut tx, rx) = mpsc::channel(1);
-    let mut client = WatchClient::new(channel).max_decoding_message_size(MAX_RESPONSE);
     let first = keys.first().cloned().unwrap_or_default();
     // The first create goes out with the call: a gRPC server may hold the stream's response
     // headers until it has something to answer.
@@ -105,20 +104,21 @@ pub async fn open_stream(
         fail_rest(0, "watch stream closed");
         return None;
     }
-    let mut responses = match tokio::time::timeout(plan.timeout, client.watch(rx)).await {
-        Ok(Ok(r)) => r.into_inner(),
-        Ok(Err(status)) => {
-            fail_rest(0, &status_text(&status));
-            if is_fatal(&status) {
-                stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
+    let mut responses =
+        match tokio::time::timeout(plan.timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(status)) => {
+                fail_rest(0, &status_text(&status));
+                if is_fatal(&status) {
+                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
+                }
+                return None;
             }
-            return None;
-        }
-        Err(_) => {
-            fail_rest(0, &format!("opening the watch stream timed out after {:?}", plan.timeout));
-            return None;
-        }
-    };
+            Err(_) => {
+                fail_rest(0, &format!("opening the watch stream timed out after {:?}", plan.timeout));
+                return None;
+            }
+        };
     for (w, key) in keys.iter().enumerate() {
         if stop.is_stopped() {
             return None;
@@ -212,10 +212,7 @@ async fn receive_events(
                 }
                 for ev in &r.events {
                     let sent = ev
-                        .kv
-                        .as_ref()
-                        .and_then(|kv| kv.value.get(..8))
-                        .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                        .stamp()
                         .map(|b| base + Duration::from_nanos(u64::from_le_bytes(b)))
                         .filter(|t| *t <= now)
                         .unwrap_or(now);
