@@ -2,7 +2,7 @@
 
 use crate::metric_names::{hot, ActorKind};
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::dev::SendError;
 use actix::prelude::*;
@@ -15,6 +15,7 @@ use crate::store::mvcc::engine::Engine;
 use crate::store::ReadView;
 
 use super::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput};
+use super::watcher_group::catch_up::next_pass_after;
 use super::watcher_group::{Delivery, Outbox, SyncLimits, WatcherGroup};
 
 /// How often unsynced watchers are caught up from storage (etcd: 100 ms).
@@ -114,8 +115,21 @@ impl<E: Engine> WatchShard<E> {
         self.published = now;
     }
 
-    fn sync(&mut self) {
+    /// One catch-up pass, and the next one scheduled at once if passes are making progress
+    /// ([`next_pass_after`]).
+    fn sync(&mut self, ctx: &mut Context<Self>) {
+        let before = self.group.unsynced_len();
+        let started = Instant::now();
         self.group.sync(&self.view, &mut self.outboxes, SyncLimits::default());
+        if let Some(wait) = next_pass_after(before, self.group.unsynced_len(), started.elapsed()) {
+            if !self.sync_scheduled {
+                self.sync_scheduled = true;
+                ctx.run_later(wait, |shard, ctx| {
+                    shard.sync_scheduled = false;
+                    shard.sync(ctx);
+                });
+            }
+        }
     }
 
     /// Schedules one catch-up pass after the messages already queued (many wake-ups, one pass).
@@ -137,7 +151,7 @@ impl<E: Engine> Actor for WatchShard<E> {
         for actor in [ActorKind::Store, ActorKind::WatchShard, ActorKind::Stream] {
             hot::mailbox_depth(actor).increment(0.0);
         }
-        ctx.run_interval(SYNC_INTERVAL, |shard, _| shard.sync());
+        ctx.run_interval(SYNC_INTERVAL, |shard, ctx| shard.sync(ctx));
         ctx.run_interval(STALL_CHECK_INTERVAL, |shard, _| {
             shard.group.check_stalled(shard.view.revision());
             shard.group.trim();
@@ -166,9 +180,9 @@ struct SyncSoon;
 impl<E: Engine> Handler<SyncSoon> for WatchShard<E> {
     type Result = ();
 
-    fn handle(&mut self, _: SyncSoon, _: &mut Self::Context) {
+    fn handle(&mut self, _: SyncSoon, ctx: &mut Self::Context) {
         self.sync_scheduled = false;
-        self.sync();
+        self.sync(ctx);
     }
 }
 
