@@ -118,10 +118,9 @@ impl<E: Engine> WatchShard<E> {
     /// One catch-up pass, and the next one scheduled at once if passes are making progress
     /// ([`next_pass_after`]).
     fn sync(&mut self, ctx: &mut Context<Self>) {
-        let before = self.group.unsynced_len();
         let started = Instant::now();
-        self.group.sync(&self.view, &mut self.outboxes, SyncLimits::default());
-        if let Some(wait) = next_pass_after(before, self.group.unsynced_len(), started.elapsed()) {
+        let moved = self.group.sync(&self.view, &mut self.outboxes, SyncLimits::default());
+        if let Some(wait) = next_pass_after(moved, self.group.unsynced_len(), started.elapsed()) {
             if !self.sync_scheduled {
                 self.sync_scheduled = true;
                 ctx.run_later(wait, |shard, ctx| {

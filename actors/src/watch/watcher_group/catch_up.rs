@@ -39,18 +39,21 @@ impl Default for SyncLimits {
     }
 }
 
-/// When the next catch-up pass is due, after a pass that found `before` unsynced watchers, left
-/// `after` and took `took`: etcd's rule (`syncWatchersLoop` in mvcc/watchable_store.go). While
-/// passes make progress, the next comes as soon as this one took, so catch-up gets half the
-/// shard's time and everything else (live batches, requests) the other half; otherwise (none
-/// left, or none served: their streams are full) it waits for the periodic tick (`None`).
+/// When the next catch-up pass is due, after a pass that moved `moved` watchers forward (sent
+/// them history, or found them caught up), left `left` unsynced and took `took`: etcd's rule
+/// (`syncWatchersLoop` in mvcc/watchable_store.go), with progress counted as watchers moved
+/// rather than as fewer unsynced (etcd sends a watcher all it missed at once; here a watcher
+/// far behind gets it in chunks, over passes). While passes make progress the next comes as
+/// soon as this one took, so catch-up gets half the shard's time and everything else (live
+/// batches, requests) the other half; otherwise (none left, or none moved: their streams are
+/// full) it waits for the periodic tick (`None`).
 ///
 /// Why it matters: a pass serves 512 watchers at most, so 100k watchers that fell behind
-/// together need ~100 passes a shard. At one pass a 100 ms tick that took 10-20 s, while the
-/// writes that caused it went on (2026-12-06: 100k watchers over 1000 keys, 32 writers, one
-/// shard: event p99 13-20 s in 4 runs of 5).
-pub fn next_pass_after(before: usize, after: usize, took: Duration) -> Option<Duration> {
-    (after > 0 && after < before).then_some(took)
+/// together need ~100 passes a shard, more when each needs several chunks. At one pass a
+/// 100 ms tick that took 10-25 s while the machine sat idle (2026-12-06: 100k watchers over
+/// 1000 keys, 32 writers).
+pub fn next_pass_after(moved: usize, left: usize, took: Duration) -> Option<Duration> {
+    (moved > 0 && left > 0).then_some(took)
 }
 
 impl WatcherGroup {
@@ -58,14 +61,16 @@ impl WatcherGroup {
     /// sends the others their next chunks of history, and moves the ones that reach `processed`
     /// into the synced set. Watchers far behind do not hold back those nearer the head: each
     /// chunk is read from the oldest revision still wanted by a watcher not yet served.
-    pub fn sync(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) {
-        self.catch_up(history, outbox, limits);
+    /// Returns how many watchers the pass moved forward (for [`next_pass_after`]).
+    pub fn sync(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) -> usize {
+        let moved = self.catch_up(history, outbox, limits);
         self.answer_deferred_progress(outbox);
+        moved
     }
 
-    fn catch_up(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) {
+    fn catch_up(&mut self, history: &impl History, outbox: &mut impl Outbox, limits: SyncLimits) -> usize {
         if self.unsynced.is_empty() {
-            return;
+            return 0;
         }
         self.cancel_compacted(history, outbox);
         let count = self.unsynced.len().min(limits.watchers);
@@ -73,39 +78,47 @@ impl WatcherGroup {
         // The next pass starts with the watchers after these (fairness past `limits.watchers`).
         self.unsynced.rotate_left(count);
         let to = self.processed;
+        let mut moved = 0;
         for _ in 0..CHUNKS_PER_PASS {
             let Some(from) = pending.iter().filter_map(|s| self.slots.get(*s)).map(Watcher::next_rev).min()
             else {
-                return;
+                return moved;
             };
             if from > to {
+                moved += pending.len();
                 for slot in pending {
                     self.mark_synced(slot);
                 }
-                return;
+                return moved;
             }
             let chunk = match history.history(from, to, limits.bytes) {
                 Ok(chunk) => chunk,
                 // Compacted meanwhile: the next pass cancels them. Other errors: retry later.
-                Err(_) => return,
+                Err(_) => return moved,
             };
             let (serve, later): (Vec<u32>, Vec<u32>) = pending
                 .into_iter()
                 .partition(|s| self.slots.get(*s).is_some_and(|w| w.next_rev() < chunk.next));
-            self.serve_chunk(&chunk, &serve, history, outbox);
+            let (served, behind) = self.serve_chunk(&chunk, &serve, history, outbox);
+            moved += served;
+            // Those served and still behind go on with the next chunk of this pass.
             pending = later;
+            pending.extend(behind);
         }
+        moved
     }
 
     /// Sends each of `slots` its events of `chunk`, one response per watcher, one message per
-    /// stream; those whose stream took it advance past the chunk.
+    /// stream; those whose stream took it advance past the chunk. Returns how many advanced,
+    /// and those of them still behind what the group has seen.
     fn serve_chunk(
         &mut self,
         chunk: &HistoryChunk,
         slots: &[u32],
         history: &impl History,
         outbox: &mut impl Outbox,
-    ) {
+    ) -> (usize, Vec<u32>) {
+        let (mut served, mut behind) = (0, Vec::new());
         let to = self.processed;
         let events = self.events_of_chunk(chunk, slots, history);
         let mut out: HashMap<StreamId, (Vec<WatchReply>, Vec<u32>)> = HashMap::new();
@@ -131,8 +144,11 @@ impl WatcherGroup {
                         let Some(w) = self.slots.get_mut(slot) else { continue };
                         w.set_next_rev(w.next_rev().max(chunk.next));
                         w.set(flags::NOTIFIED);
+                        served += 1;
                         if w.next_rev() > self.processed {
                             self.mark_synced(slot);
+                        } else {
+                            behind.push(slot);
                         }
                     }
                 }
@@ -142,6 +158,7 @@ impl WatcherGroup {
                 }
             }
         }
+        (served, behind)
     }
 
     /// Each of `slots`' events of `chunk`, in revision order. The watchers are indexed by key
@@ -228,9 +245,9 @@ mod tests {
     #[test]
     fn passes_follow_each_other_while_they_make_progress() {
         let took = Duration::from_millis(3);
-        assert_eq!(next_pass_after(100_000, 99_488, took), Some(took), "progress: again after as long");
+        assert_eq!(next_pass_after(512, 99_488, took), Some(took), "progress: again after as long");
         assert_eq!(next_pass_after(600, 0, took), None, "all caught up: nothing to hurry");
-        assert_eq!(next_pass_after(600, 600, took), None, "their streams are full: wait for the tick");
+        assert_eq!(next_pass_after(0, 600, took), None, "their streams are full: wait for the tick");
         assert_eq!(next_pass_after(0, 0, took), None);
     }
 
@@ -259,6 +276,27 @@ mod tests {
         assert_eq!(out.drain(2), [(0, vec![2, 3, 4, 5, 7]), (1, vec![7])]);
         assert_eq!(out.drain(3), [(0, vec![3, 5, 6])]);
         assert_eq!(group.unsynced_len(), 0, "all caught up, those with no events too");
+    }
+
+    #[test]
+    fn a_watcher_far_behind_gets_the_chunks_of_a_pass_one_after_another() {
+        let mut f = Fixture::new();
+        for _ in 0..5 {
+            f.put("k", "v"); // revisions 2..=6
+        }
+        let view = f.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        group.add(&spec(1, 0, "k", "", 2));
+        let mut out = Buffers::new(10);
+        // One revision a chunk: the pass's four chunks all go to the one watcher.
+        let limits = SyncLimits { watchers: 512, bytes: 1 };
+        assert_eq!(group.sync(&view, &mut out, limits), 4, "moved once a chunk");
+        assert_eq!(out.drain(1), [(0, vec![2]), (0, vec![3]), (0, vec![4]), (0, vec![5])]);
+        assert_eq!(group.unsynced_len(), 1);
+        assert_eq!(group.sync(&view, &mut out, limits), 1);
+        assert_eq!(out.drain(1), [(0, vec![6])]);
+        assert_eq!(group.unsynced_len(), 0);
+        assert_eq!(group.sync(&view, &mut out, limits), 0, "nothing left to move");
     }
 
     #[test]
