@@ -35,9 +35,11 @@ use crate::grpc::who::{self, Who};
 use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_go_errors::stream_receive_error;
 
-/// Responses queued towards one client beyond which its stream actor waits (see
-/// actcd_actors::watch::stream for what happens next); the channel holds one more per sender.
-const RESPONSE_BUFFER: usize = 16;
+/// Batches of responses (one shard output, or one request's answer, each) queued towards one
+/// client beyond which its stream actor waits (see actcd_actors::watch::stream for what happens
+/// next); the channel holds one more per sender. A stream's shard has at most
+/// STREAM_OUTPUT_LIMIT outputs in flight to it, so a few batches keep it busy.
+const RESPONSE_BUFFER: usize = 4;
 
 /// The client's requests up to the first transport error, after which the stream ends (and
 /// the actor with it); the error goes to the response stream, which ends with it (grpc-go's
@@ -203,7 +205,14 @@ impl WatchService {
         if let Some(conn_actor) = conn_actor {
             conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
-        let out = WatchResponses { responses, failure, actor: stream.downgrade(), leader_lost, ended: false };
+        let out = WatchResponses {
+            responses,
+            batch: Vec::new().into_iter(),
+            failure,
+            actor: stream.downgrade(),
+            leader_lost,
+            ended: false,
+        };
         Ok(Box::pin(out))
     }
 }
@@ -213,7 +222,10 @@ impl WatchService {
 /// then, which may be idle and would otherwise live on until its connection closes (a client
 /// that half-closed its side sends no more requests, whose end would tell the actor).
 struct WatchResponses {
-    responses: mpsc::Receiver<Box<WatchReply>>,
+    responses: mpsc::Receiver<Vec<WatchReply>>,
+    /// The rest of the batch being sent; emptied (and its buffer freed) once sent, so an idle
+    /// stream holds no batch.
+    batch: std::vec::IntoIter<WatchReply>,
     failure: FailureSlot,
     /// Weak: a strong address allocates a sender of its own (~110 bytes a stream).
     actor: WeakAddr<StreamActor<RocksEngine>>,
@@ -236,11 +248,22 @@ impl Stream for WatchResponses {
                 return Poll::Ready(Some(Err(actcd_proto::errors::EtcdError::NoLeader.status())));
             }
         }
-        Poll::Ready(match ready!(self.responses.poll_next_unpin(cx)) {
-            Some(response) => Some(Ok(*response)),
-            // The actor is gone (it dropped its sender), so this is after its last response.
-            None => self.failure.lock().ok().and_then(|mut slot| slot.take()).map(|status| Err(*status)),
-        })
+        loop {
+            if let Some(response) = self.batch.next() {
+                if self.batch.as_slice().is_empty() {
+                    self.batch = Vec::new().into_iter();
+                }
+                return Poll::Ready(Some(Ok(response)));
+            }
+            match ready!(self.responses.poll_next_unpin(cx)) {
+                Some(batch) => self.batch = batch.into_iter(),
+                // The actor is gone (it dropped its sender), so this is after its last response.
+                None => {
+                    let failure = self.failure.lock().ok().and_then(|mut slot| slot.take());
+                    return Poll::Ready(failure.map(|status| Err(*status)));
+                }
+            }
+        }
     }
 }
 
