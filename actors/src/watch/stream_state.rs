@@ -9,7 +9,7 @@ use prost::Message as _;
 use actcd_proto::etcdserverpb::{
     watch_create_request::FilterType, watch_request, WatchCreateRequest, WatchRequest,
 };
-use actcd_proto::watch_reply::WatchReply;
+use actcd_proto::watch_reply::{Events, WatchReply};
 
 use super::messages::{ShardRequest, StreamId, WatchSpec};
 use super::watch_ids::WatchIds;
@@ -207,7 +207,7 @@ fn header(revision: i64) -> Option<actcd_proto::etcdserverpb::ResponseHeader> {
 /// Splits a response into pieces below `max_bytes` (each with at least one event); all but the
 /// last carry `fragment = true`.
 fn fragments(resp: WatchReply, max_bytes: usize, out: &mut Vec<WatchReply>) {
-    let template = WatchReply { events: Vec::new(), ..resp.clone() };
+    let template = WatchReply { events: Events::new(), ..resp.clone() };
     let mut current = WatchReply { fragment: true, ..template.clone() };
     for event in resp.events {
         current.events.push(event);

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actcd_proto::key_range::KeyRange;
-use actcd_proto::watch_reply::{SharedEvent, WatchReply};
+use actcd_proto::watch_reply::{Events, SharedEvent, WatchReply};
 use smallvec::SmallVec;
 
 use crate::store::HistoryChunk;
@@ -129,7 +129,7 @@ impl WatcherGroup {
                 entry.0.push(WatchReply {
                     header: header(to),
                     watch_id: w.watch_id,
-                    events: evs,
+                    events: Events::from_vec(evs),
                     ..Default::default()
                 });
             }

@@ -14,7 +14,7 @@ use hashbrown::HashMap;
 use smallvec::SmallVec;
 
 use actcd_proto::mvccpb::Event;
-use actcd_proto::watch_reply::{SharedEvent, WatchReply};
+use actcd_proto::watch_reply::{Events, SharedEvent, WatchReply};
 
 use crate::store::CommittedEvents;
 use crate::watch::messages::StreamId;
@@ -41,17 +41,21 @@ struct Response {
     first: i64,
     last: i64,
     bytes: usize,
-    events: Vec<SharedEvent>,
+    events: Events,
 }
 
 impl Response {
     fn new(first: i64) -> Self {
-        Self { first, last: first, bytes: 0, events: Vec::new() }
+        Self { first, last: first, bytes: 0, events: Events::new() }
     }
 
     fn push(&mut self, event: SharedEvent, revision: i64) {
         self.bytes += event.len();
         self.last = revision;
+        if self.events.len() == 1 {
+            // Leaving the inline slot: grow as a Vec would (to 4), not by doubling from 1.
+            self.events.reserve(3);
+        }
         self.events.push(event);
     }
 }
