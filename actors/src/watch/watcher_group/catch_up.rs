@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actcd_proto::key_range::KeyRange;
-use actcd_proto::watch_reply::{Events, SharedEvent, WatchReply};
+use actcd_proto::watch_reply::{Events, WatchReply};
 use smallvec::SmallVec;
 
 use crate::store::HistoryChunk;
@@ -129,7 +129,7 @@ impl WatcherGroup {
                 entry.0.push(WatchReply {
                     header: header(to),
                     watch_id: w.watch_id,
-                    events: Events::from_vec(evs),
+                    events: evs,
                     ..Default::default()
                 });
             }
@@ -166,12 +166,7 @@ impl WatcherGroup {
     /// each range watcher), as etcd's `newWatcherBatch` does. Testing every event against every
     /// watcher instead was 75 % of the server's samples while 100k watchers caught up (perf,
     /// 2026-12-06; passes take 2-3 ms since).
-    fn events_of_chunk(
-        &self,
-        chunk: &HistoryChunk,
-        slots: &[u32],
-        history: &impl History,
-    ) -> Vec<Vec<SharedEvent>> {
+    fn events_of_chunk(&self, chunk: &HistoryChunk, slots: &[u32], history: &impl History) -> Vec<Events> {
         let watchers: Vec<Option<&Watcher>> = slots.iter().map(|s| self.slots.get(*s)).collect();
         // std's SipHash: the keys are the clients'.
         let mut by_key: HashMap<&[u8], SmallVec<[usize; 4]>> = HashMap::new();
@@ -183,7 +178,7 @@ impl WatcherGroup {
                 None => {}
             }
         }
-        let mut events: Vec<Vec<SharedEvent>> = vec![Vec::new(); slots.len()];
+        let mut events: Vec<Events> = vec![Events::new(); slots.len()];
         for ev in &chunk.events {
             let (key, revision, delete) = (key_of(ev), revision_of(ev), is_delete(ev));
             let exact = by_key.get(key).map(|v| v.as_slice()).unwrap_or_default();
