@@ -11,7 +11,9 @@
 //! - [`fanout`]: watch fan-out against actcd and etcd, the median of repeats side by side.
 //! - [`storage_row`]: one row of the storage-memory table.
 //! - [`memtable`]: etcd's watch-memory table: rows, the plan (does a row fit the machine), the
-//!   least-squares fit of c1, c2, c3, the table in etcd's layout.
+//!   table in etcd's layout with c1, c2, c3 under it.
+//! - [`fit`]: the least-squares fit of every table's per-item figures.
+//! - [`units`]: counts and bytes as etcd's tables write them.
 //! - [`storetable`]: etcd's storage-memory table (N keys × versions × key size × value size:
 //!   server RSS): rows, the per-key and per-version fit, the table in etcd's layout.
 //! - [`qpstable`]: the put/range QPS table of etcd's performance doc: runs and layout.
@@ -28,6 +30,7 @@ pub mod chart;
 pub mod cli;
 pub mod compare;
 pub mod fanout;
+pub mod fit;
 pub mod measure;
 pub mod memtable;
 pub mod outcome;
@@ -37,4 +40,5 @@ pub mod stamp;
 pub mod storage_row;
 pub mod storetable;
 pub mod tablesdoc;
+pub mod units;
 pub mod watch_row;

@@ -21,6 +21,7 @@ use crate::stamp::Utc;
 use crate::storage_row;
 use crate::storetable::{self, StoreResult, StoreRow};
 use crate::tablesdoc::{self, TablesDoc};
+use crate::units;
 use crate::watch_row::{self, RowOptions};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::cmd::range::RangeArgs;
@@ -573,8 +574,8 @@ impl Runner<'_> {
                     eprintln!(
                         "tables: {} {spec}: {} RSS (idle {}){}",
                         T::NAME,
-                        memtable::mb(outcome.rss_bytes()),
-                        memtable::mb(outcome.idle_bytes()),
+                        units::mb(outcome.rss_bytes()),
+                        units::mb(outcome.idle_bytes()),
                         outcome.failed.as_ref().map(|f| format!("; incomplete: {f}")).unwrap_or_default()
                     );
                     r

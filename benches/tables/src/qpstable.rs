@@ -4,7 +4,7 @@
 //! tables (writes: keys, conns, clients, QPS, average latency, RSS; reads: requests, conns,
 //! clients, consistency, QPS, average latency).
 
-use crate::memtable::{count, mb};
+use crate::units::{count, mb};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

@@ -4,8 +4,9 @@
 //! usage": N, versions, key size, value size, memory usage) with the RSS over idle split into a
 //! per-key and a per-version part by least squares.
 
-use crate::memtable::{count, fit, mb, per_item};
+use crate::fit::fit;
 use crate::outcome::Outcome;
+use crate::units::{count, mb, per_item};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -83,15 +84,10 @@ pub fn parse_rows(spec: &str) -> Result<Vec<StoreRow>, String> {
                     ));
                 };
                 let size = |s: &str| -> Result<usize, String> {
-                    let n = crate::memtable::parse_count(s)?;
+                    let n = crate::units::parse_count(s)?;
                     usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
                 };
-                vec![row(
-                    crate::memtable::parse_count(n)?,
-                    crate::memtable::parse_count(v)?,
-                    size(k)?,
-                    size(s)?,
-                )]
+                vec![row(crate::units::parse_count(n)?, crate::units::parse_count(v)?, size(k)?, size(s)?)]
             }
         };
         for r in add {

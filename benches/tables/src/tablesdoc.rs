@@ -5,6 +5,7 @@ use crate::chart::{self, Series};
 use crate::memtable::{self, RowResult};
 use crate::qpstable::{self, QpsResult, QpsRun};
 use crate::storetable::{self, StoreResult, StoreRow};
+use crate::units;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -176,7 +177,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
         for rb in &base.storage {
             let ro = other.storage.iter().find(|r| r.row == rb.row);
             let show = |r: Option<&StoreResult>| match r {
-                Some(r) if r.complete() => memtable::mb(r.outcome.rss_bytes()),
+                Some(r) if r.complete() => units::mb(r.outcome.rss_bytes()),
                 Some(r) => match &r.outcome.skipped {
                     Some(why) => format!("skipped: {why}"),
                     None => format!("incomplete: {}", r.outcome.failed.clone().unwrap_or_default()),
@@ -192,7 +193,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} | {both} |",
-                memtable::count(rb.row.keys).to_uppercase(),
+                units::count(rb.row.keys).to_uppercase(),
                 rb.row.versions,
                 rb.row.key_size,
                 rb.row.val_size,
@@ -225,7 +226,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
                 s,
                 "| {} | {} | {:.0} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} / {:.2} |",
                 rb.run.name(),
-                memtable::count(rb.run.total),
+                units::count(rb.run.total),
                 rb.qps,
                 ro.qps,
                 ratio(ro.qps, rb.qps),

@@ -20,6 +20,7 @@
 
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
+use crate::units;
 use actcd_bench::conn::dial;
 use actcd_bench::conn::Conn;
 use actcd_bench::output::Out;
@@ -277,19 +278,19 @@ fn finish(out: &Out, r: RowResult) {
             );
             s += &format!(
                 "  Server RSS:\t{} (idle {}, +{}; peak {}).\n",
-                memtable::mb(r.outcome.rss_bytes()),
-                memtable::mb(r.outcome.idle_bytes()),
-                memtable::mb(delta),
-                memtable::mb(r.outcome.server_hwm_kb as f64 * 1024.0)
+                units::mb(r.outcome.rss_bytes()),
+                units::mb(r.outcome.idle_bytes()),
+                units::mb(delta),
+                units::mb(r.outcome.server_hwm_kb as f64 * 1024.0)
             );
             s += &format!(
                 "  Per client:\t{} (all-in over idle).\n",
-                memtable::per_item(delta / r.row.clients.max(1) as f64)
+                units::per_item(delta / r.row.clients.max(1) as f64)
             );
             s += &format!(
                 "  Client RSS:\t{} (idle {}).\n",
-                memtable::mb(r.client_rss_kb as f64 * 1024.0),
-                memtable::mb(r.client_rss_idle_kb as f64 * 1024.0)
+                units::mb(r.client_rss_kb as f64 * 1024.0),
+                units::mb(r.client_rss_idle_kb as f64 * 1024.0)
             );
             if let Some(why) = &r.outcome.failed {
                 s += &format!("  Incomplete:\t{why}\n");
