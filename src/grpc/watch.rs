@@ -203,6 +203,9 @@ impl WatchService {
             StreamActor::new(setup, output)
         });
         if let Some(conn_actor) = conn_actor {
+            // One message per stream opened, not a fan-out, and it must not be lost (the
+            // connection's close stops only the streams attached to it): do_send. What waits in
+            // the mailbox is bounded by the streams this connection opens at once.
             conn_actor.do_send(AttachStream { id, stop: stream.downgrade().recipient() });
         }
         let out = WatchResponses {
