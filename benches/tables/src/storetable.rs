@@ -6,7 +6,7 @@
 
 use crate::fit::fit;
 use crate::outcome::Outcome;
-use crate::units::{count, mb, per_item};
+use crate::units::{count, mb, parse_count, per_item};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -84,10 +84,10 @@ pub fn parse_rows(spec: &str) -> Result<Vec<StoreRow>, String> {
                     ));
                 };
                 let size = |s: &str| -> Result<usize, String> {
-                    let n = crate::units::parse_count(s)?;
+                    let n = parse_count(s)?;
                     usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
                 };
-                vec![row(crate::units::parse_count(n)?, crate::units::parse_count(v)?, size(k)?, size(s)?)]
+                vec![row(parse_count(n)?, parse_count(v)?, size(k)?, size(s)?)]
             }
         };
         for r in add {
