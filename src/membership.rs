@@ -133,7 +133,7 @@ fn parse(text: &str) -> Result<BTreeMap<String, Vec<String>>> {
 }
 
 /// A peer URL as etcd keeps it: `http(s)://host:port`, no path.
-fn normalize(url: &str) -> Result<String> {
+pub fn normalize(url: &str) -> Result<String> {
     let url = url.trim();
     let Some((scheme, rest)) = url.split_once("://") else {
         bail!("URL {url:?} has no scheme (http:// or https://)");
@@ -163,6 +163,15 @@ fn member_id(sorted_peer_urls: &[String], token: &str) -> u64 {
     let mut bytes = sorted_peer_urls.concat().into_bytes();
     bytes.extend_from_slice(token.as_bytes());
     first_word(&bytes)
+}
+
+/// The id etcd gives a member added by MemberAdd: its sorted peer URLs, the cluster token and
+/// the time in Unix seconds (etcd's `NewMember` with a time), so that a member added again on
+/// the same URLs gets a new id.
+pub fn added_member_id(peer_urls: &[String], token: &str, unix_secs: u64) -> u64 {
+    let mut sorted = peer_urls.to_vec();
+    sorted.sort();
+    member_id(&sorted, &format!("{token}{unix_secs}"))
 }
 
 /// etcd's cluster id: SHA-1 of the member ids, sorted, each 8 bytes big-endian.

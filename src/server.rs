@@ -22,11 +22,13 @@ use actcd_actors::raft::fail_stop::FailStop;
 use actcd_actors::raft::log_store::LogStore;
 use actcd_actors::raft::proposer::Proposer;
 use actcd_actors::raft::read_barrier::ReadBarrier;
+use actcd_actors::raft::reconfig::Rules;
+use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
 use actcd_actors::raft::route::Route;
 use actcd_actors::raft::snapshot_store::SnapshotStore;
 use actcd_actors::raft::state_machine::StateMachine;
 use actcd_actors::raft::types::{MemberNode, TypeConfig};
-use actcd_actors::store::mvcc::member::MemberIds;
+use actcd_actors::store::mvcc::member::{self, MemberIds};
 use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
@@ -39,13 +41,19 @@ use actcd_proto::health::health_server::HealthServer;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
 use actcd_proto::v3lockpb::lock_server::LockServer;
 
+use crate::cluster::corrupt_check::Hasher;
 use crate::cluster::leadership::LeaseForward;
+use crate::cluster::move_leader::LeaderMover;
 use crate::cluster::peer_service::PeerService;
 use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
+use crate::cluster::reconfigure::Reconfigurer;
+use crate::cluster::removal::Heard;
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::health::HealthService;
+use crate::grpc::learner_gate::LearnerGateLayer;
 use crate::grpc::lease::LeaseService;
+use crate::grpc::maintenance::ClusterOps;
 use crate::grpc::range_answer::SendEncodedLayer;
 use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::require_leader::RequireLeader;
@@ -73,6 +81,9 @@ const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 /// a larger cluster serves without one, as etcd's does: its requests wait for a leader.
 const LEADER_WAIT: Duration = Duration::from_secs(30);
 
+/// How long a stopping leader tries to hand its leadership over.
+const HAND_OVER: Duration = Duration::from_secs(5);
+
 /// Linearizable reads waiting for the next read-index round. When full, a reader waits for
 /// room before it queues.
 const READS_WAITING: usize = 65_536;
@@ -97,26 +108,31 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let metrics_addrs: Vec<SocketAddr> = metrics_urls.iter().map(|(addr, _)| *addr).collect();
     let metrics_listeners: Vec<_> =
         bind_all(&metrics_addrs)?.into_iter().zip(metrics_urls.iter().map(|(_, tls)| *tls)).collect();
-    // A member alone has no peer to hear from (and membership changes do not exist yet), so it
-    // takes no peer port: single members side by side need no --listen-peer-urls of their own.
-    let (peer_listeners, peer_tls) = if cluster.members.len() > 1 {
-        let peer_urls = listen_urls(&config.listen_peer_urls, "listen-peer-urls")?;
-        let tls = peer_tls(&config, &cluster)?;
-        let listeners = bind_all(&peer_urls.iter().map(|(addr, _)| *addr).collect::<Vec<_>>())?;
-        (listeners.into_iter().zip(peer_urls.iter().map(|(_, tls)| *tls)).collect(), tls)
-    } else {
-        (Vec::new(), None)
-    };
+    let existing = config.initial_cluster_state == "existing";
+    let peer_tls = peer_tls(&config, &cluster)?;
     std::fs::create_dir_all(&config.data_dir)
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
         .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
+    let ids = member_ids(&cluster, existing, &engine, peer_tls.as_ref().map(|(_, client)| client.clone()))?;
+    // A member alone has no peer to hear from, so it takes no peer port until it adds a member
+    // (single members side by side need no --listen-peer-urls of their own); one that ever had
+    // company, or joins, listens from the start.
+    let recorded_members = actcd_actors::raft::position::recorded_position(&engine)
+        .map_err(|e| anyhow::anyhow!("cannot read the membership: {e}"))?
+        .1
+        .membership()
+        .nodes()
+        .count();
+    let company = cluster.members.len() > 1 || existing || recorded_members > 1;
+    let peer_urls = listen_urls(&config.listen_peer_urls, "listen-peer-urls")?;
+    let peer_listeners = if company { bind_peers(&peer_urls)? } else { Vec::new() };
     let maintenance_engine = engine.clone();
     let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
     let fail_stop_tx = FailStop::new(fail_stop_tx);
     // A member alone has no follower to write beside its fsync: a flush behind its append
     // would only add a thread hop to every write (0.57 -> 0.67 ms at 1 x 1, benches/raft-path).
-    let leads_followers = (cluster.members.len() > 1).then_some(cluster.member_id);
+    let leads_followers = company.then_some(ids.member_id);
     let log = LogStore::open(&engine, leads_followers)
         .map_err(|e| anyhow::anyhow!("cannot sync the raft log: {e}"))?
         .with_fail_stop(fail_stop_tx.clone());
@@ -125,7 +141,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         max_txn_ops: config.max_txn_ops,
         quota_bytes: config.quota_bytes(),
         max_request_bytes: config.max_request_bytes,
-        member: Some(MemberIds { cluster_id: cluster.cluster_id, member_id: cluster.member_id }),
+        member: Some(ids),
         token_ttl: Duration::from_secs(config.auth_token_ttl),
     };
     let core = StoreCore::open(engine, store_config)
@@ -143,7 +159,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .expect("the tokio runtime must start")
     });
     system.block_on(async move {
-        let identity = Identity::new(cluster.cluster_id, cluster.member_id);
+        let identity = Identity::new(ids.cluster_id, ids.member_id);
         // Each shard gets an arbiter (a thread) of its own: a shard's catch-up reads block only
         // itself. Streams share a few.
         let shard_config = ShardConfig {
@@ -172,7 +188,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .with_fail_stop(fail_stop_tx.clone())
             .with_log(&log);
         let core = state_machine.core();
-        // The first membership is the same on every member (the client URLs each publishes later).
+        let removed = state_machine.removed();
+        // The first membership is the same on every member (the client URLs each publishes
+        // later); a member that joins gets it from the leader instead.
         let members = cluster
             .members
             .iter()
@@ -188,16 +206,20 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             })
             .collect();
         let member_id = identity.member_id;
-        let peers =
-            Peers::new(cluster.cluster_id, member_id, peer_tls.as_ref().map(|(_, client)| client.clone()));
+        let peers = Peers::new(
+            ids.cluster_id,
+            member_id,
+            peer_tls.as_ref().map(|(_, client)| client.clone()),
+            removed.clone(),
+        );
+        let first = (!existing).then_some(members);
         let raft =
-            crate::cluster::start::start(member_id, members, timing, peers.clone(), log, state_machine)
-                .await?;
+            crate::cluster::start::start(member_id, first, timing, peers.clone(), log, state_machine).await?;
         let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
         let writer = Proposer::start(route.clone(), config.mailboxes.store, config.batch_limit());
         actcd_actors::raft::applied_sync::start(maintenance_engine.clone(), fail_stop_tx.clone());
-        let alone = cluster.members.len() == 1;
+        let alone = !company;
         let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));
         let leases = LeaseActor::new(
             Arc::new(route.clone()),
@@ -209,33 +231,56 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot load the leases: {e}"))?
         .start();
         tokio::spawn(crate::cluster::leadership::follow(route.clone(), leases.clone()));
-        for (listener, is_tls) in peer_listeners {
-            let listener = TcpListener::from_std(listener).context("cannot serve on the peer listener")?;
-            tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving peer traffic");
-            let service =
-                PeerService::new(route.clone(), cluster.cluster_id, snapshots.clone(), leases.clone());
-            let server = Server::builder()
-                .initial_stream_window_size(PEER_WINDOW)
-                .initial_connection_window_size(PEER_WINDOW)
-                .add_service(
-                    PeerServer::new(service)
-                        .max_decoding_message_size(MAX_PEER_MESSAGE)
-                        .max_encoding_message_size(MAX_PEER_MESSAGE),
-                );
-            match (&peer_tls, is_tls) {
-                // Peer sockets count against the same descriptor budget; they have no client
-                // streams, so a registry of their own that never holds an actor.
-                (Some((tls, _)), true) => spawn_peer_server(
-                    server,
-                    incoming_tls(listener, Arc::default(), Arc::clone(&budget), tls.clone()),
-                ),
-                // Small Raft messages (heartbeats, one-write appends) leave at once.
-                _ => spawn_peer_server(
-                    server,
-                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                ),
-            }
+        let rules = Rules { strict: config.strict_reconfig_check, max_learners: config.max_learners };
+        let reconfigurer = Arc::new(Reconfigurer::new(
+            route.clone(),
+            peers.clone(),
+            removed.clone(),
+            rules,
+            config.initial_cluster_token.clone(),
+        ));
+        let heard = Heard::default();
+        let (route_for_peers, leases_for_peers, reconfigurer_for_peers, removed_for_peers, heard_for_peers) =
+            (route.clone(), leases.clone(), Arc::clone(&reconfigurer), removed.clone(), heard.clone());
+        let snapshots_for_peers = snapshots.clone();
+        let hasher = Hasher::new(maintenance_engine.clone(), view.clone());
+        let hasher_for_peers = hasher.clone();
+        let peer_serving = PeerServing {
+            service: Arc::new(move || {
+                PeerService::new(
+                    route_for_peers.clone(),
+                    ids.cluster_id,
+                    snapshots_for_peers.clone(),
+                    leases_for_peers.clone(),
+                    Arc::clone(&reconfigurer_for_peers),
+                    removed_for_peers.clone(),
+                    heard_for_peers.clone(),
+                    hasher_for_peers.clone(),
+                )
+            }),
+            tls: peer_tls.as_ref().map(|(tls, _)| tls.clone()),
+            budget: Arc::clone(&budget),
+        };
+        if company {
+            peer_serving.serve(peer_listeners)?;
+        } else {
+            let urls = peer_urls.clone();
+            reconfigurer.on_grow(Box::new(move || peer_serving.serve(bind_peers(&urls)?)));
         }
+        let lease_ms = crate::cluster::start::election_window(timing.election_ms).1;
+        let mover = LeaderMover::new(
+            route.clone(),
+            peers.clone(),
+            Duration::from_millis(lease_ms),
+            Duration::from_millis(timing.heartbeat_ms),
+        );
+        tokio::spawn(crate::cluster::removal::watch(
+            route.clone(),
+            peers.clone(),
+            removed.clone(),
+            heard,
+            Duration::from_millis(timing.election_ms),
+        ));
         if alone {
             crate::cluster::start::wait_for_leader(&raft, LEADER_WAIT).await?;
         }
@@ -244,7 +289,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             peer_urls: cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
             client_urls: config.advertise_client_urls.clone(),
         };
-        let publish = crate::cluster::publish::publish(route.clone(), peers, own);
+        let publish = crate::cluster::reconfigure::publish(Arc::clone(&reconfigurer), route.clone(), own);
         if alone {
             // As etcd serves clients only once its member published its attributes: the first
             // MemberList already shows this member's client URLs. Alone, that is one local
@@ -256,6 +301,9 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             tokio::spawn(publish);
         }
         tokio::spawn(crate::cluster::start::follow_term(raft.clone(), identity.clone()));
+        if config.initial_corrupt_check && company {
+            crate::cluster::corrupt_check::initial(&route, &peers, &hasher).await?;
+        }
         let require_leader = RequireLeader::new(raft.clone(), Duration::from_millis(timing.election_ms));
         let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
         let store = StoreHandle {
@@ -271,6 +319,16 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             tokens,
             engine: maintenance_engine,
         };
+        if !config.corrupt_check_time.is_zero() {
+            let check = crate::cluster::corrupt_check::periodic(
+                store.route.clone(),
+                peers,
+                hasher,
+                store.clone(),
+                config.corrupt_check_time,
+            );
+            tokio::spawn(check);
+        }
         let stream_pool = ArbiterPool::new(stream_arbiters.iter().map(Arbiter::handle).collect());
         let lease = Arc::new(LeaseService::new(store.clone(), leases, Arc::clone(&stream_pool)));
         let connections = Arc::new(Connections::default());
@@ -285,8 +343,15 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             leader: require_leader.clone(),
             permit: crate::grpc::watch::watch_permit(store.view.clone(), Arc::clone(&store.tokens)),
         });
-        let etcd =
-            Arc::new(EtcdServices::new(&store, watch, lease, config.quota_bytes(), config.bcrypt_cost));
+        let cluster_ops = ClusterOps { reconfigurer, mover: mover.clone() };
+        let etcd = Arc::new(EtcdServices::new(
+            &store,
+            watch,
+            lease,
+            config.quota_bytes(),
+            config.bcrypt_cost,
+            cluster_ops,
+        ));
         let services = Services {
             store,
             etcd,
@@ -296,6 +361,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             fail_stop,
             require_leader,
             raft: raft.clone(),
+            mover,
+            removed: (removed, member_id),
         };
         serve(&config, services, client_listeners, tls, metrics_listeners).await
     })
@@ -321,6 +388,77 @@ where
     });
 }
 
+/// How to serve the peer transport: on the listeners taken at start, or on those a member
+/// alone takes when it adds its first member.
+struct PeerServing {
+    /// A peer service for one listener.
+    service: Arc<dyn Fn() -> PeerService + Send + Sync>,
+    tls: Option<TlsServer>,
+    budget: Arc<ConnectionBudget>,
+}
+
+impl PeerServing {
+    fn serve(&self, listeners: Vec<(std::net::TcpListener, bool)>) -> anyhow::Result<()> {
+        for (listener, is_tls) in listeners {
+            let listener = TcpListener::from_std(listener).context("cannot serve on the peer listener")?;
+            tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving peer traffic");
+            let server = Server::builder()
+                .initial_stream_window_size(PEER_WINDOW)
+                .initial_connection_window_size(PEER_WINDOW)
+                .add_service(
+                    PeerServer::new((self.service)())
+                        .max_decoding_message_size(MAX_PEER_MESSAGE)
+                        .max_encoding_message_size(MAX_PEER_MESSAGE),
+                );
+            match (&self.tls, is_tls) {
+                // Peer sockets count against the same descriptor budget; they have no client
+                // streams, so a registry of their own that never holds an actor.
+                (Some(tls), true) => spawn_peer_server(
+                    server,
+                    incoming_tls(listener, Arc::default(), Arc::clone(&self.budget), tls.clone()),
+                ),
+                // Small Raft messages (heartbeats, one-write appends) leave at once.
+                _ => spawn_peer_server(
+                    server,
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                ),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Takes the ports of `--listen-peer-urls`.
+fn bind_peers(urls: &[(SocketAddr, bool)]) -> anyhow::Result<Vec<(std::net::TcpListener, bool)>> {
+    let listeners = bind_all(&urls.iter().map(|(addr, _)| *addr).collect::<Vec<_>>())?;
+    Ok(listeners.into_iter().zip(urls.iter().map(|(_, tls)| *tls)).collect())
+}
+
+/// This member's cluster and member ids: derived from the flags for a new cluster (and bound
+/// to the data dir there); for a member joining an existing one, those the data dir holds, or
+/// on its first start those its peers know it by.
+fn member_ids(
+    cluster: &crate::membership::InitialCluster,
+    existing: bool,
+    engine: &RocksEngine,
+    tls: Option<TlsClient>,
+) -> anyhow::Result<MemberIds> {
+    if !existing {
+        return Ok(MemberIds { cluster_id: cluster.cluster_id, member_id: cluster.member_id });
+    }
+    if let Some(ids) = member::stored(engine).context("cannot read the data dir's member ids")? {
+        return Ok(ids);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let ids = runtime.block_on(crate::cluster::join::discover(cluster, tls))?;
+    tracing::info!(
+        cluster = %format!("{:x}", ids.cluster_id),
+        member = %format!("{:x}", ids.member_id),
+        "joining the existing cluster"
+    );
+    Ok(ids)
+}
+
 /// Everything the gRPC listeners serve.
 struct Services {
     store: StoreHandle,
@@ -333,6 +471,10 @@ struct Services {
     fail_stop: tokio::sync::oneshot::Receiver<String>,
     /// etcd's require-leader check, on every service.
     require_leader: RequireLeader,
+    /// Hands the leadership over on SIGTERM.
+    mover: LeaderMover,
+    /// The removed ids, and this member's: the process stops once its own is among them.
+    removed: (Removed, u64),
     /// This member's Raft: systemd hears READY=1 once it knows a leader.
     raft: Raft<TypeConfig>,
 }
@@ -465,8 +607,15 @@ async fn serve(
         }
     }
     tokio::spawn(crate::systemd::ready_once_led(services.raft.clone()));
+    let (removed, me) = services.removed.clone();
     tokio::select! {
-        _ = shutdown_signal() => tracing::info!("shutting down"),
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+            // As etcd's leader does before it stops: a caught-up voter takes over at once,
+            // so that clients wait no election timeout.
+            services.mover.on_shutdown(HAND_OVER).await;
+        }
+        _ = removed.wait_for(me) => tracing::warn!("{REMOVED_TEXT}"),
         Some(result) = servers.join_next() => {
             result.context("server task failed")?.context("gRPC server failed")?;
         }
@@ -488,12 +637,16 @@ async fn serve(
 }
 
 /// What every client request passes through, outermost first: the HTTP paths beside gRPC, the
-/// gRPC metrics, Range backpressure, Range answers sent from their encoded bytes.
+/// gRPC metrics, a learner's refusals, Range backpressure, Range answers sent from their
+/// encoded bytes.
 type ClientLayers = tower_layer::Stack<
     SendEncodedLayer,
     tower_layer::Stack<
         RangeBackpressureLayer,
-        tower_layer::Stack<GrpcMetricsLayer, tower_layer::Stack<ClientHttpLayer, tower_layer::Identity>>,
+        tower_layer::Stack<
+            LearnerGateLayer,
+            tower_layer::Stack<GrpcMetricsLayer, tower_layer::Stack<ClientHttpLayer, tower_layer::Identity>>,
+        >,
     >,
 >;
 
@@ -513,6 +666,7 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
         .accept_http1(true)
         .layer(ClientHttpLayer::new(http))
         .layer(GrpcMetricsLayer)
+        .layer(LearnerGateLayer(services.store.identity.clone()))
         .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
         .layer(SendEncodedLayer)
         .tcp_nodelay(true)

@@ -91,6 +91,15 @@ pub enum EtcdError {
     RpcNotSupportedForLearner,
     RangeStreamCustomSort,
     RangeStreamRevisionFilters,
+    MemberIdExists,
+    PeerUrlExists,
+    MemberBadUrls,
+    LearnerNotReady,
+    TooManyLearners,
+    UnhealthyCluster,
+    NotEnoughStartedMembers,
+    NotLeader,
+    LeaderTransferTimeout,
 }
 
 impl EtcdError {
@@ -113,7 +122,14 @@ impl EtcdError {
             TooManyRequests => Code::ResourceExhausted,
             Corrupt => Code::DataLoss,
             InvalidSortOption => Code::InvalidArgument,
-            RpcNotSupportedForLearner => Code::FailedPrecondition,
+            // etcd 3.4 and 3.5 send it as Unavailable (3.6 as FailedPrecondition).
+            RpcNotSupportedForLearner | UnhealthyCluster => Code::Unavailable,
+            MemberIdExists | PeerUrlExists | LearnerNotReady | TooManyLearners | NotLeader => {
+                Code::FailedPrecondition
+            }
+            MemberBadUrls => Code::InvalidArgument,
+            // etcd turns these into a client-side EtcdError, not a status: grpc-go sends Unknown.
+            NotEnoughStartedMembers | LeaderTransferTimeout => Code::Unknown,
             RangeStreamCustomSort | RangeStreamRevisionFilters => Code::Unimplemented,
         }
     }
@@ -166,6 +182,17 @@ impl EtcdError {
             Corrupt => "etcdserver: corrupt cluster",
             InvalidSortOption => "etcdserver: invalid sort option",
             RpcNotSupportedForLearner => "etcdserver: rpc not supported for learner",
+            MemberIdExists => "etcdserver: member ID already exist",
+            PeerUrlExists => "etcdserver: Peer URLs already exists",
+            MemberBadUrls => "etcdserver: given member URLs are invalid",
+            LearnerNotReady => "etcdserver: can only promote a learner member which is in sync with leader",
+            TooManyLearners => "etcdserver: too many learner members in cluster",
+            UnhealthyCluster => "etcdserver: unhealthy cluster",
+            NotEnoughStartedMembers => {
+                "etcdserver: re-configuration failed due to not enough started members"
+            }
+            NotLeader => "etcdserver: not leader",
+            LeaderTransferTimeout => "etcdserver: request timed out, leader transfer took too long",
             // etcd 3.7's checkRangeStreamRequest words these without the "etcdserver: " prefix.
             RangeStreamCustomSort => "RangeStream does not support custom sort orders",
             RangeStreamRevisionFilters => "RangeStream does not support revision filters",

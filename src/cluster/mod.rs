@@ -7,13 +7,22 @@
 //! - [`peers`]: the client half of the peer transport (replication, and what followers forward).
 //! - [`peer_service`]: the server half, on `--listen-peer-urls`.
 //! - [`snapshot_stream`]: a checkpoint's files streamed to a member that fell behind.
-//! - [`publish`]: each member's client URLs written into the membership, for MemberList.
+//! - [`reconfigure`]: the one place the membership changes (MemberAdd, Remove, Update,
+//!   Promote, each member's published record), one change at a time, by etcd's rules.
+//! - [`join`]: a member added by MemberAdd finding its ids in the cluster it joins.
+//! - [`removal`]: a removed member learning it was removed.
+//! - [`move_leader`]: MoveLeader, and a stopping leader's hand-over.
+//! - [`corrupt_check`]: etcd's hash comparisons across members, at start and periodically.
 //! - [`leadership`]: the lessor made primary when this member leads, and a follower's lessor
 //!   asking the leader's.
 
+pub mod corrupt_check;
+pub mod join;
 pub mod leadership;
+pub mod move_leader;
 pub mod peer_service;
 pub mod peers;
-pub mod publish;
+pub mod reconfigure;
+pub mod removal;
 pub mod snapshot_stream;
 pub mod start;

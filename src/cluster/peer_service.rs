@@ -1,7 +1,8 @@
 //! The server half of the peer transport, on `--listen-peer-urls`: Raft's messages handed to
 //! this member's openraft, and the calls followers forward to a leader (their write batches,
-//! read index requests, their own records). A frame from another cluster is refused before
-//! anything in it is read, as etcd's rafthttp refuses a cluster ID mismatch.
+//! read index requests, membership changes), and the membership to a member that asks. A frame
+//! from another cluster is refused before anything in it is read, as etcd's rafthttp refuses a
+//! cluster ID mismatch, and so is one from a removed member, with the words that tell it so.
 
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::storage::Snapshot;
@@ -14,6 +15,8 @@ use actix::Addr;
 
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::messages::{Remaining, Renew};
+use actcd_actors::raft::reconfig::{Change, Members};
+use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
 use actcd_actors::raft::route::Route;
 use actcd_actors::raft::snapshot_store::SnapshotStore;
 use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
@@ -21,7 +24,9 @@ use actcd_actors::store::StoreError;
 use actcd_proto::actcdpeerpb::peer_server::Peer;
 use actcd_proto::actcdpeerpb::{Frame, SnapshotChunk};
 
-use super::publish;
+use super::corrupt_check::Hasher;
+use super::reconfigure::Reconfigurer;
+use super::removal::Heard;
 use super::snapshot_stream;
 
 /// What a member answers its peers.
@@ -30,13 +35,29 @@ pub struct PeerService {
     cluster_id: u64,
     snapshots: SnapshotStore,
     leases: Addr<LeaseActor>,
+    reconfigurer: std::sync::Arc<Reconfigurer>,
+    removed: Removed,
+    heard: Heard,
+    hasher: Hasher,
 }
 
 impl PeerService {
     /// Serves the peers of `route`'s member of cluster `cluster_id`; received snapshots are
-    /// unpacked among `snapshots`; lease questions go to `leases`.
-    pub fn new(route: Route, cluster_id: u64, snapshots: SnapshotStore, leases: Addr<LeaseActor>) -> Self {
-        Self { route, cluster_id, snapshots, leases }
+    /// unpacked among `snapshots`; lease questions go to `leases`, membership changes to
+    /// `reconfigurer`; frames of `removed` members are refused; appends are noted in `heard`;
+    /// `hasher` answers the corruption checks.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        route: Route,
+        cluster_id: u64,
+        snapshots: SnapshotStore,
+        leases: Addr<LeaseActor>,
+        reconfigurer: std::sync::Arc<Reconfigurer>,
+        removed: Removed,
+        heard: Heard,
+        hasher: Hasher,
+    ) -> Self {
+        Self { route, cluster_id, snapshots, leases, reconfigurer, removed, heard, hasher }
     }
 
     fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
@@ -50,9 +71,18 @@ impl PeerService {
         }
     }
 
+    /// etcd's peers answer a removed member so that it learns and stops.
+    fn check_member(&self, from: u64) -> Result<(), Status> {
+        if self.removed.contains(from) {
+            return Err(Status::failed_precondition(REMOVED_TEXT));
+        }
+        Ok(())
+    }
+
     fn open<T: DeserializeOwned>(&self, request: Request<Frame>) -> Result<(u64, T), Status> {
         let frame = request.into_inner();
         self.check_cluster(frame.cluster_id)?;
+        self.check_member(frame.from)?;
         metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => format!("{:x}", frame.from))
             .increment(frame.body.len() as u64);
         let body =
@@ -76,6 +106,7 @@ impl PeerService {
 impl Peer for PeerService {
     async fn append_entries(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, rpc): (_, AppendEntriesRequest<TypeConfig>) = self.open(request)?;
+        self.heard.now();
         self.answer(from, &self.route.raft().append_entries(rpc).await)
     }
 
@@ -103,12 +134,12 @@ impl Peer for PeerService {
 
     async fn propose(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, proposal): (_, Proposal) = self.open(request)?;
-        self.answer(from, &self.route.propose_as_leader(proposal).await)
+        self.answer(from, &self.route.propose_forwarded(proposal).await)
     }
 
     async fn read_index(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, ()): (_, ()) = self.open(request)?;
-        self.answer(from, &self.route.read_index_as_leader().await)
+        self.answer(from, &self.route.read_index_forwarded().await)
     }
 
     async fn lease_renew(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
@@ -123,9 +154,41 @@ impl Peer for PeerService {
         self.answer(from, &answer.unwrap_or_else(|_| Err(StoreError::Stopped("lease actor gone".into()))))
     }
 
-    async fn publish(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
-        let (from, node): (_, MemberNode) = self.open(request)?;
-        self.answer(from, &publish::set_node(self.route.raft(), from, node).await)
+    async fn reconfigure(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (from, change): (_, Change) = self.open(request)?;
+        // A member publishes only its own record.
+        if matches!(&change, Change::Publish { id, .. } if *id != from) {
+            return Err(Status::permission_denied("a member publishes only its own record"));
+        }
+        self.answer(from, &self.reconfigurer.apply(change).await)
+    }
+
+    async fn members(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let frame = request.into_inner();
+        // A joining member does not know the cluster yet: it names cluster 0.
+        if frame.cluster_id != 0 {
+            self.check_cluster(frame.cluster_id)?;
+        }
+        self.check_member(frame.from)?;
+        let members = {
+            let metrics = self.route.raft().metrics();
+            let metrics = metrics.borrow();
+            Members::of(metrics.membership_config.membership(), self.removed.ids())
+        };
+        self.answer(frame.from, &members)
+    }
+
+    async fn hash_kv(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (from, revision): (_, i64) = self.open(request)?;
+        self.answer(from, &self.hasher.hash_at(revision).await)
+    }
+
+    async fn timeout_now(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
+        let (from, ()): (_, ()) = self.open(request)?;
+        tracing::info!(leader = %format!("{from:x}"), "the leader hands its leadership over: campaigning now");
+        let started =
+            self.route.raft().trigger().elect().await.map_err(|e| StoreError::Stopped(e.to_string()));
+        self.answer(from, &started)
     }
 }
 

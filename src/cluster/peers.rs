@@ -8,10 +8,10 @@
 //! be reached is `Unreachable` (openraft backs off before retrying), any other transport
 //! failure a `NetworkError` (retried at once).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use openraft::error::{
@@ -26,8 +26,11 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use actcd_actors::raft::reconfig::{Change, Members};
+use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
 use actcd_actors::raft::route::{Forwarded, LeaderLink, LinkError};
 use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, TypeConfig};
+use actcd_actors::store::mvcc::hash::KvHash;
 use actcd_actors::store::StoreError;
 use actcd_proto::actcdpeerpb::peer_client::PeerClient;
 use actcd_proto::actcdpeerpb::Frame;
@@ -63,16 +66,74 @@ pub struct Peers {
     channels: Arc<Mutex<HashMap<u64, (String, Channel)>>>,
     /// How to dial an https peer URL (`--peer-*` flags), if any is.
     tls: Option<TlsClient>,
+    /// Since when each peer has answered this member's Raft messages without a break (etcd's
+    /// ActiveSince), for the membership checks; a peer that failed a call is absent.
+    active: Arc<Mutex<HashMap<u64, Instant>>>,
+    /// Where this member learns it was removed, when a peer refuses it so.
+    removed: Removed,
 }
 
 impl Peers {
     /// The peers of member `me` of cluster `cluster_id`, dialed through `tls` where their
     /// URL is https.
-    pub fn new(cluster_id: u64, me: u64, tls: Option<TlsClient>) -> Self {
-        Self { cluster_id, me, channels: Arc::default(), tls }
+    pub fn new(cluster_id: u64, me: u64, tls: Option<TlsClient>, removed: Removed) -> Self {
+        Self { cluster_id, me, channels: Arc::default(), tls, active: Arc::default(), removed }
     }
 
-    /// The channel to `id` at its first peer URL, made once per URL (tonic reconnects it).
+    /// Since when each peer has answered without a break.
+    pub fn active_since(&self) -> BTreeMap<u64, Instant> {
+        self.active.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(id, t)| (*id, *t)).collect()
+    }
+
+    /// Notes whether peer `id` answered a call, and whether its answer says this member was
+    /// removed; a change is logged once, as etcd's peer status logs it.
+    fn note(&self, id: u64, status: Option<&tonic::Status>) {
+        if status.is_some_and(is_removal) {
+            self.removed.mark(self.me);
+        }
+        let mut active = self.active.lock().unwrap_or_else(|p| p.into_inner());
+        let peer = format!("{id:x}");
+        match status {
+            None if !active.contains_key(&id) => {
+                active.insert(id, Instant::now());
+                tracing::info!(%peer, "peer became active");
+            }
+            Some(status) if active.remove(&id).is_some() => {
+                tracing::warn!(%peer, %status, "peer became inactive (message send to peer failed)");
+            }
+            _ => {}
+        }
+    }
+
+    /// A channel to `url`, dialed lazily with the peer TLS where the URL is https.
+    fn dial(&self, url: &str) -> Result<Channel, NetworkError> {
+        let endpoint = |dialed: String| {
+            Endpoint::from_shared(dialed).map_err(|e| network_error(format!("bad peer URL {url}: {e}"))).map(
+                |e| {
+                    e.connect_timeout(CONNECT_TIMEOUT)
+                        .initial_stream_window_size(PEER_WINDOW)
+                        .initial_connection_window_size(PEER_WINDOW)
+                        .tcp_nodelay(true)
+                },
+            )
+        };
+        let channel = match (url.strip_prefix("https://"), &self.tls) {
+            (None, _) => endpoint(url.to_string())?.connect_lazy(),
+            // tonic is given the URL as http: the connector adds the TLS.
+            (Some(rest), Some(tls)) => {
+                endpoint(format!("http://{rest}"))?.connect_with_connector_lazy(tls.connector())
+            }
+            (Some(_), None) => {
+                return Err(network_error(format!(
+                    "https peer URL {url}, and no --peer-cert-file or --peer-auto-tls to dial it with"
+                )))
+            }
+        };
+        Ok(channel)
+    }
+
+    /// The client of member `id` at its first peer URL, its channel made once per URL (tonic
+    /// reconnects it); a member whose URL changed gets a new one.
     fn client(&self, id: u64, node: &MemberNode) -> Result<PeerClient<Channel>, NetworkError> {
         let url = node
             .peer_urls
@@ -83,35 +144,20 @@ impl Peers {
         let channel = match channels.get(&id) {
             Some((known, channel)) if *known == url => channel.clone(),
             _ => {
-                let endpoint = |dialed: String| {
-                    Endpoint::from_shared(dialed)
-                        .map_err(|e| network_error(format!("member {id:x}: bad peer URL {url}: {e}")))
-                        .map(|e| {
-                            e.connect_timeout(CONNECT_TIMEOUT)
-                                .initial_stream_window_size(PEER_WINDOW)
-                                .initial_connection_window_size(PEER_WINDOW)
-                                .tcp_nodelay(true)
-                        })
-                };
-                let channel = match (url.strip_prefix("https://"), &self.tls) {
-                    (None, _) => endpoint(url.clone())?.connect_lazy(),
-                    // tonic is given the URL as http: the connector adds the TLS.
-                    (Some(rest), Some(tls)) => {
-                        endpoint(format!("http://{rest}"))?.connect_with_connector_lazy(tls.connector())
-                    }
-                    (Some(_), None) => {
-                        return Err(network_error(format!(
-                            "member {id:x}: https peer URL {url}, and no --peer-cert-file or --peer-auto-tls to dial it with"
-                        )))
-                    }
-                };
+                let channel = self.dial(&url).map_err(|e| network_error(format!("member {id:x}: {e}")))?;
                 channels.insert(id, (url, channel.clone()));
                 channel
             }
         };
-        Ok(PeerClient::new(channel)
-            .max_decoding_message_size(MAX_PEER_MESSAGE)
-            .max_encoding_message_size(MAX_PEER_MESSAGE))
+        Ok(wrap(channel))
+    }
+
+    /// Forgets the channels of members no longer in `members`: peer connections go with the
+    /// members.
+    pub fn retain(&self, members: &std::collections::BTreeSet<u64>) {
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        channels.retain(|id, _| members.contains(id));
+        self.active.lock().unwrap_or_else(|p| p.into_inner()).retain(|id, _| members.contains(id));
     }
 
     fn frame<T: Serialize>(&self, body: &T) -> Result<Frame, NetworkError> {
@@ -121,7 +167,7 @@ impl Peers {
 
     /// A record for this member's own messages to `target`.
     fn link(&self, target: u64, node: &MemberNode) -> PeerLink {
-        PeerLink { peers: self.clone(), target, node: node.clone(), reachable: true }
+        PeerLink { peers: self.clone(), target, node: node.clone() }
     }
 
     /// One call to the leader with `frame`, counted as peer traffic, its answer's body being
@@ -141,6 +187,9 @@ impl Peers {
         let sent = frame.body.len();
         let answer = call(client, frame).await.map_err(|status| {
             tracing::debug!(%status, "a call to the leader failed");
+            if is_removal(&status) {
+                self.removed.mark(self.me);
+            }
             if never_sent(&status) {
                 LinkError::NotSent
             } else {
@@ -180,10 +229,51 @@ impl Peers {
         self.ask(leader, &id, async |mut c, f| c.lease_remaining(f).await).await
     }
 
-    /// Sends this member's record to the leader, which writes it into the membership.
-    pub async fn publish(&self, leader: (u64, MemberNode), me: MemberNode) -> Result<(), StoreError> {
-        self.ask(leader, &me, async |mut c, f| c.publish(f).await).await
+    /// Has the leader check and make a membership change: the log index of its entry.
+    pub async fn reconfigure(&self, leader: (u64, MemberNode), change: &Change) -> Result<u64, StoreError> {
+        self.ask(leader, change, async |mut c, f| c.reconfigure(f).await).await
     }
+
+    /// Asks the peer at `url` for the cluster's id and membership; `as_id` names the asking
+    /// member (0 for one that does not know its id yet, whose [`Peers`] name cluster 0 too).
+    pub async fn members_at(&self, url: &str, as_id: u64) -> Result<(u64, Members), StoreError> {
+        let channel = self.dial(url).map_err(store_error)?;
+        let frame = Frame {
+            cluster_id: self.cluster_id,
+            from: as_id,
+            body: encode(&()).map_err(|e| StoreError::Stopped(e.to_string()))?.into(),
+        };
+        let answer = wrap(channel).members(frame).await.map_err(|status| {
+            if is_removal(&status) {
+                self.removed.mark(self.me);
+            }
+            StoreError::Stopped(format!("peer {url}: {}", status.message()))
+        })?;
+        let frame = answer.into_inner();
+        let members = body::<Members>(&frame).map_err(store_error)?;
+        Ok((frame.cluster_id, members))
+    }
+
+    /// Member `target`'s HashKV at `revision`.
+    pub async fn hash_kv(&self, target: (u64, MemberNode), revision: i64) -> Result<KvHash, StoreError> {
+        self.ask(target, &revision, async |mut c, f| c.hash_kv(f).await).await
+    }
+
+    /// Asks member `target` to campaign at once (MoveLeader's last step).
+    pub async fn timeout_now(&self, target: (u64, MemberNode)) -> Result<(), StoreError> {
+        self.ask(target, &(), async |mut c, f| c.timeout_now(f).await).await
+    }
+}
+
+fn wrap(channel: Channel) -> PeerClient<Channel> {
+    PeerClient::new(channel)
+        .max_decoding_message_size(MAX_PEER_MESSAGE)
+        .max_encoding_message_size(MAX_PEER_MESSAGE)
+}
+
+/// Whether a peer's refusal says this member was removed from the cluster.
+fn is_removal(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::FailedPrecondition && status.message() == REMOVED_TEXT
 }
 
 /// Counts one call to peer `to`: the bytes of its request and answer, as etcd's peer series.
@@ -253,22 +343,11 @@ pub struct PeerLink {
     peers: Peers,
     target: u64,
     node: MemberNode,
-    /// Whether the last call got through: a change is logged once, not every retry.
-    reachable: bool,
 }
 
 impl PeerLink {
-    fn note<T, E>(&mut self, result: &Result<T, E>) {
-        let reachable = result.is_ok();
-        if reachable != self.reachable {
-            self.reachable = reachable;
-            let peer = format!("{:x}", self.target);
-            if reachable {
-                tracing::info!(%peer, "peer became active");
-            } else {
-                tracing::warn!(%peer, "peer became inactive (message send to peer failed)");
-            }
-        }
+    fn note<T>(&self, result: &Result<T, tonic::Status>) {
+        self.peers.note(self.target, result.as_ref().err());
     }
 
     async fn unary<Req: Serialize, Resp: DeserializeOwned>(

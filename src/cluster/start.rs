@@ -58,11 +58,12 @@ pub fn election_window(election_ms: u64) -> (u64, u64) {
 }
 
 /// Starts openraft for member `member_id`, reaching the others through `peers`, and, on a data
-/// dir that holds no cluster yet, forms the cluster of `members` (every member of a new
-/// cluster does, with the same `members`).
+/// dir that holds no cluster yet, forms the cluster of `first` (every member of a new cluster
+/// does, with the same members; a member joining an existing cluster forms none: the leader
+/// brings it the membership).
 pub async fn start(
     member_id: u64,
-    members: BTreeMap<u64, MemberNode>,
+    first: Option<BTreeMap<u64, MemberNode>>,
     timing: Timing,
     peers: Peers,
     log: LogStore,
@@ -84,8 +85,10 @@ pub async fn start(
     let due = SnapshotDue::default();
     let state_machine = state_machine.with_snapshot_count(timing.snapshot_count, Arc::clone(&due));
     let raft = Raft::new(member_id, config, peers, log, state_machine).await.context("cannot start raft")?;
-    if !raft.is_initialized().await.context("raft stopped")? {
-        raft.initialize(members).await.context("cannot form the cluster")?;
+    if let Some(members) = first {
+        if !raft.is_initialized().await.context("raft stopped")? {
+            raft.initialize(members).await.context("cannot form the cluster")?;
+        }
     }
     let trigger = raft.clone();
     tokio::spawn(async move {
@@ -126,6 +129,12 @@ pub async fn follow_term(raft: Raft<TypeConfig>, identity: Identity) {
             (m.current_term, m.current_leader)
         };
         identity.set_raft_term(term.max(1));
+        {
+            let m = metrics.borrow();
+            let membership = m.membership_config.membership();
+            let member = membership.get_node(&identity.member_id).is_some();
+            identity.set_learner(member && !membership.voter_ids().any(|v| v == identity.member_id));
+        }
         metrics::gauge!(ETCD_SERVER_HAS_LEADER).set(if now.is_some() { 1.0 } else { 0.0 });
         metrics::gauge!(ETCD_SERVER_IS_LEADER).set(if now == Some(identity.member_id) { 1.0 } else { 0.0 });
         if now.is_some() && now != last_known {

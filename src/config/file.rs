@@ -46,6 +46,12 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("initial-cluster", "initial-cluster", Kind::Text),
     ("initial-cluster-state", "initial-cluster-state", Kind::Text),
     ("initial-cluster-token", "initial-cluster-token", Kind::Text),
+    ("strict-reconfig-check", "strict-reconfig-check", Kind::Switch),
+    // etcd 3.6's key (3.5 spells it experimental-max-learners).
+    ("max-learners", "max-learners", Kind::Count),
+    ("experimental-max-learners", "max-learners", Kind::Count),
+    ("experimental-initial-corrupt-check", "experimental-initial-corrupt-check", Kind::Switch),
+    ("experimental-corrupt-check-time", "experimental-corrupt-check-time", Kind::Nanos),
     ("heartbeat-interval", "heartbeat-interval", Kind::Count),
     ("election-timeout", "election-timeout", Kind::Count),
     ("snapshot-count", "snapshot-count", Kind::Count),

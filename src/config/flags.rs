@@ -57,6 +57,22 @@ pub struct Config {
     #[arg(long = "initial-cluster", default_value = DEFAULT_INITIAL_CLUSTER)]
     pub initial_cluster: String,
 
+    /// Reject reconfiguration requests that would cause quorum loss.
+    #[arg(long = "strict-reconfig-check", num_args = 0..=1, require_equals = true, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub strict_reconfig_check: bool,
+
+    /// The maximum number of learners in the cluster (etcd 3.6's flag; etcd 3.4 allows one).
+    #[arg(long = "max-learners", default_value_t = 1)]
+    pub max_learners: usize,
+
+    /// Check data corruption before serving any client/peer traffic.
+    #[arg(long = "experimental-initial-corrupt-check", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub initial_corrupt_check: bool,
+
+    /// Duration of time between cluster corruption check passes (0s: off).
+    #[arg(long = "experimental-corrupt-check-time", default_value = "0s", value_parser = parse_duration)]
+    pub corrupt_check_time: Duration,
+
     /// Initial cluster state: new (bootstrap) or existing (join a running cluster).
     #[arg(long = "initial-cluster-state", default_value = "new", value_parser = ["new", "existing"])]
     pub initial_cluster_state: String,
@@ -249,9 +265,6 @@ impl Config {
     /// The cluster this member bootstraps into, from the bootstrap flags as etcd reads them.
     /// Joining a running cluster (member add) is refused until membership changes exist.
     pub fn initial_cluster(&self) -> anyhow::Result<InitialCluster> {
-        if self.initial_cluster_state == "existing" {
-            bail!("--initial-cluster-state existing (joining a running cluster through member add) is not supported yet: start every member with --initial-cluster-state new");
-        }
         InitialCluster::from_flags(BootstrapFlags {
             name: &self.name,
             initial_cluster: &self.initial_cluster,

@@ -58,6 +58,11 @@ impl KvService {
 
     /// A Range's checks in etcd's order (auth, then the read barrier), then its index pass.
     async fn plan_range(&self, request: &Request<RangeRequest>) -> Result<(Who, PlannedRange), Status> {
+        // A learner answers serializable ranges only (etcd's interceptor, before auth; the
+        // learner gate let the call through to here).
+        if !request.get_ref().serializable && self.store.is_learner() {
+            return Err(EtcdError::RpcNotSupportedForLearner.status());
+        }
         let who = self.store.who(request).await?;
         let req = request.get_ref();
         who.need(Need::Keys(Access::Read, KeyRange::new(&req.key, &req.range_end)))?;

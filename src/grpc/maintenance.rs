@@ -1,6 +1,6 @@
 //! The Maintenance and Cluster services: Status, Alarm, HashKV, Hash, Defragment and Snapshot
-//! as etcd answers them on one member; MemberList; and clear errors for what needs a cluster
-//! (membership changes, leader moves, downgrades).
+//! as etcd answers them on one member; MoveLeader; MemberList and the membership changes, made
+//! by the cluster's [`Reconfigurer`]; a clear error for downgrades.
 
 use actcd_proto::errors::EtcdError;
 use bytes::Bytes;
@@ -8,7 +8,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use std::sync::Arc;
+
 use actcd_actors::auth::Need;
+use actcd_actors::raft::reconfig::Change;
 use actcd_actors::store::mvcc::engine::Engine;
 use actcd_actors::store::mvcc::hash;
 use std::io::Write as _;
@@ -26,6 +29,8 @@ use actcd_proto::etcdserverpb::{
 };
 use sha2::{Digest, Sha256};
 
+use crate::cluster::move_leader::LeaderMover;
+use crate::cluster::reconfigure::Reconfigurer;
 use crate::etcd_file::export::{EtcdExport, ExportError};
 use crate::grpc::status::{
     raw_auth_status, snapshot_failed, task_status, to_status, unknown_alarm_action, Unsupported,
@@ -43,17 +48,28 @@ const SNAPSHOT_CHUNK: usize = 32 * 1024;
 /// Chunks made ahead of a slow snapshot client; when they are all waiting, the writer waits.
 const SNAPSHOT_QUEUE: usize = 4;
 
+/// What changes the membership and moves the leader.
+#[derive(Clone)]
+pub struct ClusterOps {
+    /// Membership changes.
+    pub reconfigurer: Arc<Reconfigurer>,
+    /// MoveLeader.
+    pub mover: LeaderMover,
+}
+
 /// Maintenance and Cluster services over one store.
 #[derive(Clone)]
 pub struct MaintenanceService {
     store: StoreHandle,
     quota_bytes: u64,
+    cluster: ClusterOps,
 }
 
 impl MaintenanceService {
-    /// Services over `store`, which NOSPACE fills at `quota_bytes`.
-    pub fn new(store: StoreHandle, quota_bytes: u64) -> Self {
-        Self { store, quota_bytes }
+    /// Services over `store`, which NOSPACE fills at `quota_bytes`, changing the membership
+    /// and the leader with `cluster`.
+    pub fn new(store: StoreHandle, quota_bytes: u64, cluster: ClusterOps) -> Self {
+        Self { store, quota_bytes, cluster }
     }
 
     /// The members, as the membership records them, in id order as etcd lists them.
@@ -77,12 +93,6 @@ impl MaintenanceService {
         self.store.identity.header(self.store.view.revision())
     }
 
-    fn is_member(&self, id: u64) -> bool {
-        let metrics = self.store.route.raft().metrics();
-        let known = metrics.borrow().membership_config.membership().get_node(&id).is_some();
-        known
-    }
-
     /// Runs blocking engine work off the async threads.
     async fn blocking<T: Send + 'static>(
         &self,
@@ -93,9 +103,36 @@ impl MaintenanceService {
     }
 }
 
-/// etcd's answer to a membership change naming no member.
-fn member_not_found() -> Status {
-    EtcdError::MemberNotFound.status()
+/// Peer URLs as etcd's MemberAdd and MemberUpdate take them (types.NewURLs): each
+/// `http(s)://host:port` with no path, at least one, sorted.
+fn peer_urls(urls: &[String]) -> Result<Vec<String>, Status> {
+    let mut parsed: Vec<String> = urls
+        .iter()
+        .map(|u| crate::membership::normalize(u))
+        .collect::<Result<_, _>>()
+        .map_err(|_| EtcdError::MemberBadUrls.status())?;
+    if parsed.is_empty() {
+        return Err(EtcdError::MemberBadUrls.status());
+    }
+    parsed.sort();
+    Ok(parsed)
+}
+
+/// The time left before the client's `grpc-timeout`, if it sent one.
+fn request_deadline<T>(request: &Request<T>) -> Option<std::time::Duration> {
+    let value = request.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let (amount, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = amount.parse().ok()?;
+    let nanos_per = match unit {
+        "H" => 3_600_000_000_000,
+        "M" => 60_000_000_000,
+        "S" => 1_000_000_000,
+        "m" => 1_000_000,
+        "u" => 1_000,
+        "n" => 1,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_nanos(amount.saturating_mul(nanos_per)))
 }
 
 /// Streams the store as etcd's backend file in etcd's framing: chunks with the bytes still
@@ -300,11 +337,12 @@ impl Maintenance for MaintenanceService {
         request: Request<MoveLeaderRequest>,
     ) -> Result<Response<MoveLeaderResponse>, Status> {
         self.store.who(&request).await?.need(Need::Admin)?;
-        // The only member already leads: moving the lead to it is done, as on etcd.
-        if self.is_member(request.get_ref().target_id) {
-            return Ok(Response::new(MoveLeaderResponse { header: self.header() }));
-        }
-        Err(EtcdError::BadLeaderTransferee.status())
+        let target = request.get_ref().target_id;
+        // etcd waits for the transfer as long as the client's deadline lets it (answering
+        // before the client gives up); a request with none gets the request timeout.
+        let within = request_deadline(&request).map_or(self.store.route.timeout(), |d| d.mul_f64(0.9));
+        self.cluster.mover.move_to(target, within).await.map_err(to_status)?;
+        Ok(Response::new(MoveLeaderResponse { header: self.header() }))
     }
 
     async fn downgrade(&self, _: Request<DowngradeRequest>) -> Result<Response<DowngradeResponse>, Status> {
@@ -318,8 +356,23 @@ impl Cluster for MaintenanceService {
         &self,
         request: Request<MemberAddRequest>,
     ) -> Result<Response<MemberAddResponse>, Status> {
+        // etcd parses the URLs first, then checks the caller.
+        let urls = peer_urls(&request.get_ref().peer_ur_ls)?;
         self.store.who(&request).await?.need(Need::Admin)?;
-        Err(Unsupported::Membership("adding a member").status())
+        let learner = request.get_ref().is_learner;
+        let id = self.cluster.reconfigurer.add(urls.clone(), learner).await.map_err(to_status)?;
+        let member = Member {
+            id,
+            name: String::new(),
+            peer_ur_ls: urls,
+            client_ur_ls: Vec::new(),
+            is_learner: learner,
+        };
+        Ok(Response::new(MemberAddResponse {
+            header: self.header(),
+            member: Some(member),
+            members: self.members(),
+        }))
     }
 
     async fn member_remove(
@@ -327,21 +380,21 @@ impl Cluster for MaintenanceService {
         request: Request<MemberRemoveRequest>,
     ) -> Result<Response<MemberRemoveResponse>, Status> {
         self.store.who(&request).await?.need(Need::Admin)?;
-        if !self.is_member(request.get_ref().id) {
-            return Err(member_not_found());
-        }
-        Err(Unsupported::Membership("removing a member").status())
+        let change = Change::Remove { id: request.get_ref().id };
+        self.cluster.reconfigurer.change(change).await.map_err(to_status)?;
+        Ok(Response::new(MemberRemoveResponse { header: self.header(), members: self.members() }))
     }
 
+    /// Keeps the learner flag, where etcd 3.4 clears it (its bug 21694, fixed in 3.5 and 3.6).
     async fn member_update(
         &self,
         request: Request<MemberUpdateRequest>,
     ) -> Result<Response<MemberUpdateResponse>, Status> {
+        let urls = peer_urls(&request.get_ref().peer_ur_ls)?;
         self.store.who(&request).await?.need(Need::Admin)?;
-        if !self.is_member(request.get_ref().id) {
-            return Err(member_not_found());
-        }
-        Err(Unsupported::Membership("changing a member's peer URLs").status())
+        let change = Change::Update { id: request.get_ref().id, peer_urls: urls };
+        self.cluster.reconfigurer.change(change).await.map_err(to_status)?;
+        Ok(Response::new(MemberUpdateResponse { header: self.header(), members: self.members() }))
     }
 
     async fn member_promote(
@@ -349,10 +402,9 @@ impl Cluster for MaintenanceService {
         request: Request<MemberPromoteRequest>,
     ) -> Result<Response<MemberPromoteResponse>, Status> {
         self.store.who(&request).await?.need(Need::Admin)?;
-        if !self.is_member(request.get_ref().id) {
-            return Err(member_not_found());
-        }
-        Err(EtcdError::MemberNotLearner.status())
+        let change = Change::Promote { id: request.get_ref().id };
+        self.cluster.reconfigurer.change(change).await.map_err(to_status)?;
+        Ok(Response::new(MemberPromoteResponse { header: self.header(), members: self.members() }))
     }
 
     /// A linearizable list (etcd 3.5's flag) waits for the read barrier first, so that it

@@ -24,6 +24,7 @@
 //! - [`services`]: the one instance of each service, shared by every listener and the gateway.
 //! - [`store_handle`]: the read view, the typed write API and the engine every service reaches the store by.
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
+//! - [`learner_gate`]: a learner refuses all but Status, serializable Range and Snapshot.
 //! - [`require_leader`]: etcd's require-leader metadata: no leader, no answer but "no leader".
 //! - [`status`]: store errors as gRPC statuses, with etcd's codes and texts, and actcd's own.
 
@@ -32,6 +33,7 @@ pub mod auth;
 pub mod concurrency;
 pub mod health;
 pub mod kv;
+pub mod learner_gate;
 pub mod lease;
 pub mod maintenance;
 pub mod range_answer;

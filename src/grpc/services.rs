@@ -11,7 +11,7 @@ use super::concurrency::local::Backends;
 use super::concurrency::lock::LockService;
 use super::kv::KvService;
 use super::lease::LeaseService;
-use super::maintenance::MaintenanceService;
+use super::maintenance::{ClusterOps, MaintenanceService};
 use super::store_handle::StoreHandle;
 use super::watch::WatchService;
 
@@ -36,18 +36,19 @@ pub struct EtcdServices {
 impl EtcdServices {
     /// Builds the services over `store` beside the `watch` and `lease` services the caller
     /// started (they own actors and arbiters); `quota_bytes` and `bcrypt_cost` are the flags
-    /// Maintenance and Auth need.
+    /// Maintenance and Auth need, `cluster` what changes the membership and the leader.
     pub fn new(
         store: &StoreHandle,
         watch: Arc<WatchService>,
         lease: Arc<LeaseService>,
         quota_bytes: u64,
         bcrypt_cost: u32,
+        cluster: ClusterOps,
     ) -> Self {
         let kv = Arc::new(KvService::new(store.clone()));
         let backends = Backends { kv: Arc::clone(&kv), watch: Arc::clone(&watch), lease: Arc::clone(&lease) };
         Self {
-            maintenance: Arc::new(MaintenanceService::new(store.clone(), quota_bytes)),
+            maintenance: Arc::new(MaintenanceService::new(store.clone(), quota_bytes, cluster)),
             auth: Arc::new(AuthService::new(store.clone(), bcrypt_cost)),
             lock: Arc::new(LockService::new(backends.clone())),
             election: Arc::new(ElectionService::new(backends)),

@@ -5,6 +5,7 @@
 use tonic::{Code, Status};
 
 use actcd_actors::auth::AuthError;
+use actcd_actors::store::mvcc::error::ReconfigError;
 use actcd_actors::store::StoreError;
 use actcd_proto::errors::EtcdError;
 
@@ -35,6 +36,7 @@ pub fn to_status(err: StoreError) -> Status {
         StoreError::InvalidSortOption => EtcdError::InvalidSortOption,
         StoreError::StreamSort => EtcdError::RangeStreamCustomSort,
         StoreError::StreamRevisionFilters => EtcdError::RangeStreamRevisionFilters,
+        StoreError::Reconfig(refused) => reconfig(*refused),
         StoreError::Auth(auth) => return auth_status(*auth),
         // A bug in actcd, not a client's doing.
         StoreError::WrongAnswer(_) => return Status::internal(err.to_string()),
@@ -112,6 +114,26 @@ pub fn snapshot_failed(err: impl std::fmt::Display) -> Status {
     Status::new(Code::Unknown, format!("actcd: snapshot failed: {err}"))
 }
 
+/// etcd's error for a refused membership change or leader move.
+fn reconfig(refused: ReconfigError) -> EtcdError {
+    match refused {
+        ReconfigError::IdExists => EtcdError::MemberIdExists,
+        ReconfigError::PeerUrlExists => EtcdError::PeerUrlExists,
+        ReconfigError::NotFound => EtcdError::MemberNotFound,
+        ReconfigError::BadUrls => EtcdError::MemberBadUrls,
+        ReconfigError::NotLearner => EtcdError::MemberNotLearner,
+        ReconfigError::LearnerNotReady => EtcdError::LearnerNotReady,
+        ReconfigError::TooManyLearners => EtcdError::TooManyLearners,
+        ReconfigError::Unhealthy => EtcdError::UnhealthyCluster,
+        ReconfigError::NotEnoughStarted => EtcdError::NotEnoughStartedMembers,
+        ReconfigError::NotLeader => EtcdError::NotLeader,
+        ReconfigError::BadTransferee => EtcdError::BadLeaderTransferee,
+        ReconfigError::TransferTimeout => EtcdError::LeaderTransferTimeout,
+        // Only members publish records; a client never sees this.
+        ReconfigError::NotOwnRecord => EtcdError::Stopped,
+    }
+}
+
 /// An alarm action outside etcd's three.
 pub fn unknown_alarm_action(action: i32) -> Status {
     Status::invalid_argument(format!("actcd: unknown alarm action {action}"))
@@ -122,8 +144,6 @@ pub fn unknown_alarm_action(action: i32) -> Status {
 pub enum Unsupported {
     /// Downgrade: a single member has no cluster version to lower.
     Downgrade,
-    /// A membership change, named in words ("adding a member").
-    Membership(&'static str),
 }
 
 impl Unsupported {
@@ -134,9 +154,6 @@ impl Unsupported {
                 "actcd: downgrade is not supported: a single actcd member has no cluster version to lower"
                     .to_owned()
             }
-            Unsupported::Membership(what) => format!(
-                "actcd: {what} needs replication, which actcd does not have yet: it runs as a single-member cluster"
-            ),
         })
     }
 }

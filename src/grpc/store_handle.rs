@@ -90,9 +90,7 @@ impl StoreHandle {
 
     /// Whether this member is a learner (a non-voter), as its Raft membership says.
     pub fn is_learner(&self) -> bool {
-        let metrics = self.route.raft().metrics();
-        let voter = metrics.borrow().membership_config.voter_ids().any(|v| v == self.route.member_id());
-        !voter
+        self.identity.is_learner()
     }
 
     /// The keys lease `id` holds (none for an unknown lease).

@@ -99,7 +99,7 @@ impl Who {
     /// Whether the sender has `need` (anything goes while auth is disabled).
     pub fn check(&self, need: Need<'_>) -> Result<(), AuthError> {
         match &self.sender {
-            Sender::Anyone | Sender::Known(Caller::Lessor) => Ok(()),
+            Sender::Anyone | Sender::Known(Caller::Member) => Ok(()),
             Sender::Known(Caller::User { name, auth_revision }) => {
                 self.auth.check(name, *auth_revision, need)
             }

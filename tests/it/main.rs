@@ -9,6 +9,7 @@ mod auth;
 mod cli;
 mod client;
 mod cluster;
+mod cluster_ops;
 mod concurrency;
 mod crash;
 mod differential;

@@ -92,7 +92,7 @@ fn bootstrap_flags_it_cannot_follow_are_refused_in_one_line() {
             vec!["--initial-cluster", "default=http://127.0.0.1:1"],
             "--initial-cluster has default=http://127.0.0.1:1 but missing",
         ),
-        (vec!["--initial-cluster-state", "existing"], "--initial-cluster-state existing"),
+        (vec!["--initial-cluster-state", "existing"], "names no other member to join through"),
         (vec!["--initial-cluster-state", "bogus"], "bogus"),
     ] {
         let (code, err) = refused(&args);

@@ -14,8 +14,9 @@ pub enum Caller {
         /// The auth store's revision when the edge checked the request.
         auth_revision: u64,
     },
-    /// The leader's lessor revoking an expired lease: no user, never refused by auth.
-    Lessor,
+    /// This member's own work, on the leader: its lessor revoking an expired lease, its
+    /// corruption check raising an alarm. No user, never refused by auth.
+    Member,
 }
 
 impl Caller {
@@ -27,7 +28,7 @@ impl Caller {
 }
 
 /// [`Caller`] on the wire: the field numbers of etcd's `RequestHeader` (raft_internal.proto),
-/// and one of actcd's own for the lessor.
+/// and one of actcd's own for the member's own work.
 #[derive(Clone, PartialEq, prost::Message)]
 pub(crate) struct RequestHeader {
     #[prost(string, tag = "2")]
@@ -44,7 +45,7 @@ impl From<&Caller> for RequestHeader {
             Caller::User { name, auth_revision } => {
                 RequestHeader { username: name.clone(), auth_revision: *auth_revision, lessor: false }
             }
-            Caller::Lessor => RequestHeader { lessor: true, ..Default::default() },
+            Caller::Member => RequestHeader { lessor: true, ..Default::default() },
         }
     }
 }
@@ -52,7 +53,7 @@ impl From<&Caller> for RequestHeader {
 impl From<RequestHeader> for Caller {
     fn from(header: RequestHeader) -> Self {
         if header.lessor {
-            Caller::Lessor
+            Caller::Member
         } else {
             Caller::User { name: header.username, auth_revision: header.auth_revision }
         }

@@ -86,7 +86,7 @@ pub fn check_renewal(
 fn checked<'c>(state: &AuthState, caller: &'c Caller) -> Option<(&'c str, u64)> {
     match caller {
         _ if !state.enabled() => None,
-        Caller::Lessor => None,
+        Caller::Member => None,
         Caller::User { name, auth_revision } => Some((name.as_str(), *auth_revision)),
     }
 }

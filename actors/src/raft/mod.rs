@@ -18,6 +18,8 @@
 //! - [`proposer`]: where writes enter the log, batched one entry per batch.
 //! - [`route`]: to this member's Raft when it leads, to the leader when another member does.
 //! - [`read_barrier`]: linearizable reads, one read-index round for all that queued.
+//! - [`reconfig`]: etcd's rules for a membership change, checked before it is proposed.
+//! - [`removed`]: the ids removed from the cluster, and this member learning it is one.
 //! - [`position`]: the applied log id and membership, written with the data they reflect.
 //! - [`snapshot_store`]: checkpoints of the state machine, built, kept and installed.
 //!
@@ -35,6 +37,8 @@ pub mod log_store;
 pub mod position;
 pub mod proposer;
 pub mod read_barrier;
+pub mod reconfig;
+pub mod removed;
 pub mod route;
 pub mod snapshot_store;
 pub mod state_machine;

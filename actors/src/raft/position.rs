@@ -1,11 +1,11 @@
 //! Where the state machine stands: the last applied log id and the membership, written by
 //! each apply in the same WriteBatch as the entries' changes (etcd's consistent index), read
-//! back at open and when a snapshot is taken.
+//! back at open and when a snapshot is taken; beside them, the ids the membership ever dropped.
 
 use openraft::{LogId, StorageError, StoredMembership};
 
 use super::types::{decode, MemberNode};
-use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
+use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY, RAFT_REMOVED_KEY};
 use crate::store::mvcc::engine::{Engine, Family};
 use crate::store::RocksEngine;
 
@@ -29,4 +29,12 @@ pub fn recorded_position(
         None => Membership::default(),
     };
     Ok((applied, membership))
+}
+
+/// The member ids removed from the cluster, as `engine` records them.
+pub fn recorded_removed(engine: &RocksEngine) -> Result<std::collections::BTreeSet<u64>, StorageError<u64>> {
+    match engine.get(Family::Meta, RAFT_REMOVED_KEY).map_err(read_error)? {
+        Some(bytes) => decode(&bytes).map_err(read_error),
+        None => Ok(Default::default()),
+    }
 }

@@ -194,7 +194,7 @@ impl LeaseRevoker for Route {
             route.read_index_as_leader().await?;
             let commands = ids
                 .into_iter()
-                .map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id }).from_caller(Caller::Lessor))
+                .map(|id| Command::LeaseRevoke(LeaseRevokeRequest { id }).from_caller(Caller::Member))
                 .collect();
             let proposal = Proposal::new(route.member_id(), commands);
             let Applied(answers) = route.propose_as_leader(proposal).await?.applied;

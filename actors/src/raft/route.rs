@@ -80,13 +80,34 @@ pub struct Route {
     me: u64,
     link: Arc<dyn LeaderLink>,
     timeout: Duration,
+    /// Set while this leader hands its leadership over (MoveLeader): proposals and read
+    /// index rounds wait, so that nothing renews the followers' leader lease, then go to
+    /// whoever leads after it.
+    handing_over: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Route {
     /// Routes for member `me` through `raft`, forwarding over `link`; a request waits at most
     /// `timeout` for a leader and for its answer.
     pub fn new(raft: Raft<TypeConfig>, me: u64, link: Arc<dyn LeaderLink>, timeout: Duration) -> Self {
-        Self { raft, me, link, timeout }
+        Self { raft, me, link, timeout, handing_over: Arc::new(tokio::sync::watch::Sender::new(false)) }
+    }
+
+    /// Holds (true) or lets go (false) this leader's proposals and read index rounds, while
+    /// it hands its leadership over.
+    pub fn hold(&self, held: bool) {
+        self.handing_over.send_replace(held);
+    }
+
+    /// Waits while a hand-over holds this member's leader work, up to `deadline`.
+    async fn while_held(&self, deadline: tokio::time::Instant) -> Result<(), StoreError> {
+        let mut held = self.handing_over.subscribe();
+        let released = tokio::time::timeout_at(deadline, held.wait_for(|h| !*h)).await.is_ok();
+        if released {
+            Ok(())
+        } else {
+            Err(StoreError::Timeout)
+        }
     }
 
     /// The Raft this member runs.
@@ -128,16 +149,22 @@ impl Route {
 
     /// Commits `proposal` through the leader; its answers once this member applied it.
     pub async fn propose(&self, proposal: Proposal) -> Result<Applied, StoreError> {
+        self.propose_indexed(proposal).await.map(|f| f.applied)
+    }
+
+    /// [`Route::propose`], with the log index of the entry that carried it.
+    async fn propose_indexed(&self, proposal: Proposal) -> Result<Forwarded, StoreError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
+            self.while_held(deadline).await?;
             let leader = self.leader().await?;
             if leader.0 == self.me {
-                return self.propose_as_leader(proposal).await.map(|f| f.applied);
+                return self.propose_here(proposal).await;
             }
             match tokio::time::timeout_at(deadline, self.link.propose(leader, &proposal)).await {
                 Ok(Ok(forwarded)) => {
                     self.wait_applied(forwarded.log_index).await?;
-                    return Ok(forwarded.applied);
+                    return Ok(forwarded);
                 }
                 Ok(Err(LinkError::Failed(err))) => return Err(err),
                 Ok(Err(LinkError::NotSent)) if tokio::time::Instant::now() + RETRY < deadline => {
@@ -148,9 +175,27 @@ impl Route {
         }
     }
 
-    /// Proposes `proposal` on this member, which believes it leads (a forwarded batch, or one
-    /// of its own). Refused with "too many requests" when apply trails the log too far.
+    /// Proposes `proposal` on this member, which a follower believed leads. One that handed
+    /// its leadership over meanwhile sends it on to the new leader.
+    pub async fn propose_forwarded(&self, proposal: Proposal) -> Result<Forwarded, StoreError> {
+        self.while_held(tokio::time::Instant::now() + self.timeout).await?;
+        if self.raft.metrics().borrow().current_leader == Some(self.me) {
+            self.propose_here(proposal).await
+        } else {
+            self.propose_indexed(proposal).await
+        }
+    }
+
+    /// Proposes `proposal` on this member only, which believes it leads (its lessor's revokes,
+    /// never forwarded).
     pub async fn propose_as_leader(&self, proposal: Proposal) -> Result<Forwarded, StoreError> {
+        self.while_held(tokio::time::Instant::now() + self.timeout).await?;
+        self.propose_here(proposal).await
+    }
+
+    /// Proposes `proposal` on this member, which believes it leads. Refused with "too many
+    /// requests" when apply trails the log too far.
+    async fn propose_here(&self, proposal: Proposal) -> Result<Forwarded, StoreError> {
         {
             let metrics = self.raft.metrics();
             let metrics = metrics.borrow();
@@ -171,26 +216,50 @@ impl Route {
         if self.alone() {
             return Ok(());
         }
+        let index = self.read_index().await?;
+        self.wait_applied(index).await
+    }
+
+    /// The leader's read index, wherever it leads.
+    async fn read_index(&self) -> Result<u64, StoreError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
-        let index = loop {
+        loop {
+            self.while_held(deadline).await?;
             let leader = self.leader().await?;
             if leader.0 == self.me {
-                break self.read_index_as_leader().await?;
+                return self.read_index_here().await;
             }
             match tokio::time::timeout_at(deadline, self.link.read_index(leader)).await {
-                Ok(Ok(index)) => break index,
+                Ok(Ok(index)) => return Ok(index),
                 Ok(Err(LinkError::Failed(err))) => return Err(err),
                 Ok(Err(LinkError::NotSent)) if tokio::time::Instant::now() + RETRY < deadline => {
                     tokio::time::sleep(RETRY).await;
                 }
                 Ok(Err(LinkError::NotSent)) | Err(_) => return Err(StoreError::Timeout),
             }
-        };
-        self.wait_applied(index).await
+        }
+    }
+
+    /// The read index of this member, which a follower believed leads; one that handed its
+    /// leadership over meanwhile asks the new leader.
+    pub async fn read_index_forwarded(&self) -> Result<u64, StoreError> {
+        self.while_held(tokio::time::Instant::now() + self.timeout).await?;
+        if self.raft.metrics().borrow().current_leader == Some(self.me) {
+            self.read_index_here().await
+        } else {
+            self.read_index().await
+        }
+    }
+
+    /// The read index of this member only, as leader (for its lessor: a member that does not
+    /// lead fails).
+    pub async fn read_index_as_leader(&self) -> Result<u64, StoreError> {
+        self.while_held(tokio::time::Instant::now() + self.timeout).await?;
+        self.read_index_here().await
     }
 
     /// The read index of this member as leader: confirmed by a quorum's heartbeat answers.
-    pub async fn read_index_as_leader(&self) -> Result<u64, StoreError> {
+    async fn read_index_here(&self) -> Result<u64, StoreError> {
         match tokio::time::timeout(self.timeout, self.raft.get_read_log_id()).await {
             Ok(Ok((read, _applied))) => Ok(read.map_or(0, |id| id.index)),
             Ok(Err(err)) => Err(read_refusal(&err)),

@@ -30,12 +30,13 @@ use openraft::{
 use super::fail_stop::FailStop;
 use super::log_durability::LogDurability;
 use super::log_store::{LogStore, RecentEntries};
-use super::position::{recorded_position, Membership};
+use super::position::{recorded_position, recorded_removed, Membership};
+use super::removed::{dropped, Removed};
 use super::snapshot_store::SnapshotStore;
 use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use crate::lease::leader::LeaseSource;
 use crate::store::messages::Committed;
-use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY};
+use crate::store::mvcc::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY, RAFT_REMOVED_KEY};
 use crate::store::mvcc::engine::Family;
 use crate::store::LeaseChange;
 use crate::store::{Batch, Command, CommittedEvents, RocksEngine, StoreCore, StoreError};
@@ -76,6 +77,8 @@ pub struct StateMachine {
     subscriber: Option<Recipient<Committed>>,
     applied: Option<LogId<u64>>,
     membership: Membership,
+    /// Every id a committed membership dropped (see [`super::removed`]).
+    removed: Removed,
     snapshots: SnapshotStore,
     /// Told once, with the reason, when a write fails and the state machine stops.
     fail_stop: FailStop,
@@ -107,11 +110,13 @@ impl StateMachine {
         subscriber: Option<Recipient<Committed>>,
     ) -> Result<Self, Error> {
         let (applied, membership) = recorded_position(core.engine())?;
+        let removed = Removed::new(recorded_removed(core.engine())?);
         Ok(Self {
             core: CoreHandle(Arc::new(Mutex::new(core))),
             subscriber,
             applied,
             membership,
+            removed,
             snapshots,
             fail_stop: FailStop::default(),
             snapshot_every: None,
@@ -143,6 +148,11 @@ impl StateMachine {
         self
     }
 
+    /// The removed ids, as this state machine records them.
+    pub fn removed(&self) -> Removed {
+        self.removed.clone()
+    }
+
     /// A handle on the core for the queries of writer-owned state.
     pub fn core(&self) -> CoreHandle {
         self.core.clone()
@@ -156,11 +166,15 @@ impl StateMachine {
         let mut batch = Batch::default();
         let mut answers = Vec::with_capacity(entries.len());
         let mut membership_changed = false;
+        let mut removed = self.removed.ids();
         let (mut commands, mut failed) = (0u64, 0u64);
         for entry in entries {
             match entry.payload {
                 EntryPayload::Blank => answers.push(Applied::default()),
                 EntryPayload::Membership(membership) => {
+                    let after = membership.nodes().map(|(id, _)| *id).collect();
+                    let before = self.membership.membership().nodes().map(|(id, _)| id);
+                    removed.extend(dropped(before, &after));
                     self.membership = StoredMembership::new(Some(entry.log_id), membership);
                     membership_changed = true;
                     answers.push(Applied::default());
@@ -180,6 +194,7 @@ impl StateMachine {
                 RAFT_MEMBERSHIP_KEY.to_vec(),
                 encode(&self.membership).map_err(write_error)?,
             );
+            batch.writes.put(Family::Meta, RAFT_REMOVED_KEY.to_vec(), encode(&removed).map_err(write_error)?);
         }
         let started = std::time::Instant::now();
         // A failed write stops the core for good and openraft with it (fail-stop): neither the
@@ -202,6 +217,9 @@ impl StateMachine {
             .set(core.lease_heap_bytes() as f64);
         drop(core);
         self.applied = Some(last);
+        if membership_changed {
+            self.removed.set(removed);
+        }
         if let Some(recent) = &self.recent {
             recent.applied(last.index);
         }
@@ -314,7 +332,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             return Err(err);
         }
         let revision = core.read_view().revision();
+        // The snapshot's removed ids join those known here: a removed id never comes back.
+        let mut removed = recorded_removed(core.engine())?;
+        removed.extend(self.removed.ids());
         drop(core);
+        self.removed.set(removed);
         let index = meta.last_log_id.map_or(0, |id| id.index);
         tracing::info!(index, revision, "installed a snapshot from the leader");
         // The revisions the snapshot brought were never published: a batch that starts past

@@ -178,7 +178,7 @@ mod tests {
         let as_alice = Command::Put(put.clone())
             .from_caller(crate::auth::Caller::User { name: "alice".into(), auth_revision: 7 });
         let revoke = Command::LeaseRevoke(actcd_proto::etcdserverpb::LeaseRevokeRequest { id: 3 })
-            .from_caller(crate::auth::Caller::Lessor);
+            .from_caller(crate::auth::Caller::Member);
         let proposal = Proposal::new(42, vec![Command::Put(put), as_alice, revoke]);
         let bytes = encode(&proposal).expect("encodes");
         assert_eq!(decode::<Proposal>(&bytes).expect("decodes"), proposal);

@@ -27,6 +27,9 @@ pub const APPLIED_INDEX_KEY: &[u8] = b"applied_index";
 pub const RAFT_APPLIED_KEY: &[u8] = b"raft_applied";
 /// The meta record holding the last applied Raft membership (postcard).
 pub const RAFT_MEMBERSHIP_KEY: &[u8] = b"raft_membership";
+/// The meta record holding every member id ever removed (postcard), written in the batch of
+/// the membership that removed the last of them.
+pub const RAFT_REMOVED_KEY: &[u8] = b"raft_removed";
 
 const PUT_KIND: u8 = b'p';
 const DELETE_KIND: u8 = b'd';

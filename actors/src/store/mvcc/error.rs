@@ -100,9 +100,47 @@ pub enum StoreError {
     /// RangeStream was asked for an order other than by key, ascending.
     #[error("RangeStream does not support custom sort orders")]
     StreamSort,
+    /// A membership change or leader move refused by etcd's rules.
+    #[error("{0}")]
+    Reconfig(ReconfigError),
     /// RangeStream was asked to filter by mod or create revision.
     #[error("RangeStream does not support revision filters")]
     StreamRevisionFilters,
+}
+
+/// Why a membership change or a leader move is refused (`crate::raft::reconfig` checks them):
+/// each is one of etcd's errors, mapped to its text at the edge. A variant's text is etcd's
+/// words for it, which say what it is.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum ReconfigError {
+    #[error("member ID already exist")]
+    IdExists,
+    #[error("Peer URLs already exists")]
+    PeerUrlExists,
+    #[error("member not found")]
+    NotFound,
+    #[error("given member URLs are invalid")]
+    BadUrls,
+    #[error("can only promote a learner member")]
+    NotLearner,
+    #[error("can only promote a learner member which is in sync with leader")]
+    LearnerNotReady,
+    #[error("too many learner members in cluster")]
+    TooManyLearners,
+    #[error("unhealthy cluster")]
+    Unhealthy,
+    #[error("re-configuration failed due to not enough started members")]
+    NotEnoughStarted,
+    #[error("not leader")]
+    NotLeader,
+    #[error("bad leader transferee")]
+    BadTransferee,
+    #[error("request timed out, leader transfer took too long")]
+    TransferTimeout,
+    /// A member published a record for another member, or renamed itself.
+    #[error("a member may publish only its own name and client URLs")]
+    NotOwnRecord,
 }
 
 #[cfg(feature = "rocksdb")]

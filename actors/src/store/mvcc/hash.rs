@@ -72,7 +72,7 @@ impl Crc32c {
 }
 
 /// The answer to HashKV.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KvHash {
     /// The hash.
     pub hash: u32,

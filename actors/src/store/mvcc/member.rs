@@ -39,6 +39,11 @@ impl MemberIds {
     }
 }
 
+/// The ids the data dir in `engine` is bound to, if it is.
+pub fn stored(engine: &impl Engine) -> Result<Option<MemberIds>, StoreError> {
+    engine.get(Family::Meta, MEMBER_KEY)?.map(|bytes| MemberIds::decode(&bytes)).transpose()
+}
+
 /// Binds the data dir in `engine` to `ids`: records them if it holds none, refuses it if it
 /// holds others.
 pub fn bind(engine: &impl Engine, ids: MemberIds) -> Result<(), StoreError> {

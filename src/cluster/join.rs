@@ -1,0 +1,57 @@
+//! Joining a running cluster (`--initial-cluster-state existing`), as a member that MemberAdd
+//! added: the cluster's id and this member's id are the cluster's, not derived from the flags
+//! (MemberAdd chose the id; the cluster id comes from the first members), so the member asks
+//! the peers `--initial-cluster` names for the membership and finds itself in it by its
+//! advertised peer URLs, as etcd's GetClusterFromRemotePeers does. Once joined, the data dir
+//! holds both ids, and a restart reads them from there.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
+use actcd_actors::store::mvcc::member::MemberIds;
+
+use super::peers::Peers;
+use crate::membership::InitialCluster;
+use crate::transport::tls_client::TlsClient;
+
+/// How long a joining member keeps asking its peers.
+const ASK_FOR: Duration = Duration::from_secs(30);
+
+/// The ids of this member of the cluster that `initial` names, as its other members know it.
+pub async fn discover(initial: &InitialCluster, tls: Option<TlsClient>) -> anyhow::Result<MemberIds> {
+    let own = initial.own().context("this member is not in --initial-cluster")?;
+    let peers = Peers::new(0, 0, tls, Removed::default());
+    let urls: Vec<&String> =
+        initial.members.iter().filter(|m| m.id != own.id).flat_map(|m| &m.peer_urls).collect();
+    if urls.is_empty() {
+        bail!("--initial-cluster-state existing: --initial-cluster names no other member to join through");
+    }
+    let deadline = tokio::time::Instant::now() + ASK_FOR;
+    let mut last = String::new();
+    while tokio::time::Instant::now() < deadline {
+        for url in &urls {
+            match peers.members_at(url, 0).await {
+                Ok((cluster_id, members)) => {
+                    let found = members.nodes.iter().find(|(_, node)| {
+                        let mut theirs = node.peer_urls.clone();
+                        theirs.sort();
+                        theirs == own.peer_urls
+                    });
+                    return match found {
+                        Some((id, _)) if members.removed.contains(id) => bail!("{REMOVED_TEXT}"),
+                        Some((id, _)) => Ok(MemberIds { cluster_id, member_id: *id }),
+                        None => bail!(
+                            "error validating peerURLs: the cluster has no member on {} (add it with MemberAdd first)",
+                            own.peer_urls.join(",")
+                        ),
+                    };
+                }
+                Err(err) => last = format!("{url}: {err}"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    bail!("cannot reach the cluster to join through any of --initial-cluster's peers ({last})")
+}

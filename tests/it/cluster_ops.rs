@@ -1,0 +1,217 @@
+//! A cluster an operator changes: the leader moved with MoveLeader and handed over on SIGTERM
+//! with no write lost or refused, and a member whose disk died replaced (removed, wiped, added
+//! again, caught up) while the removed id never comes back, across restarts of every member.
+//! How long writes pause belongs to the benchmark; these tests print it and assert what must
+//! hold: every write acknowledged, every member agreeing.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use actcd_proto::etcdserverpb::cluster_client::ClusterClient;
+use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use actcd_proto::etcdserverpb::{
+    MemberAddRequest, MemberListRequest, MemberRemoveRequest, MoveLeaderRequest, PutRequest, RangeRequest,
+    StatusRequest,
+};
+use actcd_test_support::server::{Kind, Launch};
+use tonic::Code;
+
+use crate::cluster::Cluster;
+use crate::harness::{free_port, Server};
+
+/// Puts through `server` until `stop` says so; every answer, in order: its latency and whether
+/// it succeeded.
+async fn writer(server: String, stop: tokio::sync::watch::Receiver<bool>) -> (usize, Vec<String>, Duration) {
+    let mut kv = actcd_proto::etcdserverpb::kv_client::KvClient::connect(server).await.unwrap();
+    let (mut done, mut failures, mut longest) = (0, Vec::new(), Duration::ZERO);
+    let mut i = 0u64;
+    while !*stop.borrow() {
+        i += 1;
+        let put = PutRequest {
+            key: format!("w/{i}").into_bytes().into(),
+            value: b"v".to_vec().into(),
+            ..Default::default()
+        };
+        let started = Instant::now();
+        match kv.put(put).await {
+            Ok(_) => done += 1,
+            Err(status) => failures.push(format!("{:?}: {}", status.code(), status.message())),
+        }
+        longest = longest.max(started.elapsed());
+    }
+    (done, failures, longest)
+}
+
+async fn leader_id(server: &Server) -> (u64, u64) {
+    let mut m = MaintenanceClient::connect(server.endpoint.clone()).await.unwrap();
+    let status = m.status(StatusRequest {}).await.unwrap().into_inner();
+    (status.leader, status.header.unwrap().member_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn move_leader_and_a_stopping_leader_hand_over_without_a_refused_write() {
+    let mut cluster = Cluster::start(Kind::Actcd, 3, &[]).await;
+    let l = cluster.leader().await;
+    let follower = (l + 1) % 3;
+    let other = (l + 2) % 3;
+    let (_, target) = leader_id(cluster.member(follower)).await;
+
+    // Sent to a follower: etcd's refusal.
+    let mut m = MaintenanceClient::connect(cluster.member(follower).endpoint.clone()).await.unwrap();
+    let refused = m.move_leader(MoveLeaderRequest { target_id: target }).await.unwrap_err();
+    assert_eq!((refused.code(), refused.message()), (Code::FailedPrecondition, "etcdserver: not leader"));
+
+    // Moved while a client writes through the third member.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let writing = tokio::spawn(writer(cluster.member(other).endpoint.clone(), stop.clone()));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut m = MaintenanceClient::connect(cluster.member(l).endpoint.clone()).await.unwrap();
+    let started = Instant::now();
+    m.move_leader(MoveLeaderRequest { target_id: target }).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(cluster.leader().await, follower, "every member names the transferee");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop_tx.send(true).unwrap();
+    let (done, failures, longest) = writing.await.unwrap();
+    println!("move-leader: answered in {took:?}; {done} puts, the longest {longest:?}");
+    assert!(failures.is_empty(), "writes refused during the move: {failures:?}");
+    assert!(cluster.log(l).contains("leadership moved"), "{}", cluster.log(l));
+
+    // SIGTERM to the new leader: it hands over before it stops, and writes go on.
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    let writing = tokio::spawn(writer(cluster.member(other).endpoint.clone(), stop));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = cluster.member(follower).pid();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let exited = cluster.members[follower].as_mut().unwrap().wait_exit(Duration::from_secs(20)).await;
+    assert!(exited.is_some_and(|s| s.success()), "a stopped member exits with 0: {exited:?}");
+    cluster.members[follower] = None;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop_tx.send(true).unwrap();
+    let (done, failures, longest) = writing.await.unwrap();
+    println!("SIGTERM of the leader: {done} puts, the longest {longest:?}");
+    assert!(failures.is_empty(), "writes refused while the leader stopped: {failures:?}");
+    assert!(cluster.log(follower).contains("leadership moved"), "{}", cluster.log(follower));
+    let new_leader = cluster.leader().await;
+    assert_ne!(new_leader, follower);
+}
+
+/// Starts member `name` on `peer`, joining the cluster `initial` names (etcdctl member add's lines).
+async fn join(dir: &Path, name: &str, peer: &str, initial: &str) -> Server {
+    let flags = [
+        "--listen-peer-urls",
+        peer,
+        "--initial-advertise-peer-urls",
+        peer,
+        "--initial-cluster",
+        initial,
+        "--initial-cluster-state",
+        "existing",
+        "--initial-cluster-token",
+        "cluster-test",
+    ];
+    let launch = Launch::new(Kind::Actcd, env!("CARGO_BIN_EXE_actcd"), dir).name(name).args(&flags);
+    Server::from(launch.start(Duration::from_secs(60)).await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
+    let mut cluster = Cluster::start(Kind::Actcd, 3, &[]).await;
+    let first = cluster.member(0).endpoint.clone();
+    let mut kv = actcd_proto::etcdserverpb::kv_client::KvClient::connect(first.clone()).await.unwrap();
+    for i in 0..200 {
+        let put = PutRequest {
+            key: format!("k{i:03}").into_bytes().into(),
+            value: vec![7; 512].into(),
+            ..Default::default()
+        };
+        kv.put(put).await.unwrap();
+    }
+    let mut c = ClusterClient::connect(first.clone()).await.unwrap();
+    let before = c.member_list(MemberListRequest { linearizable: true }).await.unwrap().into_inner().members;
+    let dead = before.iter().find(|m| m.name == "m3").unwrap().id;
+
+    // etcd's strict reconfig check counts a peer healthy after 5 s connected.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The disk of m3 dies: the process with it. Once the leader has seen it gone, it is not
+    // part of the active quorum and may be removed.
+    cluster.kill(2);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    c.member_remove(MemberRemoveRequest { id: dead }).await.unwrap();
+    let peer = format!("http://127.0.0.1:{}", free_port());
+    let added = c
+        .member_add(MemberAddRequest { peer_ur_ls: vec![peer.clone()], is_learner: false })
+        .await
+        .unwrap()
+        .into_inner();
+    let new_id = added.member.unwrap().id;
+    assert_ne!(new_id, dead);
+    let names: Vec<String> = added
+        .members
+        .iter()
+        .filter(|m| m.id != new_id)
+        .map(|m| format!("{}={}", m.name, m.peer_ur_ls[0]))
+        .collect();
+    let initial = format!("{},m3={peer}", names.join(","));
+
+    let dir = tempfile::tempdir().unwrap();
+    let replaced = join(dir.path(), "m3", &peer, &initial).await;
+    // It caught up: the same keys, read from it alone.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut own =
+        actcd_proto::etcdserverpb::kv_client::KvClient::connect(replaced.endpoint.clone()).await.unwrap();
+    loop {
+        let read = RangeRequest {
+            key: b"k".to_vec().into(),
+            range_end: b"l".to_vec().into(),
+            serializable: true,
+            count_only: true,
+            ..Default::default()
+        };
+        if own.range(read).await.map(|r| r.into_inner().count).unwrap_or(0) == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new member did not catch up in 30 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let list = c.member_list(MemberListRequest { linearizable: true }).await.unwrap().into_inner().members;
+    assert_eq!(list.len(), 3);
+    assert!(list.iter().all(|m| m.id != dead && !m.is_learner), "{list:?}");
+    let joined = list.iter().find(|m| m.id == new_id).unwrap();
+    // It published its name and client URL once it ran.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c
+        .member_list(MemberListRequest { linearizable: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .members
+        .iter()
+        .find(|m| m.id == new_id)
+        .is_none_or(|m| m.name != "m3")
+    {
+        assert!(Instant::now() < deadline, "the new member never published its name: {joined:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Every original member restarted: the removed id stays removed.
+    drop(c);
+    for i in [0, 1] {
+        cluster.kill(i);
+        cluster.restart(i).await;
+    }
+    let mut c = ClusterClient::connect(cluster.member(0).endpoint.clone()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let list = loop {
+        match c.member_list(MemberListRequest { linearizable: true }).await {
+            Ok(list) => break list.into_inner().members,
+            Err(status) => {
+                assert!(Instant::now() < deadline, "no member list after the restarts: {status:?}")
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(list.len(), 3, "{list:?}");
+    assert!(list.iter().all(|m| m.id != dead), "{list:?}");
+    drop(replaced);
+}
