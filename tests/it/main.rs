@@ -31,6 +31,7 @@ mod k8s;
 mod lease;
 mod linearizability;
 mod maintenance;
+mod member_changes;
 mod membership;
 mod metrics;
 mod migrate;
