@@ -145,6 +145,45 @@ fn move_leader(target_id: u64, within: Duration) -> tonic::Request<MoveLeaderReq
     request
 }
 
+/// MoveLeader with a deadline that only the server keeps, over raw HTTP/2: tonic, like grpc-go,
+/// gives up at the deadline it sends, before etcd's answer to that deadline can arrive.
+async fn move_leader_raw(address: &str, target_id: u64, deadline: Duration) -> Result<(), Status> {
+    use prost::Message;
+    let io = |e: &dyn std::fmt::Display| Status::unavailable(format!("HTTP/2: {e}"));
+    let call = async {
+        let tcp = tokio::net::TcpStream::connect(address).await.map_err(|e| io(&e))?;
+        let (client, connection) = h2::client::handshake(tcp).await.map_err(|e| io(&e))?;
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut client = client.ready().await.map_err(|e| io(&e))?;
+        let request = http::Request::post(format!("http://{address}/etcdserverpb.Maintenance/MoveLeader"))
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .header("grpc-timeout", format!("{}m", deadline.as_millis()))
+            .body(())
+            .unwrap();
+        let (response, mut stream) = client.send_request(request, false).map_err(|e| io(&e))?;
+        let body = MoveLeaderRequest { target_id }.encode_to_vec();
+        stream.send_data(crate::hostile_frames::message(&body), true).map_err(|e| io(&e))?;
+        let (parts, mut body) = response.await.map_err(|e| io(&e))?.into_parts();
+        while let Some(chunk) = body.data().await {
+            let _ = body.flow_control().release_capacity(chunk.map_err(|e| io(&e))?.len());
+        }
+        let trailers = body.trailers().await.map_err(|e| io(&e))?.unwrap_or_default();
+        driver.abort();
+        // A refusal comes in the trailers, or in the headers of a trailers-only answer.
+        match Status::from_header_map(&trailers).or_else(|| Status::from_header_map(&parts.headers)) {
+            Some(status) if status.code() != Code::Ok => Err(status),
+            _ => Ok(()),
+        }
+    };
+    match tokio::time::timeout(CALL_WITHIN, call).await {
+        Ok(answer) => answer,
+        Err(_) => Err(Status::deadline_exceeded(format!("no answer within {CALL_WITHIN:?}"))),
+    }
+}
+
 /// What a MemberAdd answer says of the new member and the cluster (its id is random).
 fn added(answer: &MemberAddResponse) -> String {
     match &answer.member {
@@ -440,7 +479,6 @@ async fn unhealthy_refusals(kind: Kind) -> Vec<Step> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut c = cluster_client(&cluster.member(leader).endpoint).await;
     let mut on_up = cluster_client(&cluster.member(up).endpoint).await;
-    let mut moves = maintenance_client(&cluster.member(leader).endpoint).await;
     let mut steps = Steps::default();
 
     steps.record("add: a learner", bounded(c.member_add(add(&url(free_port()), true))).await, added);
@@ -451,7 +489,7 @@ async fn unhealthy_refusals(kind: Kind) -> Vec<Step> {
     steps.record("remove: the live follower", answer, |r| count(&r.members));
     let answer = bounded(c.member_remove(remove(ids[leader]))).await;
     steps.record("remove: the leader, asked of itself", answer, |r| count(&r.members));
-    let answer = bounded(moves.move_leader(move_leader(ids[down], Duration::from_secs(3)))).await;
+    let answer = move_leader_raw(&cluster.member(leader).address, ids[down], Duration::from_secs(3)).await;
     steps.record("move leader: to the stopped member", answer, |_| String::new());
     // A member not connected is not part of the active quorum: removing it is safe.
     let answer = bounded(c.member_remove(remove(ids[down]))).await;
@@ -497,9 +535,15 @@ async fn unhealthy_cluster_refusals_match_etcd() {
 /// A member that never counts as started: etcd 3.4 counts a member as started once it has
 /// published a name, and one run with `--name ""` publishes an empty one (its client URLs
 /// are published all the same). Joined as a voter, it connects like any member.
-async fn join_nameless(kind: Kind, c: &mut ClusterClient<Channel>, dir: &Path) -> Joiner {
+async fn join_nameless(
+    kind: Kind,
+    c: &mut ClusterClient<Channel>,
+    dir: &Path,
+    steps: &mut Steps,
+) -> Option<Joiner> {
     let peer = url(free_port());
-    let answer = bounded(c.member_add(add(&peer, false))).await.unwrap();
+    let answer = bounded(c.member_add(add(&peer, false))).await;
+    let answer = steps.record("add: the voter to run without a name", answer, added)?;
     let initial: Vec<String> = answer
         .members
         .iter()
@@ -511,7 +555,10 @@ async fn join_nameless(kind: Kind, c: &mut ClusterClient<Channel>, dir: &Path) -
             )
         })
         .collect();
-    Joiner::start(kind, "", dir, &initial.join(","), &peer)
+    let nameless = Joiner::start(kind, "", dir, &initial.join(","), &peer);
+    let read = retry(READY_WITHIN, || get(&nameless.endpoint, "k", true), Result::is_ok).await;
+    steps.record("the nameless member serves", read, |_| String::new())?;
+    Some(nameless)
 }
 
 async fn never_started_refusals(kind: Kind) -> Vec<Step> {
@@ -522,12 +569,12 @@ async fn never_started_refusals(kind: Kind) -> Vec<Step> {
     let ids = member_ids(&cluster).await;
     tokio::time::sleep(CONNECTED_FOR).await;
     let mut c = cluster_client(&cluster.member(leader).endpoint).await;
-    let nameless = join_nameless(kind, &mut c, &root.path().join("nameless")).await;
-    let read = retry(READY_WITHIN, || get(&nameless.endpoint, "k", true), Result::is_ok).await;
-    read.unwrap_or_else(|e| panic!("{kind:?}: the nameless member does not serve: {e:?}"));
+    let mut steps = Steps::default();
+    let Some(nameless) = join_nameless(kind, &mut c, &root.path().join("nameless"), &mut steps).await else {
+        return steps.0;
+    };
     // Its peers must have been connected to it for 5 s before they take the next MemberAdd.
     tokio::time::sleep(CONNECTED_FOR).await;
-    let mut steps = Steps::default();
 
     let answer = bounded(c.member_add(add(&url(free_port()), false))).await;
     let never = steps.record("add: a voter", answer, added).and_then(|a| a.member).map_or(UNKNOWN, |m| m.id);
@@ -559,6 +606,12 @@ async fn not_enough_started_members_matches_etcd() {
         "etcd",
         &etcd,
         &[
+            (
+                "add: the voter to run without a name",
+                Ok,
+                r#"is_learner=false name="" client_urls=[] members=4"#,
+            ),
+            ("the nameless member serves", Ok, ""),
             ("add: a voter", Ok, r#"is_learner=false name="" client_urls=[] members=5"#),
             ("add: a second voter", Unknown, NOT_ENOUGH),
             ("add: a learner", Unavailable, "etcdserver: unhealthy cluster"),
