@@ -411,6 +411,8 @@ async fn membership_errors(kind: Kind) -> Vec<Step> {
 /// The step whose answer differs on purpose.
 const LEARNER_AFTER_UPDATE: &str = "list: the learner after its update";
 
+/// On a healthy cluster, asked of the leader unless said otherwise: every refusal of the
+/// Cluster service and of MoveLeader, and the changes between them that succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn membership_errors_match_etcd() {
     let etcd = membership_errors(Kind::Etcd).await;
@@ -440,7 +442,7 @@ async fn membership_errors_match_etcd() {
             ("move leader: to the learner", FailedPrecondition, BAD_TRANSFEREE),
             ("update: the learner's peer URLs", Ok, "members=4"),
             // etcd 3.4's bug #21694: the update turns the learner into a voter in etcd's
-            // member list (not in raft's configuration).
+            // member list.
             (LEARNER_AFTER_UPDATE, Ok, "is_learner=Some(false)"),
             ("remove: the learner", Ok, "members=3"),
             ("add: a voter", Ok, r#"is_learner=false name="" client_urls=[] members=4"#),
@@ -499,6 +501,8 @@ async fn unhealthy_refusals(kind: Kind) -> Vec<Step> {
     steps.0
 }
 
+/// With one follower stopped, asked of the leader unless said otherwise: etcd 3.4 adds nothing
+/// and removes no live member, but lets the stopped one go.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unhealthy_cluster_refusals_match_etcd() {
     let etcd = unhealthy_refusals(Kind::Etcd).await;
