@@ -70,7 +70,7 @@ pub struct Config {
     pub initial_corrupt_check: bool,
 
     /// Duration of time between cluster corruption check passes (0s: off).
-    #[arg(long = "experimental-corrupt-check-time", default_value = "0s", value_parser = parse_duration)]
+    #[arg(long = "experimental-corrupt-check-time", default_value = "0s", value_parser = parse_duration_or_off)]
     pub corrupt_check_time: Duration,
 
     /// Initial cluster state: new (bootstrap) or existing (join a running cluster).
@@ -408,8 +408,14 @@ pub fn error_line(err: &clap::Error) -> String {
     text.lines().next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_owned()
 }
 
+/// A Go duration where zero means off (`--experimental-corrupt-check-time`).
+pub fn parse_duration_or_off(text: &str) -> Result<Duration, String> {
+    go_duration::parse(text).map_err(|err| err.to_string())
+}
+
 /// Parses a duration flag as etcd's flags take them (Go's `time.ParseDuration`: `10m`,
-/// `1m30s`, `500ms`); none of the flags that take one means anything at zero.
+/// `1m30s`, `500ms`); the flags that take one mean nothing at zero, but for the one that
+/// [`parse_duration_or_off`] reads.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     match go_duration::parse(text) {
         Ok(d) if d.is_zero() => Err(format!("duration {text:?} must be positive")),
