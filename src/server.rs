@@ -44,7 +44,7 @@ use actcd_proto::v3lockpb::lock_server::LockServer;
 use crate::cluster::corrupt_check::Hasher;
 use crate::cluster::leadership::LeaseForward;
 use crate::cluster::move_leader::LeaderMover;
-use crate::cluster::peer_service::PeerService;
+use crate::cluster::peer_service::{Forwarding, PeerService};
 use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::cluster::reconfigure::Reconfigurer;
 use crate::cluster::removal::Heard;
@@ -245,6 +245,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let snapshots_for_peers = snapshots.clone();
         let hasher = Hasher::new(maintenance_engine.clone(), view.clone());
         let hasher_for_peers = hasher.clone();
+        let forwarding = Forwarding::default();
+        let forwarding_for_peers = forwarding.clone();
         let peer_serving = PeerServing {
             service: Arc::new(move || {
                 PeerService::new(
@@ -256,6 +258,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                     removed_for_peers.clone(),
                     heard_for_peers.clone(),
                     hasher_for_peers.clone(),
+                    forwarding_for_peers.clone(),
                 )
             }),
             tls: peer_tls.as_ref().map(|(tls, _)| tls.clone()),
@@ -273,6 +276,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             peers.clone(),
             Duration::from_millis(lease_ms),
             Duration::from_millis(timing.heartbeat_ms),
+            Duration::from_millis(timing.election_ms),
         );
         tokio::spawn(crate::cluster::removal::watch(
             route.clone(),
@@ -362,6 +366,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             require_leader,
             raft: raft.clone(),
             mover,
+            forwarding,
             removed: (removed, member_id),
         };
         serve(&config, services, client_listeners, tls, metrics_listeners).await
@@ -473,6 +478,8 @@ struct Services {
     require_leader: RequireLeader,
     /// Hands the leadership over on SIGTERM.
     mover: LeaderMover,
+    /// The followers' calls this member serves, answered before it stops.
+    forwarding: Forwarding,
     /// The removed ids, and this member's: the process stops once its own is among them.
     removed: (Removed, u64),
     /// This member's Raft: systemd hears READY=1 once it knows a leader.
@@ -614,6 +621,7 @@ async fn serve(
             // As etcd's leader does before it stops: a caught-up voter takes over at once,
             // so that clients wait no election timeout.
             services.mover.on_shutdown(HAND_OVER).await;
+            services.forwarding.drained(HAND_OVER).await;
         }
         _ = removed.wait_for(me) => tracing::warn!("{REMOVED_TEXT}"),
         Some(result) = servers.join_next() => {

@@ -19,7 +19,10 @@
 //! ```
 //!
 //! Writes pause from 1 to 6: about 0.7 election timeouts with etcd's default flags, less than
-//! the election timeout a leader's death costs. Every step is Raft's ordinary vote, so a
+//! the election timeout a leader's death costs. As etcd's raft does, the leader gives up after
+//! one election timeout (the transferee is down, or too far behind) and takes writes again;
+//! MoveLeader itself waits for the transferee to lead until the client's deadline, then
+//! answers etcd's "leader transfer took too long". Every step is Raft's ordinary vote, so a
 //! transfer that fails (the transferee dies) costs an ordinary election, never safety. With two
 //! voters the transferee needs the leader's own vote, which openraft refuses within its lease:
 //! there the transfer waits for the transferee's second campaign, or times out.
@@ -44,13 +47,16 @@ pub struct LeaderMover {
     lease: Duration,
     /// Waited past the lease for a message still in flight: half a heartbeat.
     margin: Duration,
+    /// The longest a hand-over holds the leader's work (etcd's raft: one election timeout).
+    abort: Duration,
 }
 
 impl LeaderMover {
     /// Moves `route`'s leadership over `peers`; followers hold a lease of `lease` and hear a
-    /// heartbeat every `heartbeat`.
-    pub fn new(route: Route, peers: Peers, lease: Duration, heartbeat: Duration) -> Self {
-        Self { route, peers, lease, margin: (heartbeat / 2).max(POLL * 2) }
+    /// heartbeat every `heartbeat`; a hand-over is given up after `election` (the election
+    /// timeout).
+    pub fn new(route: Route, peers: Peers, lease: Duration, heartbeat: Duration, election: Duration) -> Self {
+        Self { route, peers, lease, margin: (heartbeat / 2).max(POLL * 2), abort: election }
     }
 
     /// Hands this member's leadership to voter `target`, within `within`.
@@ -73,25 +79,27 @@ impl LeaderMover {
             return Ok(());
         }
         tracing::info!(target = %format!("{target:x}"), "moving the leadership");
+        let deadline = tokio::time::Instant::now() + within;
         self.route.hold(true);
-        let moved = tokio::time::timeout(within, self.hand_over(target, node)).await;
+        let moved = tokio::time::timeout(within.min(self.abort), self.hand_over(target, node)).await;
         raft.runtime_config().heartbeat(true);
         self.route.hold(false);
-        match moved {
-            Ok(Ok(())) => {
-                tracing::info!(target = %format!("{target:x}"), "leadership moved");
-                Ok(())
-            }
-            Ok(Err(err)) => Err(err),
-            Err(_) => Err(StoreError::Reconfig(ReconfigError::TransferTimeout)),
+        if moved.is_err() {
+            tracing::warn!(target = %format!("{target:x}"), "leadership transfer aborted: taking writes again");
         }
+        // The transferee may still win its campaign: wait for it until the deadline.
+        while raft.metrics().borrow().current_leader != Some(target) {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(StoreError::Reconfig(ReconfigError::TransferTimeout));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        tracing::info!(target = %format!("{target:x}"), "leadership moved");
+        Ok(())
     }
 
-    async fn hand_over(
-        &self,
-        target: u64,
-        node: actcd_actors::raft::types::MemberNode,
-    ) -> Result<(), StoreError> {
+    /// Steps 2 to 6; a transferee that cannot be reached is waited for like one that loses.
+    async fn hand_over(&self, target: u64, node: actcd_actors::raft::types::MemberNode) {
         let raft = self.route.raft();
         // 2: the transferee's log matches the leader's.
         loop {
@@ -115,11 +123,10 @@ impl LeaderMover {
         raft.runtime_config().heartbeat(false);
         tokio::time::sleep(self.lease + self.margin).await;
         // 5 and 6.
-        self.peers.timeout_now((target, node)).await?;
-        loop {
-            if raft.metrics().borrow().current_leader == Some(target) {
-                return Ok(());
-            }
+        if let Err(err) = self.peers.timeout_now((target, node)).await {
+            tracing::warn!(target = %format!("{target:x}"), %err, "the transferee did not take the campaign");
+        }
+        while raft.metrics().borrow().current_leader != Some(target) {
             tokio::time::sleep(POLL).await;
         }
     }

@@ -39,13 +39,44 @@ pub struct PeerService {
     removed: Removed,
     heard: Heard,
     hasher: Hasher,
+    forwarding: Forwarding,
+}
+
+/// The followers' writes and read index requests this member is serving: a leader that hands
+/// its leadership over before it stops answers them (through the new leader) before it exits,
+/// so that a follower sees no write lost with the old leader.
+#[derive(Clone, Default)]
+pub struct Forwarding(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+/// One forwarded call being served.
+struct Serving(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Forwarding {
+    fn serving(&self) -> Serving {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Serving(std::sync::Arc::clone(&self.0))
+    }
+
+    /// Waits until no forwarded call is being served, at most `within`.
+    pub async fn drained(&self, within: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.0.load(std::sync::atomic::Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
 }
 
 impl PeerService {
     /// Serves the peers of `route`'s member of cluster `cluster_id`; received snapshots are
     /// unpacked among `snapshots`; lease questions go to `leases`, membership changes to
     /// `reconfigurer`; frames of `removed` members are refused; appends are noted in `heard`;
-    /// `hasher` answers the corruption checks.
+    /// `hasher` answers the corruption checks; `forwarding` counts the followers' calls served.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         route: Route,
@@ -56,8 +87,9 @@ impl PeerService {
         removed: Removed,
         heard: Heard,
         hasher: Hasher,
+        forwarding: Forwarding,
     ) -> Self {
-        Self { route, cluster_id, snapshots, leases, reconfigurer, removed, heard, hasher }
+        Self { route, cluster_id, snapshots, leases, reconfigurer, removed, heard, hasher, forwarding }
     }
 
     fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
@@ -134,11 +166,13 @@ impl Peer for PeerService {
 
     async fn propose(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, proposal): (_, Proposal) = self.open(request)?;
+        let _serving = self.forwarding.serving();
         self.answer(from, &self.route.propose_forwarded(proposal).await)
     }
 
     async fn read_index(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, ()): (_, ()) = self.open(request)?;
+        let _serving = self.forwarding.serving();
         self.answer(from, &self.route.read_index_forwarded().await)
     }
 

@@ -270,7 +270,7 @@ impl Maintenance for MaintenanceService {
             raft_applied_index: applied,
             errors,
             db_size_in_use: i64::try_from(in_use).unwrap_or(i64::MAX),
-            is_learner: false,
+            is_learner: self.store.is_learner(),
             storage_version: STORAGE_VERSION.into(),
             db_size_quota: i64::try_from(self.quota_bytes).unwrap_or(i64::MAX),
             downgrade_info: None,
