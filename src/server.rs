@@ -47,7 +47,6 @@ use crate::cluster::move_leader::LeaderMover;
 use crate::cluster::peer_service::{Forwarding, PeerService};
 use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::cluster::reconfigure::Reconfigurer;
-use crate::cluster::removal::Heard;
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::health::HealthService;
@@ -239,9 +238,8 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             rules,
             config.initial_cluster_token.clone(),
         ));
-        let heard = Heard::default();
-        let (route_for_peers, leases_for_peers, reconfigurer_for_peers, removed_for_peers, heard_for_peers) =
-            (route.clone(), leases.clone(), Arc::clone(&reconfigurer), removed.clone(), heard.clone());
+        let (route_for_peers, leases_for_peers, reconfigurer_for_peers, removed_for_peers) =
+            (route.clone(), leases.clone(), Arc::clone(&reconfigurer), removed.clone());
         let snapshots_for_peers = snapshots.clone();
         let hasher = Hasher::new(maintenance_engine.clone(), view.clone());
         let hasher_for_peers = hasher.clone();
@@ -256,7 +254,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
                     leases_for_peers.clone(),
                     Arc::clone(&reconfigurer_for_peers),
                     removed_for_peers.clone(),
-                    heard_for_peers.clone(),
                     hasher_for_peers.clone(),
                     forwarding_for_peers.clone(),
                 )
@@ -278,11 +275,10 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             Duration::from_millis(timing.heartbeat_ms),
             Duration::from_millis(timing.election_ms),
         );
-        tokio::spawn(crate::cluster::removal::watch(
+        tokio::spawn(crate::cluster::peer_probe::run(
             route.clone(),
             peers.clone(),
             removed.clone(),
-            heard,
             Duration::from_millis(timing.election_ms),
         ));
         if alone {

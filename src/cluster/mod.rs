@@ -10,7 +10,8 @@
 //! - [`reconfigure`]: the one place the membership changes (MemberAdd, Remove, Update,
 //!   Promote, each member's published record), one change at a time, by etcd's rules.
 //! - [`join`]: a member added by MemberAdd finding its ids in the cluster it joins.
-//! - [`removal`]: a removed member learning it was removed.
+//! - [`peer_probe`]: each peer asked for the membership: which peers answer, and whether
+//!   this member was removed.
 //! - [`move_leader`]: MoveLeader, and a stopping leader's hand-over.
 //! - [`corrupt_check`]: etcd's hash comparisons across members, at start and periodically.
 //! - [`leadership`]: the lessor made primary when this member leads, and a follower's lessor
@@ -20,9 +21,9 @@ pub mod corrupt_check;
 pub mod join;
 pub mod leadership;
 pub mod move_leader;
+pub mod peer_probe;
 pub mod peer_service;
 pub mod peers;
 pub mod reconfigure;
-pub mod removal;
 pub mod snapshot_stream;
 pub mod start;

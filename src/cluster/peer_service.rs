@@ -26,7 +26,6 @@ use actcd_proto::actcdpeerpb::{Frame, SnapshotChunk};
 
 use super::corrupt_check::Hasher;
 use super::reconfigure::Reconfigurer;
-use super::removal::Heard;
 use super::snapshot_stream;
 
 /// What a member answers its peers.
@@ -37,7 +36,6 @@ pub struct PeerService {
     leases: Addr<LeaseActor>,
     reconfigurer: std::sync::Arc<Reconfigurer>,
     removed: Removed,
-    heard: Heard,
     hasher: Hasher,
     forwarding: Forwarding,
 }
@@ -75,8 +73,8 @@ impl Forwarding {
 impl PeerService {
     /// Serves the peers of `route`'s member of cluster `cluster_id`; received snapshots are
     /// unpacked among `snapshots`; lease questions go to `leases`, membership changes to
-    /// `reconfigurer`; frames of `removed` members are refused; appends are noted in `heard`;
-    /// `hasher` answers the corruption checks; `forwarding` counts the followers' calls served.
+    /// `reconfigurer`; frames of `removed` members are refused; `hasher` answers the corruption
+    /// checks; `forwarding` counts the followers' calls served.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         route: Route,
@@ -85,11 +83,10 @@ impl PeerService {
         leases: Addr<LeaseActor>,
         reconfigurer: std::sync::Arc<Reconfigurer>,
         removed: Removed,
-        heard: Heard,
         hasher: Hasher,
         forwarding: Forwarding,
     ) -> Self {
-        Self { route, cluster_id, snapshots, leases, reconfigurer, removed, heard, hasher, forwarding }
+        Self { route, cluster_id, snapshots, leases, reconfigurer, removed, hasher, forwarding }
     }
 
     fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
@@ -138,7 +135,6 @@ impl PeerService {
 impl Peer for PeerService {
     async fn append_entries(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, rpc): (_, AppendEntriesRequest<TypeConfig>) = self.open(request)?;
-        self.heard.now();
         self.answer(from, &self.route.raft().append_entries(rpc).await)
     }
 

@@ -47,6 +47,9 @@ pub const MAX_PEER_MESSAGE: usize = 1 << 30;
 /// every 64 KiB (HTTP/2's default).
 pub const PEER_WINDOW: u32 = 16 << 20;
 
+/// How long a peer may take to answer a probe (see [`super::peer_probe`]).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long connecting to a peer may take before the call counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -252,6 +255,25 @@ impl Peers {
         let frame = answer.into_inner();
         let members = body::<Members>(&frame).map_err(store_error)?;
         Ok((frame.cluster_id, members))
+    }
+
+    /// Asks member `target` for the membership over its usual channel, noting whether it
+    /// answered (see [`super::peer_probe`]); `None` when it did not.
+    pub async fn probe(&self, target: (u64, MemberNode)) -> Option<Members> {
+        let mut client = self.client(target.0, &target.1).ok()?;
+        let frame = self.frame(&()).ok()?;
+        let mut request = tonic::Request::new(frame);
+        request.set_timeout(PROBE_TIMEOUT);
+        match client.members(request).await {
+            Ok(answer) => {
+                self.note(target.0, None);
+                body::<Members>(answer.get_ref()).ok()
+            }
+            Err(status) => {
+                self.note(target.0, Some(&status));
+                None
+            }
+        }
     }
 
     /// Member `target`'s HashKV at `revision`.

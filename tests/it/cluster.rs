@@ -131,6 +131,11 @@ impl Cluster {
         self.members[i] = Some(Server::from(server));
     }
 
+    /// Member `i`'s data dir.
+    pub fn dir(&self, i: usize) -> &std::path::Path {
+        &self.dirs[i]
+    }
+
     /// Member `i`'s log so far.
     pub fn log(&self, i: usize) -> String {
         std::fs::read_to_string(&self.logs[i]).unwrap_or_default()

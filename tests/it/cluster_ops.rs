@@ -1,6 +1,7 @@
 //! A cluster an operator changes: the leader moved with MoveLeader and handed over on SIGTERM
-//! with no write lost or refused, and a member whose disk died replaced (removed, wiped, added
-//! again, caught up) while the removed id never comes back, across restarts of every member.
+//! with no write lost or refused, a member whose disk died replaced (removed, wiped, added
+//! again, caught up) while the removed id never comes back, across restarts of every member,
+//! and a member whose data silently changed caught by etcd's corruption checks.
 //! How long writes pause belongs to the benchmark; these tests print it and assert what must
 //! hold: every write acknowledged, every member agreeing.
 
@@ -117,7 +118,12 @@ async fn join(dir: &Path, name: &str, peer: &str, initial: &str) -> Server {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
     let mut cluster = Cluster::start(Kind::Actcd, 3, &[]).await;
-    let first = cluster.member(0).endpoint.clone();
+    // The leader's disk dies: the member that leads next must judge the cluster's health
+    // from its own view of its peers, not from the dead leader's.
+    let l = cluster.leader().await;
+    let name = format!("m{}", l + 1);
+    let live: Vec<usize> = (0..3).filter(|i| *i != l).collect();
+    let first = cluster.member(live[0]).endpoint.clone();
     let mut kv = actcd_proto::etcdserverpb::kv_client::KvClient::connect(first.clone()).await.unwrap();
     for i in 0..200 {
         let put = PutRequest {
@@ -129,13 +135,13 @@ async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
     }
     let mut c = ClusterClient::connect(first.clone()).await.unwrap();
     let before = c.member_list(MemberListRequest { linearizable: true }).await.unwrap().into_inner().members;
-    let dead = before.iter().find(|m| m.name == "m3").unwrap().id;
+    let dead = before.iter().find(|m| m.name == name).unwrap().id;
 
     // etcd's strict reconfig check counts a peer healthy after 5 s connected.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    // The disk of m3 dies: the process with it. Once the leader has seen it gone, it is not
-    // part of the active quorum and may be removed.
-    cluster.kill(2);
+    // Once the new leader has seen the dead member gone, it is not part of the active quorum
+    // and may be removed.
+    cluster.kill(l);
     tokio::time::sleep(Duration::from_secs(2)).await;
     c.member_remove(MemberRemoveRequest { id: dead }).await.unwrap();
     let peer = format!("http://127.0.0.1:{}", free_port());
@@ -152,10 +158,10 @@ async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
         .filter(|m| m.id != new_id)
         .map(|m| format!("{}={}", m.name, m.peer_ur_ls[0]))
         .collect();
-    let initial = format!("{},m3={peer}", names.join(","));
+    let initial = format!("{},{name}={peer}", names.join(","));
 
     let dir = tempfile::tempdir().unwrap();
-    let replaced = join(dir.path(), "m3", &peer, &initial).await;
+    let replaced = join(dir.path(), &name, &peer, &initial).await;
     // It caught up: the same keys, read from it alone.
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut own =
@@ -188,7 +194,7 @@ async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
         .members
         .iter()
         .find(|m| m.id == new_id)
-        .is_none_or(|m| m.name != "m3")
+        .is_none_or(|m| m.name != name)
     {
         assert!(Instant::now() < deadline, "the new member never published its name: {joined:?}");
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -196,11 +202,11 @@ async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
 
     // Every original member restarted: the removed id stays removed.
     drop(c);
-    for i in [0, 1] {
+    for &i in &live {
         cluster.kill(i);
         cluster.restart(i).await;
     }
-    let mut c = ClusterClient::connect(cluster.member(0).endpoint.clone()).await.unwrap();
+    let mut c = ClusterClient::connect(cluster.member(live[0]).endpoint.clone()).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     let list = loop {
         match c.member_list(MemberListRequest { linearizable: true }).await {
@@ -214,4 +220,79 @@ async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
     assert_eq!(list.len(), 3, "{list:?}");
     assert!(list.iter().all(|m| m.id != dead), "{list:?}");
     drop(replaced);
+}
+
+/// Changes, in member `dir`'s stopped store, every history value holding `from` to `to` (of
+/// the same length): a disk that silently changed bytes RocksDB's checksums did not cover.
+fn tamper(dir: &Path, from: &[u8], to: &[u8]) -> usize {
+    use actcd_actors::store::mvcc::engine::{Engine, Family, WriteSet};
+    let engine = actcd_actors::store::RocksEngine::open(dir).unwrap();
+    let mut set = WriteSet::default();
+    let mut changed = 0;
+    engine
+        .scan(Family::History, &[], &mut |key, value| {
+            if let Some(at) = value.windows(from.len()).position(|w| w == from) {
+                let mut value = value.to_vec();
+                value[at..at + to.len()].copy_from_slice(to);
+                set.put(Family::History, key.to_vec(), value);
+                changed += 1;
+            }
+            Ok(true)
+        })
+        .unwrap();
+    engine.commit(&set).unwrap();
+    changed
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corruption_checks_refuse_a_start_and_raise_the_corrupt_alarm() {
+    let each = vec![vec![], vec![], vec!["--experimental-initial-corrupt-check".to_string()]];
+    let peers: Vec<String> = (0..3).map(|_| format!("http://127.0.0.1:{}", free_port())).collect();
+    let mut cluster =
+        Cluster::start_each(Kind::Actcd, peers, &["--experimental-corrupt-check-time", "1s"], each).await;
+    let revision = {
+        let mut kv = cluster.member(0).kv().await;
+        let put = PutRequest {
+            key: b"checked".to_vec().into(),
+            value: b"original".to_vec().into(),
+            ..Default::default()
+        };
+        kv.put(put).await.unwrap().into_inner().header.unwrap().revision
+    };
+    cluster.wait_for_equal_hashes(revision).await;
+
+    // m2 and m3 stop; their disks change the value; m2 comes back unchecked (no quorum without it).
+    cluster.kill(1);
+    cluster.kill(2);
+    assert_eq!(tamper(cluster.dir(1), b"original", b"tampered"), 1);
+    assert_eq!(tamper(cluster.dir(2), b"original", b"tampered"), 1);
+    cluster.restart(1).await;
+
+    // m3 checks before it serves: its hash differs from m1's, so it refuses to start.
+    let refused = cluster.launch(2).start(Duration::from_secs(60)).await;
+    assert!(refused.is_err(), "a member whose data differs from its peers' must not start");
+    let log = cluster.log(2);
+    assert!(log.contains("found data inconsistency with peers"), "{log}");
+
+    // The leader's periodic check raises CORRUPT for the member whose hash differs from its
+    // own, and the cluster takes no more writes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut m = MaintenanceClient::connect(cluster.member(0).endpoint.clone()).await.unwrap();
+    loop {
+        let alarms = m
+            .alarm(actcd_proto::etcdserverpb::AlarmRequest { action: 0, member_id: 0, alarm: 0 })
+            .await
+            .unwrap()
+            .into_inner()
+            .alarms;
+        if alarms.iter().any(|a| a.alarm == actcd_proto::etcdserverpb::AlarmType::Corrupt as i32) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no CORRUPT alarm in 30 s: {alarms:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut kv = cluster.member(0).kv().await;
+    let put = PutRequest { key: b"after".to_vec().into(), value: b"x".to_vec().into(), ..Default::default() };
+    let refused = kv.put(put).await.unwrap_err();
+    assert_eq!(refused.message(), "etcdserver: corrupt cluster");
 }
