@@ -246,17 +246,15 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let forwarding = Forwarding::default();
         let forwarding_for_peers = forwarding.clone();
         let peer_serving = PeerServing {
-            service: Arc::new(move || {
-                PeerService::new(
-                    route_for_peers.clone(),
-                    ids.cluster_id,
-                    snapshots_for_peers.clone(),
-                    leases_for_peers.clone(),
-                    Arc::clone(&reconfigurer_for_peers),
-                    removed_for_peers.clone(),
-                    hasher_for_peers.clone(),
-                    forwarding_for_peers.clone(),
-                )
+            service: Arc::new(move || PeerService {
+                route: route_for_peers.clone(),
+                cluster_id: ids.cluster_id,
+                snapshots: snapshots_for_peers.clone(),
+                leases: leases_for_peers.clone(),
+                reconfigurer: Arc::clone(&reconfigurer_for_peers),
+                removed: removed_for_peers.clone(),
+                hasher: hasher_for_peers.clone(),
+                forwarding: forwarding_for_peers.clone(),
             }),
             tls: peer_tls.as_ref().map(|(tls, _)| tls.clone()),
             budget: Arc::clone(&budget),

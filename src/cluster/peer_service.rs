@@ -28,16 +28,20 @@ use super::corrupt_check::Hasher;
 use super::reconfigure::Reconfigurer;
 use super::snapshot_stream;
 
-/// What a member answers its peers.
+/// What a member answers its peers: Raft's messages go to `route`'s Raft, received snapshots
+/// are unpacked among `snapshots`, lease questions go to `leases`, membership changes to
+/// `reconfigurer`; frames of other clusters than `cluster_id` and of `removed` members are
+/// refused; `hasher` answers the corruption checks; `forwarding` counts the followers' calls
+/// being served.
 pub struct PeerService {
-    route: Route,
-    cluster_id: u64,
-    snapshots: SnapshotStore,
-    leases: Addr<LeaseActor>,
-    reconfigurer: std::sync::Arc<Reconfigurer>,
-    removed: Removed,
-    hasher: Hasher,
-    forwarding: Forwarding,
+    pub(crate) route: Route,
+    pub(crate) cluster_id: u64,
+    pub(crate) snapshots: SnapshotStore,
+    pub(crate) leases: Addr<LeaseActor>,
+    pub(crate) reconfigurer: std::sync::Arc<Reconfigurer>,
+    pub(crate) removed: Removed,
+    pub(crate) hasher: Hasher,
+    pub(crate) forwarding: Forwarding,
 }
 
 /// The followers' writes and read index requests this member is serving: a leader that hands
@@ -71,24 +75,6 @@ impl Forwarding {
 }
 
 impl PeerService {
-    /// Serves the peers of `route`'s member of cluster `cluster_id`; received snapshots are
-    /// unpacked among `snapshots`; lease questions go to `leases`, membership changes to
-    /// `reconfigurer`; frames of `removed` members are refused; `hasher` answers the corruption
-    /// checks; `forwarding` counts the followers' calls served.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        route: Route,
-        cluster_id: u64,
-        snapshots: SnapshotStore,
-        leases: Addr<LeaseActor>,
-        reconfigurer: std::sync::Arc<Reconfigurer>,
-        removed: Removed,
-        hasher: Hasher,
-        forwarding: Forwarding,
-    ) -> Self {
-        Self { route, cluster_id, snapshots, leases, reconfigurer, removed, hasher, forwarding }
-    }
-
     fn check_cluster(&self, cluster_id: u64) -> Result<(), Status> {
         if cluster_id == self.cluster_id {
             Ok(())

@@ -20,8 +20,30 @@ use tonic::Code;
 use crate::cluster::Cluster;
 use crate::harness::{free_port, Server};
 
-/// Puts through `server` until `stop` says so; every answer, in order: its latency and whether
-/// it succeeded.
+/// A client putting through one member in a loop, from 300 ms before a fault to after it.
+struct Writing {
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<(usize, Vec<String>, Duration)>,
+}
+
+impl Writing {
+    async fn start(endpoint: String) -> Self {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(writer(endpoint, stopped));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Self { stop, task }
+    }
+
+    /// Stops after `more`: the puts acknowledged, the refusals, the longest put.
+    async fn finish(self, more: Duration) -> (usize, Vec<String>, Duration) {
+        tokio::time::sleep(more).await;
+        self.stop.send(true).unwrap();
+        self.task.await.unwrap()
+    }
+}
+
+/// Puts through `server` until `stop` says so: how many were acknowledged, the refusals, and
+/// the longest a put took.
 async fn writer(server: String, stop: tokio::sync::watch::Receiver<bool>) -> (usize, Vec<String>, Duration) {
     let mut kv = actcd_proto::etcdserverpb::kv_client::KvClient::connect(server).await.unwrap();
     let (mut done, mut failures, mut longest) = (0, Vec::new(), Duration::ZERO);
@@ -63,33 +85,25 @@ async fn move_leader_and_a_stopping_leader_hand_over_without_a_refused_write() {
     assert_eq!((refused.code(), refused.message()), (Code::FailedPrecondition, "etcdserver: not leader"));
 
     // Moved while a client writes through the third member.
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let writing = tokio::spawn(writer(cluster.member(other).endpoint.clone(), stop.clone()));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writing = Writing::start(cluster.member(other).endpoint.clone()).await;
     let mut m = MaintenanceClient::connect(cluster.member(l).endpoint.clone()).await.unwrap();
     let started = Instant::now();
     m.move_leader(MoveLeaderRequest { target_id: target }).await.unwrap();
     let took = started.elapsed();
     assert_eq!(cluster.leader().await, follower, "every member names the transferee");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    stop_tx.send(true).unwrap();
-    let (done, failures, longest) = writing.await.unwrap();
+    let (done, failures, longest) = writing.finish(Duration::from_millis(300)).await;
     println!("move-leader: answered in {took:?}; {done} puts, the longest {longest:?}");
     assert!(failures.is_empty(), "writes refused during the move: {failures:?}");
     assert!(cluster.log(l).contains("leadership moved"), "{}", cluster.log(l));
 
     // SIGTERM to the new leader: it hands over before it stops, and writes go on.
-    let (stop_tx, stop) = tokio::sync::watch::channel(false);
-    let writing = tokio::spawn(writer(cluster.member(other).endpoint.clone(), stop));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let writing = Writing::start(cluster.member(other).endpoint.clone()).await;
     let pid = cluster.member(follower).pid();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
     let exited = cluster.members[follower].as_mut().unwrap().wait_exit(Duration::from_secs(20)).await;
     assert!(exited.is_some_and(|s| s.success()), "a stopped member exits with 0: {exited:?}");
     cluster.members[follower] = None;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stop_tx.send(true).unwrap();
-    let (done, failures, longest) = writing.await.unwrap();
+    let (done, failures, longest) = writing.finish(Duration::from_millis(500)).await;
     println!("SIGTERM of the leader: {done} puts, the longest {longest:?}");
     assert!(failures.is_empty(), "writes refused while the leader stopped: {failures:?}");
     assert!(cluster.log(follower).contains("leadership moved"), "{}", cluster.log(follower));
