@@ -797,7 +797,12 @@ async fn learner_joins_then_promoted(kind: Kind) -> Vec<Step> {
             r.members.iter().find(|m| m.id == id).map(|m| m.is_learner)
         )
     });
-    let list = member_list(&m1).await;
+    // etcd 3.4 serves MemberList from m1's own view (the linearizable flag is 3.5's), which
+    // may trail the promotion by an apply.
+    let voter = |l: &Result<Vec<Member>, Status>| {
+        l.as_ref().is_ok_and(|l| l.iter().any(|m| m.id == id && !m.is_learner))
+    };
+    let list = retry(Duration::from_secs(10), || member_list(&m1), voter).await;
     steps.record("list: m4 after its promotion", list, |l| {
         format!("is_learner={:?}", l.iter().find(|m| m.id == id).map(|m| m.is_learner))
     });
