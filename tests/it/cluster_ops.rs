@@ -1,7 +1,8 @@
 //! A cluster an operator changes: the leader moved with MoveLeader and handed over on SIGTERM
 //! with no write lost or refused, a member whose disk died replaced (removed, wiped, added
 //! again, caught up) while the removed id never comes back, across restarts of every member,
-//! and a member whose data silently changed caught by etcd's corruption checks.
+//! a leader that removes itself stopping while the rest go on, and a member whose data
+//! silently changed caught by etcd's corruption checks.
 //! How long writes pause belongs to the benchmark; these tests print it and assert what must
 //! hold: every write acknowledged, every member agreeing.
 
@@ -309,4 +310,41 @@ async fn corruption_checks_refuse_a_start_and_raise_the_corrupt_alarm() {
     let put = PutRequest { key: b"after".to_vec().into(), value: b"x".to_vec().into(), ..Default::default() };
     let refused = kv.put(put).await.unwrap_err();
     assert_eq!(refused.message(), "etcdserver: corrupt cluster");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_removed_by_itself_exits_and_the_rest_go_on() {
+    let mut cluster = Cluster::start(Kind::Actcd, 3, &[]).await;
+    // Healthy by etcd's measure: every peer connected for 5 s.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let l = cluster.leader().await;
+    let (_, me) = leader_id(cluster.member(l)).await;
+    let mut c = ClusterClient::connect(cluster.member(l).endpoint.clone()).await.unwrap();
+    let left = c.member_remove(MemberRemoveRequest { id: me }).await.unwrap().into_inner().members;
+    assert!(left.len() == 2 && left.iter().all(|m| m.id != me), "{left:?}");
+    let exited = cluster.members[l].as_mut().unwrap().wait_exit(Duration::from_secs(30)).await;
+    assert!(exited.is_some_and(|s| s.success()), "the removed leader exits with 0: {exited:?}");
+    cluster.members[l] = None;
+    assert!(cluster.log(l).contains("the member has been permanently removed from the cluster"));
+    let rest = cluster.running();
+    let mut kv = cluster.member(rest[0]).kv().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let put =
+            PutRequest { key: b"after".to_vec().into(), value: b"x".to_vec().into(), ..Default::default() };
+        match kv.put(put).await {
+            Ok(_) => break,
+            Err(status) => assert!(Instant::now() < deadline, "the two left take no write: {status:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let list = ClusterClient::connect(cluster.member(rest[1]).endpoint.clone())
+        .await
+        .unwrap()
+        .member_list(MemberListRequest { linearizable: true })
+        .await
+        .unwrap()
+        .into_inner()
+        .members;
+    assert_eq!(list.len(), 2, "{list:?}");
 }
