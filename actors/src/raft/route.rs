@@ -16,6 +16,10 @@
 //! on the member that took it: a client that wrote through a follower and then reads that
 //! follower serializably sees its write. Without a leader a request waits for one, up to the
 //! request timeout (etcd's: 5 s plus two election timeouts), then fails as etcd's does.
+//!
+//! While a leader hands its leadership over (MoveLeader, SIGTERM) it holds new proposals and
+//! read index rounds ([`Route::hold`]), its own and the ones followers forwarded; once the
+//! transfer ends they go to whoever leads then, so a client sees a pause, not an error.
 
 use std::sync::Arc;
 use std::time::Duration;
