@@ -2,7 +2,8 @@
 //! stream (etcd from 3.4.28), and refuses every other call with "etcdserver: rpc not supported
 //! for learner" before anything in it is read (etcd's unary and stream interceptors). The gate
 //! goes by the method's path; Range's serializable flag is in its body, so KV's Range checks
-//! that itself. The gRPC health service, which is not etcd's API, stays open.
+//! that itself. The gRPC health service, which is not etcd's API, stays open. The JSON gateway
+//! refuses the same calls by its own paths ([`GATEWAY_SERVED`]).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -22,6 +23,10 @@ const SERVED: [&str; 4] = [
     "/etcdserverpb.Maintenance/Snapshot",
     "/grpc.health.v1.Health/Check",
 ];
+
+/// The same calls on the JSON gateway (`/v3/...`, the prefix stripped): etcd's gateway is a gRPC
+/// client of its own member, so a learner's gateway refuses what its gRPC refuses.
+pub const GATEWAY_SERVED: [&str; 3] = ["/kv/range", "/maintenance/status", "/maintenance/snapshot"];
 
 /// Whether a learner refuses the call on `path`.
 fn refused(path: &str) -> bool {

@@ -783,6 +783,11 @@ async fn learner_joins_then_promoted(kind: Kind) -> Vec<Step> {
     });
     let status = bounded(maintenance_client(&m4.endpoint).await.status(StatusRequest {})).await;
     steps.record("status of the learner", status, |s| format!("is_learner={}", s.is_learner));
+    // etcd's JSON gateway is a gRPC client of its own member: the same refusal, as JSON.
+    let json =
+        crate::harness::http("POST", &m4.endpoint, "/v3/kv/put", r#"{"key":"aw==","value":"dg=="}"#).await;
+    let refused = json.body.contains("etcdserver: rpc not supported for learner");
+    steps.0.push(("gateway put on the learner", Code::Ok, format!("http {} refused={refused}", json.status)));
     // As kubeadm does: retry while the learner is behind.
     let promoted = retry(
         Duration::from_secs(20),
@@ -826,6 +831,7 @@ async fn learner_add_then_promote() {
             ("put on the learner", Unavailable, LEARNER),
             ("linearizable read on the learner", Unavailable, LEARNER),
             ("status of the learner", Ok, "is_learner=true"),
+            ("gateway put on the learner", Ok, "http 503 refused=true"),
             ("promote: m4", Ok, "members=4 is_learner=Some(false)"),
             ("list: m4 after its promotion", Ok, "is_learner=Some(false)"),
             ("put on m4 once promoted", Ok, ""),

@@ -146,8 +146,21 @@ fn calls() -> Router<Arc<Gateway>> {
 
 /// The gateway's paths under /v3 and /v3beta.
 pub fn routes(gateway: Arc<Gateway>) -> Router {
-    let calls = calls();
+    let calls = calls().layer(axum::middleware::from_fn_with_state(Arc::clone(&gateway), learner_gate));
     Router::new().nest("/v3", calls.clone()).nest("/v3beta", calls).with_state(gateway)
+}
+
+/// A learner refuses here what it refuses on gRPC (`crate::grpc::learner_gate`).
+async fn learner_gate(
+    State(g): Shared,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use crate::grpc::learner_gate::GATEWAY_SERVED;
+    if g.services.watch.identity.is_learner() && !GATEWAY_SERVED.contains(&request.uri().path()) {
+        return error(&actcd_proto::errors::EtcdError::RpcNotSupportedForLearner.status());
+    }
+    next.run(request).await
 }
 
 /// /v3/watch: the body's WatchRequests (create, cancel, progress) as they arrive, the
