@@ -105,6 +105,10 @@ impl Route {
 
     /// Waits while a hand-over holds this member's leader work, up to `deadline`.
     async fn while_held(&self, deadline: tokio::time::Instant) -> Result<(), StoreError> {
+        // The write path's usual case: nothing held, no subscription made.
+        if !*self.handing_over.borrow() {
+            return Ok(());
+        }
         let mut held = self.handing_over.subscribe();
         let released = tokio::time::timeout_at(deadline, held.wait_for(|h| !*h)).await.is_ok();
         if released {
