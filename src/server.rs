@@ -113,6 +113,15 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
     let engine = RocksEngine::open(&config.data_dir)
         .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
+    // Before anything reads the state: a snapshot install that a crash cut short left a mix.
+    let snapshots = SnapshotStore::open(config.data_dir.join("raft-snapshots"))
+        .map_err(|e| anyhow::anyhow!("cannot open the raft snapshots: {e}"))?;
+    if snapshots
+        .resume_install(&engine)
+        .map_err(|e| anyhow::anyhow!("cannot finish installing a snapshot: {e}"))?
+    {
+        tracing::info!("finished installing the snapshot a stop had cut short");
+    }
     let ids = member_ids(&cluster, existing, &engine, peer_tls.as_ref().map(|(_, client)| client.clone()))?;
     // A member alone has no peer to hear from, so it takes no peer port until it adds a member
     // (single members side by side need no --listen-peer-urls of their own); one that ever had
@@ -146,8 +155,6 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     let core = StoreCore::open(engine, store_config)
         .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
     let view = core.read_view();
-    let snapshots = SnapshotStore::open(config.data_dir.join("raft-snapshots"))
-        .map_err(|e| anyhow::anyhow!("cannot open the raft snapshots: {e}"))?;
     // Counted once storage is open, so that its descriptors are part of what is kept back.
     let budget = Arc::new(ConnectionBudget::for_this_process());
 

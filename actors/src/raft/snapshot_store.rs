@@ -8,11 +8,17 @@
 //!                              and an older one while it is being sent (see [`InUse`]).
 //!   building-<n>/              a checkpoint being written; a crash leaves it, the next open removes it
 //!   receiving-<n>/             where a snapshot sent by the leader is unpacked
+//!   installing/                a received snapshot while it is copied into the live state;
+//!                              found at start, the copy was cut short and is done again
 //! ```
 //!
 //! Installing one replaces the state machine's records (history, meta, leases) with the
-//! snapshot's in one synced WriteBatch, keeping this member's own binding to its data dir, then
-//! rebuilds the index from them.
+//! snapshot's, keeping this member's own binding to its data dir, then rebuilds the index from
+//! them. The copy goes in batches of [`COPY_BATCH_BYTES`], so a member that catches up on a
+//! store of any size holds one batch, not the store (one WriteBatch of 1M keys x 1 KiB took
+//! 3 GB). Between the first batch and the last the live state is a mix, so the snapshot is
+//! first moved to `installing/`: a crash meanwhile leaves it there, and the next start
+//! ([`SnapshotStore::resume_install`]) copies it again before anything reads the state.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -34,6 +40,13 @@ type Meta = SnapshotMeta<u64, MemberNode>;
 /// The snapshot's meta, inside its checkpoint directory. A sender streams it after every
 /// other file, so a receiver that has it whole has the rest (see [`SnapshotStore::is_complete`]).
 pub const META_FILE: &str = "raft-meta";
+
+/// The snapshot being copied into the live state (see the module doc).
+const INSTALLING: &str = "installing";
+
+/// Key and value bytes per batch of an install: large enough that the batches' own cost is
+/// lost in the copy, small beside the memory a member runs in.
+pub const COPY_BATCH_BYTES: usize = 8 << 20;
 
 fn snapshot_error(err: impl std::fmt::Display) -> Error {
     StorageIOError::write_snapshot(None, AnyError::error(err.to_string())).into()
@@ -158,39 +171,88 @@ impl SnapshotStore {
     }
 
     /// Replaces the state in `core` with the checkpoint in `from`, which `meta` describes, and
-    /// keeps it as the current snapshot.
+    /// keeps it as the current snapshot. `from` is moved into this store's directory.
     pub fn install(&self, core: &mut StoreCore<RocksEngine>, meta: &Meta, from: &Path) -> Result<(), Error> {
-        let snapshot = RocksEngine::open_read_only(from).map_err(snapshot_error)?;
-        let live = core.engine();
-        let mut set = WriteSet::default();
-        for family in [Family::History, Family::Meta, Family::Lease] {
-            live.scan(family, &[], &mut |key, _| {
-                if !(family == Family::Meta && key == MEMBER_KEY) {
-                    set.delete(family, key.to_vec());
+        let staged = self.dir.join(INSTALLING);
+        if staged.exists() {
+            fs::remove_dir_all(&staged).map_err(snapshot_error)?;
+        }
+        fs::rename(from, &staged).map_err(snapshot_error)?;
+        sync_dir(&self.dir)?;
+        copy_state(&staged, core.engine(), COPY_BATCH_BYTES)?;
+        core.reload().map_err(snapshot_error)?;
+        let engine = core.engine().clone();
+        self.finish_install(&engine, meta.clone(), &staged)
+    }
+
+    /// Completes an install that a crash cut short, before the state is read: true if there
+    /// was one. A snapshot received whole but not yet copied at all is copied too: the log
+    /// below it may be gone (openraft purges after the install returns, but does not promise
+    /// the order to the disk).
+    pub fn resume_install(&self, engine: &RocksEngine) -> Result<bool, Error> {
+        let staged = self.dir.join(INSTALLING);
+        let Ok(bytes) = fs::read(staged.join(META_FILE)) else {
+            // Moved here only once complete: without its meta file it is not a snapshot.
+            if staged.exists() {
+                fs::remove_dir_all(&staged).map_err(snapshot_error)?;
+            }
+            return Ok(false);
+        };
+        let meta: Meta = decode(&bytes).map_err(snapshot_error)?;
+        copy_state(&staged, engine, COPY_BATCH_BYTES)?;
+        self.finish_install(engine, meta, &staged)?;
+        Ok(true)
+    }
+
+    fn finish_install(&self, engine: &RocksEngine, meta: Meta, staged: &Path) -> Result<(), Error> {
+        self.keep(engine, meta)?;
+        fs::remove_dir_all(staged).map_err(snapshot_error)?;
+        sync_dir(&self.dir)
+    }
+}
+
+/// Makes `dir`'s entries (a rename, a removal) durable.
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    fs::File::open(dir).and_then(|d| d.sync_all()).map_err(snapshot_error)
+}
+
+/// Makes the state machine's records in `live` those of the checkpoint at `from` (this
+/// member's binding to its data dir aside), in batches of about `batch_bytes`: first every
+/// live record is deleted, then every record of the checkpoint put. Only the last batch is
+/// synced; RocksDB's log is written in order, so that sync makes the earlier batches durable too.
+fn copy_state(from: &Path, live: &RocksEngine, batch_bytes: usize) -> Result<(), Error> {
+    let snapshot = RocksEngine::open_read_only(from).map_err(snapshot_error)?;
+    let mut set = WriteSet::default();
+    // A full batch is written when the next record comes, so the last one is never empty.
+    let mut make_room = |set: &mut WriteSet| -> Result<(), crate::store::StoreError> {
+        if set.heap_bytes() >= batch_bytes {
+            live.commit_by_log(&std::mem::take(set))?;
+        }
+        Ok(())
+    };
+    let kept = |family: Family, key: &[u8]| family == Family::Meta && key == MEMBER_KEY;
+    for family in [Family::History, Family::Meta, Family::Lease] {
+        live.scan(family, &[], &mut |key, _| {
+            if !kept(family, key) {
+                make_room(&mut set)?;
+                set.delete(family, key.to_vec());
+            }
+            Ok(true)
+        })
+        .map_err(snapshot_error)?;
+    }
+    for family in [Family::History, Family::Meta, Family::Lease] {
+        snapshot
+            .scan(family, &[], &mut |key, value| {
+                if !kept(family, key) {
+                    make_room(&mut set)?;
+                    set.put(family, key.to_vec(), value.to_vec());
                 }
                 Ok(true)
             })
             .map_err(snapshot_error)?;
-            snapshot
-                .scan(family, &[], &mut |key, value| {
-                    if !(family == Family::Meta && key == MEMBER_KEY) {
-                        set.put(family, key.to_vec(), value.to_vec());
-                    }
-                    Ok(true)
-                })
-                .map_err(snapshot_error)?;
-        }
-        drop(snapshot);
-        // One synced batch: a crash leaves the old state or the new one, never a mix.
-        live.commit(&set).map_err(snapshot_error)?;
-        core.reload().map_err(snapshot_error)?;
-        let engine = core.engine().clone();
-        self.keep(&engine, meta.clone())?;
-        if from.starts_with(&self.dir) {
-            fs::remove_dir_all(from).map_err(snapshot_error)?;
-        }
-        Ok(())
     }
+    live.commit(&set).map_err(snapshot_error)
 }
 
 #[cfg(test)]
@@ -237,5 +299,80 @@ mod tests {
         assert!(!SnapshotStore::is_complete(&built.snapshot.dir, &other), "another snapshot's meta");
         fs::remove_file(built.snapshot.dir.join(META_FILE)).expect("removed");
         assert!(!SnapshotStore::is_complete(&built.snapshot.dir, &built.meta), "cut before the meta file");
+    }
+    fn records(engine: &RocksEngine) -> Vec<(u8, Vec<u8>, Vec<u8>)> {
+        let mut all = Vec::new();
+        for (tag, family) in [(0, Family::History), (1, Family::Meta), (2, Family::Lease)] {
+            engine
+                .scan(family, &[], &mut |k, v| {
+                    all.push((tag, k.to_vec(), v.to_vec()));
+                    Ok(true)
+                })
+                .expect("scanned");
+        }
+        all
+    }
+
+    fn fill(engine: &RocksEngine, tag: &str, n: u32) {
+        let mut set = WriteSet::default();
+        for i in 0..n {
+            let key = format!("{tag}{i:05}").into_bytes();
+            set.put(Family::History, key.clone(), vec![b'h'; 300]);
+            set.put(Family::Lease, key.clone(), b"lease".to_vec());
+            set.put(Family::Meta, key, b"meta".to_vec());
+        }
+        engine.commit(&set).expect("written");
+    }
+
+    /// The copy runs in many small batches and leaves exactly the snapshot's records, with this
+    /// member's own binding to its data dir kept.
+    #[test]
+    fn a_copy_in_batches_leaves_the_snapshots_records_and_the_members_own_binding() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let leader = RocksEngine::open(&dir.path().join("leader")).expect("rocksdb opens");
+        fill(&leader, "a", 2000);
+        let checkpoint = dir.path().join("checkpoint");
+        leader.checkpoint(&checkpoint).expect("checkpointed");
+        let member = RocksEngine::open(&dir.path().join("member")).expect("rocksdb opens");
+        fill(&member, "b", 500);
+        let mut binding = WriteSet::default();
+        binding.put(Family::Meta, MEMBER_KEY.to_vec(), b"this member".to_vec());
+        member.commit(&binding).expect("bound");
+
+        copy_state(&checkpoint, &member, 16 << 10).expect("copied");
+
+        let mut expected = records(&leader);
+        expected.push((1, MEMBER_KEY.to_vec(), b"this member".to_vec()));
+        expected.sort();
+        let mut got = records(&member);
+        got.sort();
+        assert_eq!(got.len(), expected.len());
+        assert!(got == expected, "the member holds the snapshot's records and its own binding");
+    }
+
+    /// A stop between an install's first batch and its last leaves the snapshot in
+    /// `installing/`; the next start copies it again, whatever mix the state was left in.
+    #[test]
+    fn an_install_cut_short_is_done_again_at_the_next_start() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let leader = RocksEngine::open(&dir.path().join("leader")).expect("rocksdb opens");
+        fill(&leader, "a", 300);
+        let store = SnapshotStore::open(dir.path().join("snapshots")).expect("snapshots");
+        let built = store.build(&leader).expect("built");
+        let member = RocksEngine::open(&dir.path().join("member")).expect("rocksdb opens");
+        assert!(!store.resume_install(&member).expect("nothing to resume"), "no install was cut short");
+        // A cut-short copy: some old records deleted, some of the snapshot's written.
+        fill(&member, "a", 100);
+        fill(&member, "z", 100);
+        fs::rename(&built.snapshot.dir, store.dir.join(INSTALLING)).expect("staged");
+        drop(built);
+        let reopened = SnapshotStore::open(store.dir.clone()).expect("a start keeps installing/");
+
+        assert!(reopened.resume_install(&member).expect("resumed"), "the cut install is found");
+
+        assert_eq!(records(&member), records(&leader), "exactly the snapshot's records");
+        assert!(!store.dir.join(INSTALLING).exists(), "done: the staged copy is gone");
+        assert!(reopened.current().expect("listed").is_some(), "kept as the current snapshot");
+        assert!(!reopened.resume_install(&member).expect("nothing left"), "done once");
     }
 }
