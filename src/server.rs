@@ -142,7 +142,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     // would only add a thread hop to every write (0.57 -> 0.67 ms at 1 x 1, benches/raft-path).
     let leads_followers = company.then_some(ids.member_id);
     let log = LogStore::open(&engine, leads_followers)
-        .map_err(|e| anyhow::anyhow!("cannot sync the raft log: {e}"))?
+        .map_err(|e| anyhow::anyhow!("cannot open the raft log: {e}"))?
         .with_fail_stop(fail_stop_tx.clone());
     let timing = config.raft_timing()?;
     let store_config = StoreConfig {

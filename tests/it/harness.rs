@@ -48,6 +48,11 @@ impl Server {
         }
     }
 
+    /// actcd's launch on `data_dir` with extra flags, for a test that expects the start to fail.
+    pub fn launch_actcd(data_dir: &Path, extra: &[&str]) -> Launch {
+        Self::actcd_launch(data_dir, extra)
+    }
+
     fn actcd_launch(data_dir: &Path, extra: &[&str]) -> Launch {
         Launch::new(Kind::Actcd, env!("CARGO_BIN_EXE_actcd"), data_dir).args(extra)
     }

@@ -224,7 +224,7 @@ fn copy_state(from: &Path, live: &RocksEngine, batch_bytes: usize) -> Result<(),
     let snapshot = RocksEngine::open_read_only(from).map_err(snapshot_error)?;
     let mut set = WriteSet::default();
     // A full batch is written when the next record comes, so the last one is never empty.
-    let mut make_room = |set: &mut WriteSet| -> Result<(), crate::store::StoreError> {
+    let make_room = |set: &mut WriteSet| -> Result<(), crate::store::StoreError> {
         if set.heap_bytes() >= batch_bytes {
             live.commit_by_log(&std::mem::take(set))?;
         }

@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use segment::Segment;
+use segment::{Ended, Segment};
 
 /// etcd's segment size: the most a segment takes.
 pub const SEGMENT_BYTES: u64 = 64 << 20;
@@ -118,9 +118,12 @@ impl Wal {
         }
         names.sort_unstable();
         let mut segments: VecDeque<Segment> = VecDeque::with_capacity(names.len());
+        let mut torn = None;
         for (seq, first) in names {
-            let segment = Segment::open(dir.join(segment::name(seq, first)), seq, first)?;
+            let (segment, ended) = Segment::open(dir.join(segment::name(seq, first)), seq, first)?;
             if let Some(before) = segments.back() {
+                // A segment may start past where the one before ends (an append after a
+                // snapshot), never before it.
                 if before.seq + 1 != seq || first < before.next_index() {
                     return Err(invalid(format!(
                         "raft log segment {} does not follow {} (a segment is missing or overlaps)",
@@ -129,7 +132,26 @@ impl Wal {
                     )));
                 }
             }
+            if let (Some(at), Some(before)) = (torn, segments.back()) {
+                // Only the last segment can be torn: one is synced before the next is begun.
+                return Err(invalid(format!(
+                    "raft log segment {} is torn at offset {at} but later segments follow",
+                    before.path().display()
+                )));
+            }
+            if let Ended::Torn { at } = ended {
+                torn = Some(at);
+            }
             segments.push_back(segment);
+        }
+        if let (Some(at), Some(last)) = (torn, segments.back()) {
+            tracing::warn!(
+                segment = %last.path().display(),
+                offset = at,
+                index = last.next_index(),
+                "the raft log's last record was torn by a stop in mid-write: it was never synced, so never acknowledged; dropped"
+            );
+            last.clear_torn_tail()?;
         }
         let next_seq = segments.back().map_or(0, |s| s.seq + 1);
         let syncer = Syncer::default();

@@ -16,6 +16,19 @@ use std::sync::Arc;
 
 use super::record::{self, Header, HEADER_BYTES};
 
+/// The unit a disk writes whole: a torn write leaves some of these as they were (zeros).
+const SECTOR: usize = 512;
+
+/// How a segment's records ended when it was opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// At a header of zeros.
+    Clean,
+    /// At a record that a stop tore in mid-write, starting at this offset; it and what
+    /// follows were never synced, so never acknowledged.
+    Torn { at: u64 },
+}
+
 /// A segment: its file, where each of its records starts, and where the next one goes.
 pub struct Segment {
     pub seq: u64,
@@ -83,10 +96,13 @@ impl Segment {
     }
 
     /// Opens the segment at `path` and finds its records: from the start, each whose header
-    /// is not zero, whose index follows, and whose crc chains to the one before. The first that
-    /// is not ends them, and the next append goes there: it is a torn write, or bytes past a
-    /// truncation, or the zeros after the last record.
-    pub fn open(path: PathBuf, seq: u64, first: u64) -> io::Result<Self> {
+    /// is not zero, whose index follows, and whose crc chains to the one before. A header of
+    /// zeros ends them cleanly (past the last record everything is zero: a segment starts
+    /// zero-filled, and a cut or a torn tail is zeroed). A record that does not chain ends
+    /// them too if it was torn by a stop in mid-write ([`Ended::Torn`]: one of its sectors
+    /// never reached the disk, as etcd's WAL tells a torn entry); any other is a corruption of
+    /// what was once synced, and the segment does not open.
+    pub fn open(path: PathBuf, seq: u64, first: u64) -> io::Result<(Self, Ended)> {
         let file = OpenOptions::new().read(true).write(true).open(&path)?;
         let mut segment = Self::new(path, file, seq, first)?;
         let mut at = 0u64;
@@ -95,16 +111,31 @@ impl Segment {
         // Read front to back in large reads: a full segment holds ~10^5 small entries.
         let file = Arc::clone(&segment.file);
         let mut reader = BufReader::with_capacity(1 << 20, file.as_ref());
+        let mut ended = Ended::Clean;
         while at + HEADER_BYTES as u64 <= segment.capacity {
             reader.read_exact(&mut header)?;
             let Some(parsed) = Header::parse(&header) else { break };
             let body = at + HEADER_BYTES as u64;
-            if parsed.index != segment.next_index() || body + u64::from(parsed.len) > segment.capacity {
-                break;
-            }
-            payload.resize(parsed.len as usize, 0);
-            reader.read_exact(&mut payload)?;
-            if !parsed.matches(segment.last_crc, &payload) {
+            let fits = body + u64::from(parsed.len) <= segment.capacity;
+            let chains = parsed.index == segment.next_index() && fits && {
+                payload.resize(parsed.len as usize, 0);
+                reader.read_exact(&mut payload)?;
+                parsed.matches(segment.last_crc, &payload)
+            };
+            if !chains {
+                let end = if fits { body + u64::from(parsed.len) } else { body };
+                if !segment.has_zero_sector(at, end)? {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!(
+                            "raft log segment {} is corrupt: the record at offset {at} (index {}) does \
+                             not match its checksum and was not torn by a stop",
+                            segment.path.display(),
+                            segment.next_index()
+                        ),
+                    ));
+                }
+                ended = Ended::Torn { at };
                 break;
             }
             segment.offsets.push(at);
@@ -112,7 +143,47 @@ impl Segment {
             at = body + u64::from(parsed.len);
         }
         segment.written = at;
-        Ok(segment)
+        Ok((segment, ended))
+    }
+
+    /// Whether a sector's share of the bytes `from..to` is all zeros: what a write torn by a
+    /// stop leaves (a disk writes a sector whole or not at all, and the file was zeros before).
+    fn has_zero_sector(&self, from: u64, to: u64) -> io::Result<bool> {
+        let mut buf = [0u8; SECTOR];
+        let mut at = from;
+        while at < to {
+            let until = ((at / SECTOR as u64 + 1) * SECTOR as u64).min(to);
+            let chunk = &mut buf[..(until - at) as usize];
+            self.file.read_exact_at(chunk, at)?;
+            if chunk.iter().all(|b| *b == 0) {
+                return Ok(true);
+            }
+            at = until;
+        }
+        Ok(false)
+    }
+
+    /// Zeros everything from `from` to the end, synced: what a torn write or a cut left there
+    /// must not read as records later, when new ones end just before it.
+    fn zero_from(&self, from: u64) -> io::Result<()> {
+        let zeros = vec![0u8; 1 << 20];
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = from;
+        while at < self.capacity {
+            let n = (self.capacity - at).min(zeros.len() as u64) as usize;
+            self.file.read_exact_at(&mut buf[..n], at)?;
+            // Most of a segment is zeros already: rewriting them would cost a 64 MiB write.
+            if buf[..n].iter().any(|b| *b != 0) {
+                self.file.write_all_at(&zeros[..n], at)?;
+            }
+            at += n as u64;
+        }
+        self.file.sync_data()
+    }
+
+    /// Clears what a torn write left after the last record, so the next append starts on zeros.
+    pub fn clear_torn_tail(&self) -> io::Result<()> {
+        self.zero_from(self.written)
     }
 
     pub fn path(&self) -> &Path {
@@ -181,8 +252,8 @@ impl Segment {
     }
 
     /// Drops the records from `index` on (which it holds, or the one after its last), and
-    /// zeros the header where they started, synced: a crash after this never finds them, even
-    /// the first, whose crc still chains to the record before it.
+    /// zeros them, synced: a crash after this never finds them (the first one's crc still
+    /// chains to the record before it), nor do new records that end where an old one began.
     pub fn cut(&mut self, index: u64) -> io::Result<()> {
         self.write_staged()?;
         let keep = (index - self.first) as usize;
@@ -197,10 +268,7 @@ impl Segment {
             }
         };
         self.written = at;
-        if at + HEADER_BYTES as u64 <= self.capacity {
-            self.file.write_all_at(&[0u8; HEADER_BYTES], at)?;
-        }
-        self.file.sync_data()
+        self.zero_from(at)
     }
 }
 
@@ -227,38 +295,83 @@ mod tests {
         }
         segment.write_staged().unwrap();
         assert_eq!(segment.next_index(), 9);
-        let reopened = Segment::open(path.clone(), 0, 5).unwrap();
+        let reopened = Segment::open(path.clone(), 0, 5).unwrap().0;
         assert_eq!((reopened.len(), reopened.end()), (4, segment.end()));
         assert_eq!(reopened.read(7).unwrap(), b"seven");
 
         segment.cut(7).unwrap();
         segment.stage(b"SEVEN");
         segment.write_staged().unwrap();
-        let reopened = Segment::open(path.clone(), 0, 5).unwrap();
+        let reopened = Segment::open(path.clone(), 0, 5).unwrap().0;
         assert_eq!(reopened.next_index(), 8, "the old eight does not chain to the new seven");
         assert_eq!(reopened.read(7).unwrap(), b"SEVEN");
 
         let mut segment = reopened;
         segment.cut(6).unwrap();
-        assert_eq!(Segment::open(path.clone(), 0, 5).unwrap().next_index(), 6, "nothing after the cut");
+        assert_eq!(Segment::open(path.clone(), 0, 5).unwrap().0.next_index(), 6, "nothing after the cut");
         segment.cut(5).unwrap();
-        assert_eq!(Segment::open(path, 0, 5).unwrap().len(), 0);
+        assert_eq!(Segment::open(path, 0, 5).unwrap().0.len(), 0);
     }
 
+    /// A stop tore the last write: the second record's second sector never reached the disk
+    /// (zeros), while the write's later bytes did.
     #[test]
-    fn a_torn_record_ends_the_segment() {
+    fn a_torn_record_ends_the_segment_and_what_it_left_is_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name(0, 1));
+        let mut segment = Segment::new(path.clone(), zero_filled(&path, 8192).unwrap(), 0, 1).unwrap();
+        segment.stage(b"one");
+        segment.stage(&[7u8; 2000]);
+        segment.stage(b"three");
+        segment.write_staged().unwrap();
+        segment.file().write_all_at(&[0; SECTOR], SECTOR as u64).unwrap();
+        let (reopened, ended) = Segment::open(path.clone(), 0, 1).unwrap();
+        assert_eq!(reopened.len(), 1);
+        assert_eq!(ended, Ended::Torn { at: segment.offsets[1] });
+        assert_eq!(reopened.end(), segment.offsets[1], "the next append overwrites the torn record");
+        reopened.clear_torn_tail().unwrap();
+        let mut reopened = Segment::open(path.clone(), 0, 1).unwrap().0;
+        reopened.stage(b"two");
+        reopened.write_staged().unwrap();
+        let (again, ended) = Segment::open(path, 0, 1).unwrap();
+        assert_eq!((again.len(), ended), (2, Ended::Clean), "nothing of the torn write reads back");
+    }
+
+    /// A flipped bit in a synced record is not a torn write: the segment does not open,
+    /// rather than drop that record and every one after it.
+    #[test]
+    fn a_corrupt_record_before_others_fails_the_open() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name(0, 1));
         let mut segment = Segment::new(path.clone(), zero_filled(&path, 4096).unwrap(), 0, 1).unwrap();
-        segment.stage(b"one");
-        segment.stage(b"two, long enough to tear");
+        for payload in [&b"one"[..], b"two", b"three"] {
+            segment.stage(payload);
+        }
         segment.write_staged().unwrap();
-        // The second record's last bytes never reached the disk.
-        let end = segment.end();
-        segment.file().write_all_at(&[0; 4], end - 4).unwrap();
-        let reopened = Segment::open(path, 0, 1).unwrap();
-        assert_eq!(reopened.len(), 1);
-        assert_eq!(reopened.end(), segment.offsets[1], "the next append overwrites the torn record");
+        let at = segment.offsets[1] + HEADER_BYTES as u64;
+        segment.file().write_all_at(b"T", at).unwrap();
+        let err = Segment::open(path, 0, 1).err().expect("refused");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(err.to_string().contains("(index 2)"), "{err}");
+    }
+
+    /// After a cut, new records may end where an old one began; the cut zeroed the old ones,
+    /// so the next open does not take one for a corrupt record.
+    #[test]
+    fn records_shorter_than_those_cut_read_back_cleanly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name(0, 1));
+        let mut segment = Segment::new(path.clone(), zero_filled(&path, 4096).unwrap(), 0, 1).unwrap();
+        for payload in [&b"one"[..], b"a longer two", b"three"] {
+            segment.stage(payload);
+        }
+        segment.write_staged().unwrap();
+        segment.cut(2).unwrap();
+        segment.stage(b"TWO");
+        segment.write_staged().unwrap();
+        let (reopened, ended) = Segment::open(path, 0, 1).unwrap();
+        assert_eq!((reopened.len(), ended), (2, Ended::Clean));
+        assert_eq!(reopened.read(2).unwrap(), b"TWO");
     }
 
     #[test]
