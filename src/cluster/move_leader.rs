@@ -85,7 +85,8 @@ impl LeaderMover {
         raft.runtime_config().heartbeat(true);
         self.route.hold(false);
         if moved.is_err() {
-            tracing::warn!(target = %format!("{target:x}"), "leadership transfer aborted: taking writes again");
+            // Info: the caller of MoveLeader learns the outcome from its answer.
+            tracing::info!(target = %format!("{target:x}"), "leadership transfer aborted: taking writes again");
         }
         // The transferee may still win its campaign: wait for it until the deadline.
         while raft.metrics().borrow().current_leader != Some(target) {
@@ -124,7 +125,7 @@ impl LeaderMover {
         tokio::time::sleep(self.lease + self.margin).await;
         // 5 and 6.
         if let Err(err) = self.peers.timeout_now((target, node)).await {
-            tracing::warn!(target = %format!("{target:x}"), %err, "the transferee did not take the campaign");
+            tracing::info!(target = %format!("{target:x}"), %err, "the transferee did not take the campaign");
         }
         while raft.metrics().borrow().current_leader != Some(target) {
             tokio::time::sleep(POLL).await;
@@ -159,7 +160,8 @@ impl LeaderMover {
             return;
         };
         if let Err(err) = self.move_to(target, within).await {
-            tracing::warn!(%err, "could not hand the leadership over before stopping");
+            // Info: the members elect a leader after one election timeout, as etcd's do.
+            tracing::info!(%err, "could not hand the leadership over before stopping");
         }
     }
 }

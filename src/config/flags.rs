@@ -365,6 +365,11 @@ const OPENRAFT_ERRORS: &str =
 /// elected or lost, a peer unreachable or back). openraft's errors from the modules that
 /// are quiet on a healthy cluster stay: a state-machine worker or a log flush that failed
 /// (the core then waits for ever, and nothing else would say why).
+///
+/// rustls warns of what a TLS peer sent, once per connection: an IP address as server name
+/// (Node's grpc-js sends one on every connection), a duplicate or malformed one, a warning
+/// alert, an unexpected message. Any client can cause these and no operator can act on them,
+/// so below `debug` they are silent; a handshake that fails is refused and logged by actcd.
 pub fn tracing_filter(log_level: &str) -> String {
     let level = match log_level {
         "debug" => return "debug".into(),
@@ -372,7 +377,7 @@ pub fn tracing_filter(log_level: &str) -> String {
         "warn" => "warn",
         _ => "error",
     };
-    format!("{level},openraft=off,{OPENRAFT_ERRORS}")
+    format!("{level},openraft=off,{OPENRAFT_ERRORS},rustls=error")
 }
 
 /// Resolves `http://host:port` and `https://host:port` URLs (client and metrics URLs) to socket

@@ -88,7 +88,8 @@ async fn probe(
         },
     };
     if method != Method::GET {
-        tracing::warn!(%path, status_code = 405, "Health request error");
+        // etcd warns here; but the client chose the method, and the 405 tells it so.
+        tracing::debug!(%path, status_code = 405, "Health request error");
         return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "GET")], text("Method Not Allowed\n"))
             .into_response();
     }

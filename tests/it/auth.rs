@@ -125,7 +125,7 @@ async fn later_3_4_fixes_hold_and_auth_survives_a_restart() {
         "defrag"
     );
     // A txn cannot write outside alice's prefix (nested txns, which 3.4.23 let through, are
-    // checked in the store's own tests: etcdctl cannot send one).
+    // sent in auth_2026.rs: etcdctl cannot send one).
     let (ok, _, stderr) =
         etcdctl(&actcd, &[ALICE, "txn", "--interactive=false"], Some("\nput secret stolen\n\n\n"));
     assert!(!ok && stderr.contains("permission denied"), "{stderr}");

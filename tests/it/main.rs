@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod auth;
+mod auth_2026;
 mod cli;
 mod client;
 mod cluster;

@@ -442,6 +442,36 @@ async fn the_client_certificate_common_name_is_the_auth_user() {
     assert!(!ok && out.contains("password was given for no password user"), "{out}");
 }
 
+/// A client that sends an IP address as its TLS server name (Node's grpc-js does on every
+/// connection, though RFC 6066 allows host names alone there) is served, and leaves no WARN
+/// line in the log: rustls warns of each such hello, a line per connection that no operator
+/// can act on. A probe asked to exclude a check that does not exist, which does warn, shows
+/// that the log would hold the line.
+#[tokio::test]
+async fn an_ip_address_server_name_logs_no_warning() {
+    let Fixture { data, pki, ca: _, ca_file, server: (cert, key) } = Fixture::new();
+    let port = free_port();
+    let args = server_flags(&format!("https://127.0.0.1:{port}"), (&cert, &key), None, &[]);
+    let log = pki.path().join("actcd.log");
+    // Info, actcd's default level.
+    let launch = Server::launch_actcd(data.path(), &args.iter().map(String::as_str).collect::<Vec<_>>())
+        .log_to(&log)
+        .log_level("info");
+    let server = Server::from(launch.start(Duration::from_secs(60)).await.unwrap());
+
+    let by_ip = ["-CAfile", ca_file.to_str().unwrap(), "-servername", "127.0.0.1"];
+    for _ in 0..3 {
+        assert!(served_serial(port, &by_ip).is_some(), "the handshake completes");
+    }
+    let answer = crate::harness::http("GET", &server.metrics, "/readyz?exclude=no_such_check", "").await;
+    assert_eq!(answer.status, 200);
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].contains("some health checks cannot be excluded"), "{text}");
+}
+
 /// What curl says of one JSON request over https: the HTTP version it spoke, the status and
 /// the body with the member's identity left out.
 fn curl_json(ca: &Path, url: &str, version: &str, body: &str) -> (String, u16, serde_json::Value) {
