@@ -90,6 +90,7 @@ const READS_WAITING: usize = 65_536;
 /// Runs the server until a shutdown signal.
 pub fn run(config: Config) -> anyhow::Result<()> {
     let cluster = config.initial_cluster()?;
+    let auto_compaction = config.auto_compaction()?;
     let tokens = Arc::new(Tokens::from_flag(&config.auth_token)?);
     crate::c_heap::start_trimmer().context("cannot start the heap trimmer")?;
     let client_urls = listen_urls(&config.listen_client_urls, "listen-client-urls")?;
@@ -334,6 +335,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             );
             tokio::spawn(check);
         }
+        tokio::spawn(crate::cluster::auto_compaction::run(store.clone(), auto_compaction));
         let stream_pool = ArbiterPool::new(stream_arbiters.iter().map(Arbiter::handle).collect());
         let lease = Arc::new(LeaseService::new(store.clone(), leases, Arc::clone(&stream_pool)));
         let connections = Arc::new(Connections::default());

@@ -13,10 +13,12 @@
 //! - [`peer_probe`]: each peer asked for the membership: which peers answer, and whether
 //!   this member was removed.
 //! - [`move_leader`]: MoveLeader, and a stopping leader's hand-over.
+//! - [`auto_compaction`]: etcd's `--auto-compaction-*`: the leader compacts through the log.
 //! - [`corrupt_check`]: etcd's hash comparisons across members, at start and periodically.
 //! - [`leadership`]: the lessor made primary when this member leads, and a follower's lessor
 //!   asking the leader's.
 
+pub mod auto_compaction;
 pub mod corrupt_check;
 pub mod join;
 pub mod leadership;

@@ -52,6 +52,8 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("experimental-max-learners", "max-learners", Kind::Count),
     ("experimental-initial-corrupt-check", "experimental-initial-corrupt-check", Kind::Switch),
     ("experimental-corrupt-check-time", "experimental-corrupt-check-time", Kind::Nanos),
+    ("auto-compaction-mode", "auto-compaction-mode", Kind::Text),
+    ("auto-compaction-retention", "auto-compaction-retention", Kind::Text),
     ("heartbeat-interval", "heartbeat-interval", Kind::Count),
     ("election-timeout", "election-timeout", Kind::Count),
     ("snapshot-count", "snapshot-count", Kind::Count),

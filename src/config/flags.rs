@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use actcd_actors::mailboxes::Mailboxes;
 use actcd_actors::raft::proposer::DEFAULT_BATCH_LIMIT;
+use actcd_actors::store::auto_compaction::AutoCompaction;
 use actcd_proto::go_duration;
 
 use crate::grpc::maintenance::SERVER_VERSION;
@@ -72,6 +73,15 @@ pub struct Config {
     /// Duration of time between cluster corruption check passes (0s: off).
     #[arg(long = "experimental-corrupt-check-time", default_value = "0s", value_parser = parse_duration_or_off)]
     pub corrupt_check_time: Duration,
+
+    /// Interpret 'auto-compaction-retention' one of: periodic|revision.
+    #[arg(long = "auto-compaction-mode", default_value = "periodic")]
+    pub auto_compaction_mode: String,
+
+    /// Auto compaction retention for mvcc key value store: hours or a Go duration (periodic),
+    /// a revision count (revision). 0 means disable auto compaction.
+    #[arg(long = "auto-compaction-retention", default_value = "0")]
+    pub auto_compaction_retention: String,
 
     /// Initial cluster state: new (bootstrap) or existing (join a running cluster).
     #[arg(long = "initial-cluster-state", default_value = "new", value_parser = ["new", "existing"])]
@@ -324,6 +334,12 @@ impl Config {
             max_version: self.tls_max_version.clone(),
             ..TlsFlags::default()
         }
+    }
+
+    /// The auto-compaction flags, read as etcd 3.4 reads them.
+    pub fn auto_compaction(&self) -> anyhow::Result<AutoCompaction> {
+        let parse = |text: &str| go_duration::parse(text).map_err(|err| err.to_string());
+        Ok(AutoCompaction::from_flags(&self.auto_compaction_mode, &self.auto_compaction_retention, parse)?)
     }
 
     /// The Raft timing flags, checked as etcd checks them.

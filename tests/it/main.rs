@@ -7,6 +7,7 @@
 
 mod auth;
 mod auth_2026;
+mod auto_compaction;
 mod cli;
 mod client;
 mod cluster;

@@ -5,10 +5,12 @@
 //! - [`mvcc`]: the store core: revisions, the revision index, the engine, the logic of every
 //!   KV request, the writer and the concurrent read view. It imports no actix, tonic or watch.
 //! - [`messages`]: the family's messages (writes, committed events, lease queries).
+//! - [`auto_compaction`]: etcd's periodic and revision compaction schedules, told the time.
 //!
 //! The store core's main types are re-exported here, so users of the store need not know
 //! which file of the core defines them.
 
+pub mod auto_compaction;
 pub mod messages;
 pub mod mvcc;
 
