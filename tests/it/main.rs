@@ -35,6 +35,8 @@ mod member_changes;
 mod membership;
 mod metrics;
 mod migrate;
+mod net_faults;
+mod netns;
 mod packaging;
 mod pause;
 mod peer_tls;
