@@ -22,6 +22,13 @@ use crate::netns::{self, NetCluster, Shape};
 /// Each call's bound: a call that takes longer counts as unanswered (not acknowledged).
 const CALL: Duration = Duration::from_secs(1);
 
+/// etcd's default election timeout, which both clusters run with.
+const ELECTION_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What a shared, busy 2-core machine may add to two election timeouts: starting processes
+/// beside the test, a CI build on the same cores.
+const SLACK: Duration = Duration::from_secs(3);
+
 /// A channel that connects when first used and reconnects after a failure, as a client does.
 fn channel(endpoint: &str) -> Channel {
     Endpoint::from_shared(endpoint.to_string()).unwrap().connect_timeout(CALL).timeout(CALL).connect_lazy()
@@ -145,6 +152,198 @@ async fn nothing_lost(cluster: &Cluster, via: usize, written: &Written, what: &s
         );
     }
     last
+}
+
+/// Status of member `i`: (its id, the leader it names), or None when it does not answer.
+async fn status(cluster: &Cluster, i: usize) -> Option<(u64, u64)> {
+    let mut m = actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient::new(channel(
+        &cluster.member(i).endpoint,
+    ));
+    let s = tokio::time::timeout(CALL, m.status(actcd_proto::etcdserverpb::StatusRequest {}))
+        .await
+        .ok()?
+        .ok()?
+        .into_inner();
+    Some((s.header?.member_id, s.leader))
+}
+
+/// Reads asked of the cut-off leader while it is cut off: linearizable ones answered (each a
+/// stale-read hazard) and refused, serializable ones answered.
+#[derive(Debug, Default)]
+struct IsolatedReads {
+    linearizable_answered: Vec<String>,
+    linearizable_refused: BTreeMap<String, usize>,
+    serializable_answered: usize,
+}
+
+/// Asks `endpoint` for linearizable and serializable reads in turn until `stop`.
+fn isolated_reader(endpoint: String, stop: tokio::sync::watch::Receiver<bool>) -> JoinHandle<IsolatedReads> {
+    tokio::spawn(async move {
+        let mut kv = KvClient::new(channel(&endpoint));
+        let mut reads = IsolatedReads::default();
+        while !*stop.borrow() {
+            for serializable in [false, true] {
+                let read = RangeRequest {
+                    key: "w/".into(),
+                    range_end: "w0".into(),
+                    count_only: true,
+                    serializable,
+                    ..Default::default()
+                };
+                let answer = tokio::time::timeout(Duration::from_secs(2), kv.range(read)).await;
+                match (serializable, answer) {
+                    (false, Ok(Ok(r))) => {
+                        let r = r.into_inner();
+                        reads.linearizable_answered.push(format!(
+                            "count {} at revision {}",
+                            r.count,
+                            r.header.map_or(0, |h| h.revision)
+                        ));
+                    }
+                    (false, Ok(Err(s))) => {
+                        *reads
+                            .linearizable_refused
+                            .entry(format!("{:?}: {}", s.code(), s.message()))
+                            .or_default() += 1
+                    }
+                    (false, Err(_)) => {
+                        *reads.linearizable_refused.entry("timed out".into()).or_default() += 1
+                    }
+                    (true, Ok(Ok(_))) => reads.serializable_answered += 1,
+                    (true, _) => {}
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        reads
+    })
+}
+
+/// What a leader cut came to.
+struct Cut {
+    /// From the cut to the first write the majority acknowledged that was made after it.
+    recovered: Duration,
+    /// Whether the cut-off leader had stopped naming itself leader when the cut healed.
+    stepped_down: bool,
+}
+
+/// The leader of three members on hosts of their own is cut off from both followers while
+/// clients write through the followers.
+async fn leader_partition(kind: Kind) -> Cut {
+    netns::available().expect("network namespaces (run as root, with iproute2)");
+    let nc = NetCluster::start(kind, 3, 0, &[]).await;
+    let cluster = &nc.cluster;
+    let leader = cluster.leader().await;
+    let (leader_id, _) = status(cluster, leader).await.unwrap();
+    let majority: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    let endpoints: Vec<(String, String)> = majority
+        .iter()
+        .flat_map(|i| (0..2).map(move |c| (format!("m{i}c{c}"), *i)))
+        .map(|(name, i)| (name, cluster.member(i).endpoint.clone()))
+        .collect();
+    let writers = Writers::start(&endpoints);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let cut = Instant::now();
+    nc.net.partition(leader);
+    let (stop_reads, reads_stopped) = tokio::sync::watch::channel(false);
+    let reader = isolated_reader(cluster.member(leader).endpoint.clone(), reads_stopped);
+    // Writes go on through the majority; the old leader is asked for reads meanwhile.
+    tokio::time::sleep(2 * ELECTION_TIMEOUT + SLACK + Duration::from_secs(1)).await;
+    let new_leader = {
+        let mut named = None;
+        for &i in &majority {
+            if let Some((_, l)) = status(cluster, i).await {
+                named = named.or(Some(l));
+            }
+        }
+        named.unwrap_or(0)
+    };
+    let stepped_down = status(cluster, leader).await.is_none_or(|(_, l)| l != leader_id);
+    stop_reads.send(true).unwrap();
+    let reads = reader.await.unwrap();
+    nc.net.heal(leader);
+    let healed = Instant::now();
+
+    // The old leader rejoins as a follower: it names a leader, not itself (etcd 3.4's, whose
+    // term grew while it campaigned alone, may force one more election on its return).
+    let rejoined = loop {
+        if let Some((_, l)) = status(cluster, leader).await {
+            if l != 0 && l != leader_id {
+                break healed.elapsed();
+            }
+        }
+        assert!(
+            healed.elapsed() < Duration::from_secs(20),
+            "{kind:?}: the old leader did not rejoin as a follower in 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let written = writers.finish().await;
+
+    let first_after = written.acked.iter().filter(|a| a.called >= cut).map(|a| a.answered).min();
+    let recovered = first_after.map(|t| t - cut);
+    let before = written.acked.iter().filter(|a| a.called < cut).count();
+    let after = written.acked.len() - before;
+    eprintln!(
+        "{kind:?} leader partition: first write on the majority {recovered:?} after the cut (new leader {new_leader:x}, old {leader_id:x}); \
+         {before} puts before the cut, {after} after; the cut-off leader: {} linearizable reads refused ({:?}), {} serializable answered, \
+         stepped down {stepped_down}; rejoined as follower {rejoined:?} after the heal; client errors {:?}",
+        reads.linearizable_refused.values().sum::<usize>(),
+        reads.linearizable_refused,
+        reads.serializable_answered,
+        written.errors
+    );
+    assert!(before > 10, "{kind:?}: only {before} puts before the cut");
+    assert!(new_leader != 0 && new_leader != leader_id, "{kind:?}: the majority names no new leader");
+    assert!(
+        reads.linearizable_answered.is_empty(),
+        "{kind:?}: the cut-off leader answered linearizable reads: {:?}",
+        reads.linearizable_answered
+    );
+    assert!(
+        !reads.linearizable_refused.is_empty(),
+        "{kind:?}: no linearizable read was tried on the cut-off leader"
+    );
+    let recovered =
+        recovered.unwrap_or_else(|| panic!("{kind:?}: no write after the cut: {:?}", written.errors));
+    assert!(
+        recovered < 2 * ELECTION_TIMEOUT + SLACK,
+        "{kind:?}: the majority wrote again only {recovered:?} after the cut"
+    );
+    nothing_lost(cluster, majority[0], &written, &format!("{kind:?} leader partition")).await;
+    Cut { recovered, stepped_down }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_serves_no_linearizable_read_and_rejoins() {
+    leader_partition(Kind::Actcd).await;
+}
+
+/// etcd's leader steps down once it has not heard from a quorum for an election timeout
+/// (raft's CheckQuorum), and then names no leader. actcd's does not: openraft 0.9 has no
+/// check-quorum, so the cut-off leader goes on naming itself leader in Status (and its clients'
+/// calls wait out the request timeout) until the cut heals. It serves no stale read meanwhile
+/// (the test above). Ignored until actcd has a check-quorum of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "known difference: openraft 0.9 has no check-quorum; a cut-off actcd leader never steps down"]
+async fn a_partitioned_leader_steps_down() {
+    let cut = leader_partition(Kind::Actcd).await;
+    assert!(cut.stepped_down, "the cut-off leader still names itself leader");
+}
+
+/// The same cut on three etcd 3.4 members passes the same checks, and its leader steps down;
+/// both times are printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_beside_etcd() {
+    let etcd = leader_partition(Kind::Etcd).await;
+    assert!(etcd.stepped_down, "etcd's cut-off leader still names itself leader");
+    let actcd = leader_partition(Kind::Actcd).await;
+    eprintln!(
+        "leader partition, cut to first write on the majority: actcd {:?} (stepped down: {}), etcd 3.4 {:?} (stepped down: {})",
+        actcd.recovered, actcd.stepped_down, etcd.recovered, etcd.stepped_down
+    );
 }
 
 /// A follower's link, then the leader's, made slow and lossy while clients put through every
