@@ -30,6 +30,8 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 pub struct Placement {
     pub wrapper: Vec<String>,
     pub host: Option<std::net::Ipv4Addr>,
+    /// A fixed client port (the same URL after a restart).
+    pub port: Option<u16>,
 }
 
 /// A cluster's members, each on its own ports and data dir; a killed member's slot is empty
@@ -140,6 +142,9 @@ impl Cluster {
         }
         if let Some(host) = place.host {
             launch = launch.host(host);
+        }
+        if let Some(port) = place.port {
+            launch = launch.port(port);
         }
         launch
     }

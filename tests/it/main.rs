@@ -44,6 +44,7 @@ mod probes;
 mod raft_log;
 mod range_stream;
 mod read_budget;
+mod robustness;
 mod setup;
 mod snapshot_send;
 mod tls;

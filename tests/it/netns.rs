@@ -38,6 +38,10 @@ const PREFIX: &str = "actcd-net-";
 /// The port every member's peer URL takes on its own host (a namespace has every port free).
 pub const PEER_PORT: u16 = 2380;
 
+/// The port every member's client URL takes on its own host: a client finds a restarted
+/// member where it was.
+pub const CLIENT_PORT: u16 = 2379;
+
 /// One network set-up at a time in this process: picking a free subnet and taking it is not
 /// atomic otherwise.
 static SETUP: Mutex<()> = Mutex::new(());
@@ -172,7 +176,13 @@ impl Net {
         Placement {
             wrapper: vec!["ip".into(), "netns".into(), "exec".into(), self.hosts[i].ns.clone()],
             host: Some(self.hosts[i].client_ip),
+            port: Some(CLIENT_PORT),
         }
+    }
+
+    /// The client URL of a member on host `i`.
+    pub fn client_url(&self, i: usize) -> String {
+        format!("http://{}:{CLIENT_PORT}", self.hosts[i].client_ip)
     }
 
     /// Cuts host `i` off from every peer (its peer link down; the test still reaches it).

@@ -93,6 +93,7 @@ pub struct Launch {
     data_dir: PathBuf,
     wrapper: Vec<String>,
     host: std::net::Ipv4Addr,
+    port: Option<u16>,
     args: Vec<String>,
     name: Option<String>,
     metrics_url: Option<String>,
@@ -111,6 +112,7 @@ impl Launch {
             data_dir: data_dir.into(),
             wrapper: Vec::new(),
             host: std::net::Ipv4Addr::LOCALHOST,
+            port: None,
             args: Vec::new(),
             name: None,
             metrics_url: None,
@@ -136,6 +138,13 @@ impl Launch {
     /// a namespace of its own has them all free anyway.
     pub fn host(mut self, host: std::net::Ipv4Addr) -> Self {
         self.host = host;
+        self
+    }
+
+    /// A fixed client port instead of a free one picked at each start: for a server alone in
+    /// its network namespace, whose clients then find it at the same URL after a restart.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
         self
     }
 
@@ -191,7 +200,10 @@ impl Launch {
         if self.fresh {
             let _ = std::fs::remove_dir_all(&self.data_dir);
         }
-        let port = free_port()?;
+        let port = match self.port {
+            Some(port) => port,
+            None => free_port()?,
+        };
         let host = self.host;
         let url = format!("http://{host}:{port}");
         let mut cmd = match self.wrapper.split_first() {
