@@ -149,16 +149,6 @@ impl Cluster {
         launch
     }
 
-    /// Member `i`'s peer URL.
-    pub fn peer(&self, i: usize) -> &str {
-        &self.peers[i]
-    }
-
-    /// Member `i`'s name.
-    pub fn name(&self, i: usize) -> &str {
-        &self.names[i]
-    }
-
     /// Takes member `i` out of the membership as this cluster knows it (after a MemberRemove):
     /// killed if it runs, and left out of the `--initial-cluster` of later starts.
     pub fn retire(&mut self, i: usize) {

@@ -255,8 +255,13 @@ impl Route {
             let to = leader.0;
             let answer = tokio::select! {
                 answer = tokio::time::timeout_at(deadline, self.link.read_index(leader)) => answer,
-                // Nothing was changed by asking: ask whoever leads now.
-                () = self.leader_gone(to) => continue,
+                // Nothing was changed by asking: ask whoever leads now, within the deadline.
+                () = self.leader_gone(to) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(StoreError::Timeout);
+                    }
+                    continue;
+                }
             };
             match answer {
                 Ok(Ok(index)) => return Ok(index),
