@@ -22,6 +22,11 @@ use crate::netns::{self, NetCluster, Shape};
 /// Each call's bound: a call that takes longer counts as unanswered (not acknowledged).
 const CALL: Duration = Duration::from_secs(1);
 
+/// A put's bound, as clientv3 bounds its calls and failover-compare its puts: a put stuck
+/// behind the fault gives way to the next one soon, so the first write after the cut is
+/// timed to within this.
+const PUT_WITHIN: Duration = Duration::from_millis(300);
+
 /// etcd's default election timeout, which both clusters run with.
 const ELECTION_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -62,7 +67,7 @@ fn writer(endpoint: String, name: String, stop: tokio::sync::watch::Receiver<boo
             let put =
                 PutRequest { key: key.clone().into(), value: vec![b'v'; 64].into(), ..Default::default() };
             let called = Instant::now();
-            match tokio::time::timeout(CALL, kv.put(put)).await {
+            match tokio::time::timeout(PUT_WITHIN, kv.put(put)).await {
                 Ok(Ok(_)) => written.acked.push(Acked { key, called, answered: Instant::now() }),
                 Ok(Err(status)) => {
                     *written
@@ -233,19 +238,29 @@ async fn leader_partition(kind: Kind) -> Cut {
     netns::available().expect("network namespaces (run as root, with iproute2)");
     let nc = NetCluster::start(kind, 3, 0, &[]).await;
     let cluster = &nc.cluster;
-    let leader = cluster.leader().await;
-    let (leader_id, _) = status(cluster, leader).await.unwrap();
-    let majority: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
-    let endpoints: Vec<(String, String)> = majority
-        .iter()
-        .flat_map(|i| (0..2).map(move |c| (format!("m{i}c{c}"), *i)))
-        .map(|(name, i)| (name, cluster.member(i).endpoint.clone()))
-        .collect();
-    let writers = Writers::start(&endpoints);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The leader is cut only if it still leads once the writers have run a while (a busy
+    // machine may have moved the leadership meanwhile): else the writers start again.
+    let (leader, leader_id, majority, writers) = loop {
+        let leader = cluster.leader().await;
+        let (leader_id, _) = status(cluster, leader).await.unwrap();
+        let majority: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+        let endpoints: Vec<(String, String)> = majority
+            .iter()
+            .flat_map(|i| (0..2).map(move |c| (format!("m{i}c{c}"), *i)))
+            .map(|(name, i)| (name, cluster.member(i).endpoint.clone()))
+            .collect();
+        let writers = Writers::start(&endpoints);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if status(cluster, leader).await == Some((leader_id, leader_id)) {
+            break (leader, leader_id, majority, writers);
+        }
+        writers.finish().await;
+    };
 
-    let cut = Instant::now();
+    // Timed from when `ip` has taken the link down (running it takes milliseconds, in which
+    // writes still commit).
     nc.net.partition(leader);
+    let cut = Instant::now();
     let (stop_reads, reads_stopped) = tokio::sync::watch::channel(false);
     let reader = isolated_reader(cluster.member(leader).endpoint.clone(), reads_stopped);
     // Writes go on through the majority; the old leader is asked for reads meanwhile.
