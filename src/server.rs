@@ -451,10 +451,19 @@ fn member_ids(
     engine: &RocksEngine,
     tls: Option<TlsClient>,
 ) -> anyhow::Result<MemberIds> {
+    let stored = member::stored(engine).context("cannot read the data dir's member ids")?;
     if !existing {
-        return Ok(MemberIds { cluster_id: cluster.cluster_id, member_id: cluster.member_id });
+        // etcd ignores --initial-cluster on a data dir it has started before, and members
+        // restarted after a MemberAdd or MemberRemove are often given the membership as it
+        // is now, whose cluster id is not the one the data dir was made with: the data dir's
+        // ids stand when the flags name the same member (its peer URLs and token). Flags of
+        // another member (or token) get the ids they name, which the store then refuses.
+        return Ok(match stored {
+            Some(ids) if ids.member_id == cluster.member_id => ids,
+            _ => MemberIds { cluster_id: cluster.cluster_id, member_id: cluster.member_id },
+        });
     }
-    if let Some(ids) = member::stored(engine).context("cannot read the data dir's member ids")? {
+    if let Some(ids) = stored {
         return Ok(ids);
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

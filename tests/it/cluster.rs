@@ -24,6 +24,16 @@ use crate::harness::{etcd_binary, etcdctl_binary, free_port, metric, metrics, Se
 /// included (the machine is shared and busy).
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
+/// Where a member runs: on our loopback (the default), or in a network namespace of its own
+/// (`wrapper` = `ip netns exec NS`, its client URL on `host`, an address of that namespace).
+#[derive(Clone, Debug, Default)]
+pub struct Placement {
+    pub wrapper: Vec<String>,
+    pub host: Option<std::net::Ipv4Addr>,
+    /// A fixed client port (the same URL after a restart).
+    pub port: Option<u16>,
+}
+
 /// A cluster's members, each on its own ports and data dir; a killed member's slot is empty
 /// until it is restarted.
 pub struct Cluster {
@@ -35,8 +45,12 @@ pub struct Cluster {
     extra: Vec<String>,
     /// Each member's own flags, after `extra`.
     each: Vec<Vec<String>>,
+    places: Vec<Placement>,
+    /// Whether the slot's member is in the membership (a removed one is not, and is left out
+    /// of the `--initial-cluster` later members are started with).
+    joined: Vec<bool>,
     pub members: Vec<Option<Server>>,
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -59,6 +73,18 @@ impl Cluster {
         extra: &[&str],
         each: Vec<Vec<String>>,
     ) -> Cluster {
+        let places = vec![Placement::default(); peers.len()];
+        Self::start_placed(kind, peers, extra, each, places).await
+    }
+
+    /// [`Cluster::start_each`], member `i` run where `places[i]` says.
+    pub async fn start_placed(
+        kind: Kind,
+        peers: Vec<String>,
+        extra: &[&str],
+        each: Vec<Vec<String>>,
+        places: Vec<Placement>,
+    ) -> Cluster {
         let n = peers.len();
         let root = tempfile::tempdir().unwrap();
         let names: Vec<String> = (1..=n).map(|i| format!("m{i}")).collect();
@@ -70,8 +96,10 @@ impl Cluster {
             peers,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             each,
+            places,
+            joined: vec![true; n],
             members: (0..n).map(|_| None).collect(),
-            _root: root,
+            root,
         };
         let starts: Vec<_> = (0..n).map(|i| cluster.launch(i)).collect();
         let started = futures::future::join_all(starts.iter().map(|l| l.start(READY_WITHIN))).await;
@@ -87,8 +115,10 @@ impl Cluster {
             Kind::Actcd => PathBuf::from(env!("CARGO_BIN_EXE_actcd")),
             Kind::Etcd => etcd_binary(),
         };
-        let initial: Vec<String> =
-            self.names.iter().zip(&self.peers).map(|(n, p)| format!("{n}={p}")).collect();
+        let initial: Vec<String> = (0..self.names.len())
+            .filter(|j| self.joined[*j])
+            .map(|j| format!("{}={}", self.names[j], self.peers[j]))
+            .collect();
         let flags = [
             "--listen-peer-urls",
             &self.peers[i],
@@ -99,13 +129,60 @@ impl Cluster {
             "--initial-cluster-token",
             "cluster-test",
         ];
-        Launch::new(self.kind, binary, &self.dirs[i])
+        let mut launch = Launch::new(self.kind, binary, &self.dirs[i])
             .name(&self.names[i])
             .log_to(&self.logs[i])
             .log_level("info")
             .args(&flags)
             .args(&self.extra)
-            .args(&self.each[i])
+            .args(&self.each[i]);
+        let place = &self.places[i];
+        if !place.wrapper.is_empty() {
+            launch = launch.wrapper(&place.wrapper.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+        if let Some(host) = place.host {
+            launch = launch.host(host);
+        }
+        if let Some(port) = place.port {
+            launch = launch.port(port);
+        }
+        launch
+    }
+
+    /// Takes member `i` out of the membership as this cluster knows it (after a MemberRemove):
+    /// killed if it runs, and left out of the `--initial-cluster` of later starts.
+    pub fn retire(&mut self, i: usize) {
+        self.kill(i);
+        self.joined[i] = false;
+    }
+
+    /// Makes slot `i` a new member that joins the running cluster (after a MemberAdd of
+    /// `peer`): an empty data dir, `--initial-cluster-state existing`, and the membership
+    /// with it as `--initial-cluster`. Not started.
+    pub fn rejoin_as_new(&mut self, i: usize, peer: String) {
+        self.kill(i);
+        let _ = std::fs::remove_dir_all(&self.dirs[i]);
+        self.peers[i] = peer;
+        self.joined[i] = true;
+        if !self.each[i].iter().any(|f| f == "--initial-cluster-state") {
+            self.each[i].extend(["--initial-cluster-state".to_string(), "existing".to_string()]);
+        }
+    }
+
+    /// A new slot for a member `name` on `peer` run where `place` says, joining the running
+    /// cluster like [`Cluster::rejoin_as_new`]; its index. Not started.
+    pub fn add_slot(&mut self, name: &str, peer: String, place: Placement) -> usize {
+        let i = self.names.len();
+        self.names.push(name.to_string());
+        self.dirs.push(self.root.path().join(name));
+        self.logs.push(self.root.path().join(format!("{name}.log")));
+        self.peers.push(peer.clone());
+        self.each.push(Vec::new());
+        self.places.push(place);
+        self.joined.push(false);
+        self.members.push(None);
+        self.rejoin_as_new(i, peer);
+        i
     }
 
     /// Member `i`, which must be running.
@@ -125,7 +202,7 @@ impl Cluster {
         }
     }
 
-    /// Restarts member `i` on its data dir (on new client ports).
+    /// Starts (or restarts) member `i` on its data dir (on new client ports).
     pub async fn restart(&mut self, i: usize) {
         let server = self.launch(i).start(READY_WITHIN).await.unwrap_or_else(|e| panic!("member {i}: {e}"));
         self.members[i] = Some(Server::from(server));

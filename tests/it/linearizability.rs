@@ -25,10 +25,10 @@ use crate::history_workload::{Workload, PREFIX, PREFIX_END};
 use crate::watch_stream::RawStream;
 use crate::watch_validator::{by_watch, check_bookmark, events_by_revision, expected_events, Received};
 
-const CLIENTS: usize = 8;
+pub(crate) const CLIENTS: usize = 8;
 
 /// A call that takes longer has an unknown outcome.
-const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Compactions go to the revision the compactor read this many rounds (of 300 ms) before:
 /// behind any watcher that keeps up (with room for a loaded machine) and any watch resumed a
@@ -39,7 +39,7 @@ const COMPACTION_LAG_ROUNDS: usize = 10;
 /// compact too.
 const SHORT_RUN_LAG_ROUNDS: usize = 4;
 
-async fn send(kv: &mut KvClient<Channel>, request: &Request) -> Result<Response, tonic::Status> {
+pub(crate) async fn send(kv: &mut KvClient<Channel>, request: &Request) -> Result<Response, tonic::Status> {
     Ok(match request {
         Request::Range(r) => Response::Range(kv.range(r.clone()).await?.into_inner()),
         Request::Put(p) => Response::Put(kv.put(p.clone()).await?.into_inner()),
@@ -50,7 +50,7 @@ async fn send(kv: &mut KvClient<Channel>, request: &Request) -> Result<Response,
 }
 
 /// Makes one call and records it; never retried.
-async fn timed(kv: &mut KvClient<Channel>, clock: Clock, client: usize, request: Request) -> Op {
+pub(crate) async fn timed(kv: &mut KvClient<Channel>, clock: Clock, client: usize, request: Request) -> Op {
     let call = clock.now();
     let outcome = match tokio::time::timeout(CALL_TIMEOUT, send(kv, &request)).await {
         Ok(result) => Outcome::from_result(result),
@@ -85,7 +85,12 @@ fn client(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinHand
 /// A client of a cluster, starting on member `id % n`. After a call of unknown outcome it goes
 /// on as a new client (a new id: the unknown call may still take effect at any later time) on
 /// the next member, as a client library fails over.
-fn cluster_client(endpoints: Vec<String>, id: usize, clock: Clock, until: Instant) -> JoinHandle<Vec<Op>> {
+pub(crate) fn cluster_client(
+    endpoints: Vec<String>,
+    id: usize,
+    clock: Clock,
+    until: Instant,
+) -> JoinHandle<Vec<Op>> {
     tokio::spawn(async move {
         let mut workload = Workload::new(id, 0x5eed);
         let mut ops = Vec::new();
@@ -167,7 +172,7 @@ async fn load(endpoint: String, first_id: usize, clock: Clock, until: Instant, l
 }
 
 /// A watch of every key with prev_kv.
-fn watch_all(watch_id: i64, start_revision: i64) -> WatchCreateRequest {
+pub(crate) fn watch_all(watch_id: i64, start_revision: i64) -> WatchCreateRequest {
     WatchCreateRequest {
         key: PREFIX.into(),
         range_end: PREFIX_END.into(),
@@ -274,7 +279,7 @@ async fn final_read(server: &Server, clock: Clock, id: usize) -> Op {
     op
 }
 
-fn revision_of(op: &Op) -> i64 {
+pub(crate) fn revision_of(op: &Op) -> i64 {
     match &op.outcome {
         Outcome::Ok(r) => r.revision(),
         _ => 0,
@@ -283,7 +288,7 @@ fn revision_of(op: &Op) -> i64 {
 
 /// Checks the history (unknown writes resolved first by what the watchers saw), prints its
 /// figure, and asserts no violation.
-fn checked(history: &[Op], watches: &[&Received], what: &str) -> Verdict {
+pub(crate) fn checked(history: &[Op], watches: &[&Received], what: &str) -> Verdict {
     let started = Instant::now();
     let verdict = check_with_hints(history, &events_by_revision(watches.iter().copied()));
     let took = started.elapsed();

@@ -79,6 +79,15 @@ async fn ids_match_an_etcd_member_started_with_the_same_flags() {
         err.contains("the data dir belongs to cluster cdf818194e3a8c32 as member 8e9e05c52164694d"),
         "{err}"
     );
+
+    // The same member given the membership as it may be later (another member added): etcd
+    // ignores --initial-cluster on a data dir it started before, and so does actcd, whose
+    // data dir keeps its ids (a robustness run's rolling restart after a member replace was
+    // refused before).
+    let grown = format!("default=http://localhost:2380,m2=http://127.0.0.1:{}", free_port());
+    let peer = format!("http://127.0.0.1:{}", free_port());
+    let again = Server::actcd(d3.path(), &["--initial-cluster", &grown, "--listen-peer-urls", &peer]).await;
+    assert_eq!(ids(&members(&again).await), (0xcdf818194e3a8c32, 0x8e9e05c52164694d));
 }
 
 #[test]

@@ -20,6 +20,16 @@
 //! While a leader hands its leadership over (MoveLeader, SIGTERM) it holds new proposals and
 //! read index rounds ([`Route::hold`]), its own and the ones followers forwarded; once the
 //! transfer ends they go to whoever leads then, so a client sees a pause, not an error.
+//!
+//! A call forwarded to a leader that another has replaced since is given up after a grace
+//! ([`Route::leader_gone`]): a leader cut off from its peers answers nobody (the call waits
+//! for a TCP connection that neither fails nor delivers), and the Proposer's few proposals in
+//! flight would otherwise hold every later write of this member for the whole request timeout
+//! (seen in a netns partition test: the majority wrote again 6 s after the cut instead of
+//! 1 s). A write given up answers "leader changed" (its outcome is unknown, as a timeout's
+//! is); a read index is asked again of the new leader. The grace lets a leader that handed
+//! over (MoveLeader, SIGTERM) answer what it still holds, so a hand-over stays an error-free
+//! pause.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -169,7 +179,12 @@ impl Route {
             if leader.0 == self.me {
                 return self.propose_here(proposal).await;
             }
-            match tokio::time::timeout_at(deadline, self.link.propose(leader, &proposal)).await {
+            let to = leader.0;
+            let answer = tokio::select! {
+                answer = tokio::time::timeout_at(deadline, self.link.propose(leader, &proposal)) => answer,
+                () = self.leader_gone(to) => return Err(StoreError::LeaderChanged),
+            };
+            match answer {
                 Ok(Ok(forwarded)) => {
                     self.wait_applied(forwarded.log_index).await?;
                     return Ok(forwarded);
@@ -237,7 +252,18 @@ impl Route {
             if leader.0 == self.me {
                 return self.read_index_here().await;
             }
-            match tokio::time::timeout_at(deadline, self.link.read_index(leader)).await {
+            let to = leader.0;
+            let answer = tokio::select! {
+                answer = tokio::time::timeout_at(deadline, self.link.read_index(leader)) => answer,
+                // Nothing was changed by asking: ask whoever leads now, within the deadline.
+                () = self.leader_gone(to) => {
+                    if tokio::time::Instant::now() >= deadline {
+                        return Err(StoreError::Timeout);
+                    }
+                    continue;
+                }
+            };
+            match answer {
                 Ok(Ok(index)) => return Ok(index),
                 Ok(Err(LinkError::Failed(err))) => return Err(err),
                 Ok(Err(LinkError::NotSent)) if tokio::time::Instant::now() + RETRY < deadline => {
@@ -273,6 +299,24 @@ impl Route {
             Ok(Err(err)) => Err(read_refusal(&err)),
             Err(_) => Err(StoreError::Timeout),
         }
+    }
+
+    /// Resolves a grace after this member stopped naming `leader` as its leader (it names
+    /// another, or none during an election); never while it still does. The grace is
+    /// openraft's longest election timeout: a leader that handed over answers well within it.
+    async fn leader_gone(&self, leader: u64) {
+        let grace = Duration::from_millis(self.raft.config().election_timeout_max);
+        let mut metrics = self.raft.metrics();
+        loop {
+            if metrics.borrow_and_update().current_leader != Some(leader) {
+                break;
+            }
+            if metrics.changed().await.is_err() {
+                // Raft stopped: the call's own deadline ends it.
+                return std::future::pending().await;
+            }
+        }
+        tokio::time::sleep(grace).await;
     }
 
     /// Waits until this member applied log index `index`.

@@ -160,8 +160,15 @@ pub fn open_fds(proc: Proc) -> usize {
 /// Whether process `pid` holds the socket listening on 127.0.0.1:`port`: the socket's inode
 /// from `/proc/net/tcp` among the process's open files.
 pub fn listens_on(pid: u32, port: u16) -> bool {
-    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
-    let Some(inode) = listening_inode(&tcp, port) else {
+    listens_at(pid, std::net::Ipv4Addr::LOCALHOST, port)
+}
+
+/// Whether process `pid` holds the socket listening on `ip`:`port`, in the process's own
+/// network namespace (`/proc/PID/net/tcp`: a server run by `ip netns exec` lists its sockets
+/// there, not in ours).
+pub fn listens_at(pid: u32, ip: std::net::Ipv4Addr, port: u16) -> bool {
+    let tcp = std::fs::read_to_string(Proc::Pid(pid).path("net/tcp")).unwrap_or_default();
+    let Some(inode) = listening_inode_at(&tcp, ip, port) else {
         return false;
     };
     let socket = format!("socket:[{inode}]");
@@ -174,7 +181,13 @@ pub fn listens_on(pid: u32, port: u16) -> bool {
 
 /// The inode of the socket in state LISTEN on 127.0.0.1:`port` in a `/proc/net/tcp` text.
 pub fn listening_inode(tcp: &str, port: u16) -> Option<&str> {
-    let local = format!("0100007F:{port:04X}");
+    listening_inode_at(tcp, std::net::Ipv4Addr::LOCALHOST, port)
+}
+
+/// The inode of the socket in state LISTEN on `ip`:`port` in a `/proc/net/tcp` text (which
+/// prints the address's bytes as a little-endian number).
+pub fn listening_inode_at(tcp: &str, ip: std::net::Ipv4Addr, port: u16) -> Option<&str> {
+    let local = format!("{:08X}:{port:04X}", u32::from_le_bytes(ip.octets()));
     tcp.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
         (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"0A"))

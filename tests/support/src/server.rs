@@ -92,6 +92,8 @@ pub struct Launch {
     binary: PathBuf,
     data_dir: PathBuf,
     wrapper: Vec<String>,
+    host: std::net::Ipv4Addr,
+    port: Option<u16>,
     args: Vec<String>,
     name: Option<String>,
     metrics_url: Option<String>,
@@ -109,6 +111,8 @@ impl Launch {
             binary: binary.into(),
             data_dir: data_dir.into(),
             wrapper: Vec::new(),
+            host: std::net::Ipv4Addr::LOCALHOST,
+            port: None,
             args: Vec::new(),
             name: None,
             metrics_url: None,
@@ -125,6 +129,22 @@ impl Launch {
     /// that the child's pid is the server's own.
     pub fn wrapper(mut self, wrapper: &[&str]) -> Self {
         self.wrapper = wrapper.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    /// The address its client URL (and actcd's metrics URL) listens on, instead of 127.0.0.1:
+    /// one of a network namespace the wrapper (`ip netns exec NS`) runs it in, which the
+    /// caller reaches by a route of its own. Ports are still picked free on our loopback:
+    /// a namespace of its own has them all free anyway.
+    pub fn host(mut self, host: std::net::Ipv4Addr) -> Self {
+        self.host = host;
+        self
+    }
+
+    /// A fixed client port instead of a free one picked at each start: for a server alone in
+    /// its network namespace, whose clients then find it at the same URL after a restart.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
         self
     }
 
@@ -180,8 +200,12 @@ impl Launch {
         if self.fresh {
             let _ = std::fs::remove_dir_all(&self.data_dir);
         }
-        let port = free_port()?;
-        let url = format!("http://127.0.0.1:{port}");
+        let port = match self.port {
+            Some(port) => port,
+            None => free_port()?,
+        };
+        let host = self.host;
+        let url = format!("http://{host}:{port}");
         let mut cmd = match self.wrapper.split_first() {
             Some((program, rest)) => {
                 let mut c = Command::new(program);
@@ -206,7 +230,7 @@ impl Launch {
             Kind::Actcd => {
                 metrics = match &self.metrics_url {
                     Some(url) => url.clone(),
-                    None => format!("http://127.0.0.1:{}", free_port()?),
+                    None => format!("http://{host}:{}", free_port()?),
                 };
                 cmd.args(["--listen-metrics-urls", &metrics]);
             }
@@ -230,7 +254,7 @@ impl Launch {
             pid: child.id(),
             child: Some(child),
             endpoint: url,
-            address: format!("127.0.0.1:{port}"),
+            address: format!("{host}:{port}"),
             metrics,
             log: self.log.clone(),
             remove: self.fresh.then(|| self.data_dir.clone()),
@@ -241,7 +265,7 @@ impl Launch {
                 server.child = None;
                 return Err(StartError::Exited { kind: self.kind.name(), status, log: server.log_tail() });
             }
-            if answers(&server.endpoint).await && procfs::listens_on(server.pid, port) {
+            if answers(&server.endpoint).await && procfs::listens_at(server.pid, host, port) {
                 return Ok(server);
             }
             if Instant::now() >= deadline {
@@ -258,7 +282,8 @@ impl Launch {
 }
 
 /// Whether a gRPC server at `endpoint` answers a Range: a response, or one of etcd's refusals
-/// (a server with auth enabled answers a probe without a token "user name is empty").
+/// (a server with auth enabled answers a probe without a token "user name is empty"; a
+/// learner refuses a linearizable read, and serves).
 async fn answers(endpoint: &str) -> bool {
     let Ok(mut kv) = KvClient::connect(endpoint.to_string()).await else {
         return false;
@@ -266,7 +291,10 @@ async fn answers(endpoint: &str) -> bool {
     let probe = RangeRequest { key: "ready".into(), ..Default::default() };
     match tokio::time::timeout(Duration::from_secs(1), kv.range(probe)).await {
         Ok(Ok(_)) => true,
-        Ok(Err(status)) => status.message().starts_with("etcdserver: user name is empty"),
+        Ok(Err(status)) => {
+            status.message().starts_with("etcdserver: user name is empty")
+                || status.message() == "etcdserver: rpc not supported for learner"
+        }
         Err(_) => false,
     }
 }
@@ -308,7 +336,7 @@ pub fn free_port() -> Result<u16, StartError> {
 pub struct Server {
     child: Option<Child>,
     pid: u32,
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (or the [`Launch::host`] given).
     pub endpoint: String,
     /// `127.0.0.1:PORT`, as etcdctl wants it.
     pub address: String,

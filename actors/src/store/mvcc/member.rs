@@ -1,7 +1,9 @@
 //! Which cluster, as which member, a data dir belongs to: a meta record written the first time
 //! the store opens with ids (a new data dir, or one an actcd before cluster ids wrote, which is
 //! upgraded in place) and checked at every later open, so that a data dir is never served under
-//! another cluster's or member's flags.
+//! another cluster's or member's flags. (The server gives a restarted member whose flags name
+//! it in a membership changed since its data dir's own ids, as etcd ignores `--initial-cluster`
+//! on restart.)
 
 use super::engine::{Engine, Family, WriteSet};
 use super::error::StoreError;
