@@ -22,7 +22,7 @@ set -euo pipefail
 packages=(clang libclang-dev etcd-client)
 if [[ "${1:-server}" == test ]]; then
     packages+=(protobuf-compiler libprotobuf-dev etcd-server prometheus fiu-utils
-        libfiu0 strace python3 curl openssl systemd)
+        libfiu0 strace python3 curl openssl systemd iproute2)
 fi
 
 missing=()
