@@ -281,6 +281,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             Duration::from_millis(timing.heartbeat_ms),
             Duration::from_millis(timing.election_ms),
         );
+        tokio::spawn(crate::cluster::check_quorum::run(
+            route.clone(),
+            Duration::from_millis(timing.heartbeat_ms),
+            Duration::from_millis(timing.election_ms),
+        ));
         tokio::spawn(crate::cluster::peer_probe::run(
             route.clone(),
             peers.clone(),

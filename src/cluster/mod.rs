@@ -14,11 +14,13 @@
 //!   this member was removed.
 //! - [`move_leader`]: MoveLeader, and a stopping leader's hand-over.
 //! - [`auto_compaction`]: etcd's `--auto-compaction-*`: the leader compacts through the log.
+//! - [`check_quorum`]: etcd's CheckQuorum: a leader no quorum answers steps down.
 //! - [`corrupt_check`]: etcd's hash comparisons across members, at start and periodically.
 //! - [`leadership`]: the lessor made primary when this member leads, and a follower's lessor
 //!   asking the leader's.
 
 pub mod auto_compaction;
+pub mod check_quorum;
 pub mod corrupt_check;
 pub mod join;
 pub mod leadership;

@@ -336,13 +336,9 @@ async fn a_partitioned_leader_serves_no_linearizable_read_and_rejoins() {
     leader_partition(Kind::Actcd).await;
 }
 
-/// etcd's leader steps down once it has not heard from a quorum for an election timeout
-/// (raft's CheckQuorum), and then names no leader. actcd's does not: openraft 0.9 has no
-/// check-quorum, so the cut-off leader goes on naming itself leader in Status (and its clients'
-/// calls wait out the request timeout) until the cut heals. It serves no stale read meanwhile
-/// (the test above). Ignored until actcd has a check-quorum of its own.
+/// A leader steps down once it has not heard from a quorum for an election timeout (etcd's
+/// CheckQuorum; openraft 0.9 has none: src/cluster/check_quorum.rs), and then names no leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known difference: openraft 0.9 has no check-quorum; a cut-off actcd leader never steps down"]
 async fn a_partitioned_leader_steps_down() {
     let cut = leader_partition(Kind::Actcd).await;
     assert!(cut.stepped_down, "the cut-off leader still names itself leader");

@@ -113,6 +113,11 @@ impl Route {
         self.handing_over.send_replace(held);
     }
 
+    /// Whether a hand-over holds this member's leader work now.
+    pub fn is_held(&self) -> bool {
+        *self.handing_over.borrow()
+    }
+
     /// Waits while a hand-over holds this member's leader work, up to `deadline`.
     async fn while_held(&self, deadline: tokio::time::Instant) -> Result<(), StoreError> {
         // The write path's usual case: nothing held, no subscription made.
