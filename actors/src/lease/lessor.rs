@@ -101,8 +101,9 @@ impl Lessor {
     pub fn remaining(&self, id: i64, now: Instant) -> Option<(i64, i64)> {
         let lease = self.leases.get(&id)?;
         let left = lease.expires.saturating_duration_since(now);
-        // etcd rounds the remaining time up to whole seconds.
-        let secs = left.as_secs() as i64 + i64::from(left.subsec_nanos() > 0);
+        // etcd truncates the remaining time to whole seconds (`int64(Remaining().Seconds())`):
+        // a 60 s lease asked a moment after its grant has 59 left.
+        let secs = left.as_secs() as i64;
         Some((secs, lease.ttl))
     }
 
@@ -172,6 +173,8 @@ mod tests {
         l.track(3, 5, t0);
         assert_eq!(l.renew(2, t0 + seconds(4)), Some(5));
         assert_eq!(l.remaining(2, t0 + seconds(4)), Some((5, 5)));
+        let a_moment_later = t0 + seconds(4) + Duration::from_millis(1);
+        assert_eq!(l.remaining(2, a_moment_later), Some((4, 5)), "truncated, as etcd's");
         assert_eq!(l.expired(t0 + seconds(6), 10), vec![3]);
         assert_eq!(l.renew(3, t0 + seconds(6)), None, "an expiring lease cannot be renewed");
         assert_eq!(l.expired(t0 + seconds(11), 1), vec![2], "at most `max` per pass");
