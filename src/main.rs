@@ -66,6 +66,9 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::new(actcd::config::tracing_filter(&config.log_level))
         }))
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal: a log file or journald would keep the
+        // escape codes as text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     for note in notes {
         match note {
