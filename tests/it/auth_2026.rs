@@ -132,6 +132,12 @@ impl Fixture {
         LeaseClient::new(self.channel.clone())
     }
 
+    /// A 60 s lease granted to the holder of `token`.
+    async fn grant(&self, token: Option<&str>) -> i64 {
+        let grant = LeaseGrantRequest { ttl: 60, id: 0 };
+        self.lease().lease_grant(with(token, grant)).await.unwrap().into_inner().id
+    }
+
     /// `key`'s value, read as root.
     async fn value(&self, key: &'static str) -> Option<Vec<u8>> {
         let range = RangeRequest { key: key.into(), ..Default::default() };
@@ -241,13 +247,7 @@ async fn member_list_alarm_lease_and_compact_need_a_user_or_root() {
     assert_eq!(f.value("secret").await.as_deref(), Some(&b"s"[..]), "root's lease still holds secret");
 
     // Her own lease on her own key: she renews, reads and revokes it.
-    let id = f
-        .lease()
-        .lease_grant(with(alice, LeaseGrantRequest { ttl: 60, id: 0 }))
-        .await
-        .unwrap()
-        .into_inner()
-        .id;
+    let id = f.grant(alice).await;
     let put = PutRequest { key: "pre/leased".into(), lease: id, ..Default::default() };
     f.kv().put(with(alice, put)).await.unwrap();
     assert_eq!(keep_alive(&f, alice, id).await, Ok(()));
@@ -360,13 +360,7 @@ async fn nested_txns_and_puts_in_txns_are_checked_as_lone_requests() {
     // Within her grants, nesting takes nothing away: both branches, compares, ranges, a
     // write-only put without prev_kv, and her own lease.
     let alice = Some(f.alice.as_str());
-    let id = f
-        .lease()
-        .lease_grant(with(alice, LeaseGrantRequest { ttl: 60, id: 0 }))
-        .await
-        .unwrap()
-        .into_inner()
-        .id;
+    let id = f.grant(alice).await;
     let inner = TxnRequest {
         compare: vec![value_is("pre/a", "s"), value_is("one", "s")],
         success: vec![put_op("pre/n", true, id), put_op("w/n", false, 0), range_op("pre/", "pre0")],

@@ -82,26 +82,29 @@ fn client(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinHand
     })
 }
 
-/// A client of a cluster, starting on member `id % n`. After a call of unknown outcome it goes
-/// on as a new client (a new id: the unknown call may still take effect at any later time) on
-/// the next member, as a client library fails over.
+/// A client of a cluster, starting on member `id % n`, pausing `pause` between calls until
+/// `done()`. After a call of unknown outcome it goes on as a new client (a new id: the unknown
+/// call may still take effect at any later time) on the next member, as a client library
+/// fails over.
 pub(crate) fn cluster_client(
     endpoints: Vec<String>,
     id: usize,
+    seed: u64,
     clock: Clock,
-    until: Instant,
+    pause: Duration,
+    done: impl Fn() -> bool + Send + 'static,
 ) -> JoinHandle<Vec<Op>> {
     tokio::spawn(async move {
-        let mut workload = Workload::new(id, 0x5eed);
+        let mut workload = Workload::new(id, seed);
         let mut ops = Vec::new();
         let (mut as_client, mut at) = (id, id % endpoints.len());
-        'connect: while Instant::now() < until {
+        'connect: while !done() {
             let Ok(mut kv) = KvClient::connect(endpoints[at].clone()).await else {
                 at = (at + 1) % endpoints.len();
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             };
-            while Instant::now() < until {
+            while !done() {
                 let op = timed(&mut kv, clock, as_client, workload.next()).await;
                 workload.observe(&op.outcome);
                 let unknown = matches!(op.outcome, Outcome::Unknown(_));
@@ -112,7 +115,7 @@ pub(crate) fn cluster_client(
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue 'connect;
                 }
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                tokio::time::sleep(pause).await;
             }
         }
         ops
@@ -504,8 +507,13 @@ async fn leader_fault_run(fault: LeaderFault, what: &str) {
     let watching = Watching::start(cluster.member(follower), vec![watch_all(10, 1)]).await;
     let endpoints: Vec<String> = (0..3).map(|i| cluster.member(i).endpoint.clone()).collect();
     let until = Instant::now() + Duration::from_secs(9);
-    let mut tasks: Vec<_> =
-        (0..CLIENTS).map(|c| cluster_client(endpoints.clone(), c, clock, until)).collect();
+    let mut tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            cluster_client(endpoints.clone(), c, 0x5eed, clock, Duration::from_millis(2), move || {
+                Instant::now() >= until
+            })
+        })
+        .collect();
     tasks.push(compactor(endpoints[follower].clone(), CLIENTS, clock, until, SHORT_RUN_LAG_ROUNDS));
     tokio::time::sleep(Duration::from_secs(3)).await;
     let faulted_at = clock.now();

@@ -43,7 +43,7 @@ use actcd_test_support::server::Kind;
 
 use crate::history::{Clock, Op, Outcome, Request, Response};
 use crate::history_workload::{Rng, Workload, PREFIX, PREFIX_END};
-use crate::linearizability::{checked, revision_of, timed, watch_all, CLIENTS};
+use crate::linearizability::{checked, cluster_client, revision_of, timed, watch_all, CLIENTS};
 use crate::netns::{self, NetCluster, Shape, PEER_PORT};
 use crate::watch_validator::{by_watch, check_bookmark, expected_events, Received};
 
@@ -117,44 +117,8 @@ where
     }
 }
 
-/// A linearizability client that fails over to the next endpoint after a call of unknown
-/// outcome (going on as a new client: that call may still take effect), until `stop`.
-fn client(
-    endpoints: Vec<String>,
-    id: usize,
-    seed: u64,
-    clock: Clock,
-    stop: watch::Receiver<bool>,
-) -> JoinHandle<Vec<Op>> {
-    tokio::spawn(async move {
-        let mut workload = Workload::new(id, seed);
-        let mut ops = Vec::new();
-        let (mut as_client, mut at) = (id, id % endpoints.len());
-        'connect: while !*stop.borrow() {
-            let Ok(mut kv) = KvClient::connect(endpoints[at].clone()).await else {
-                at = (at + 1) % endpoints.len();
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            };
-            while !*stop.borrow() {
-                let op = timed(&mut kv, clock, as_client, workload.next()).await;
-                workload.observe(&op.outcome);
-                let unknown = matches!(op.outcome, Outcome::Unknown(_));
-                ops.push(op);
-                if unknown {
-                    as_client += 1000;
-                    at = (at + 1) % endpoints.len();
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue 'connect;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-        ops
-    })
-}
-
-/// Compacts to the revision read 10 rounds (of 300 ms) before, failing over like [`client`].
+/// Compacts to the revision read 10 rounds (of 300 ms) before, failing over like
+/// [`cluster_client`].
 fn compactor(endpoints: Vec<String>, clock: Clock, stop: watch::Receiver<bool>) -> JoinHandle<Vec<Op>> {
     tokio::spawn(async move {
         let mut workload = Workload::new(COMPACTOR_ID, 0xc0);
@@ -661,8 +625,14 @@ pub async fn robustness(kind: Kind, secs: u64, seed: u64) -> Report {
     };
     let (stop, stopped) = watch::channel(false);
     let (done_at, watch_done) = watch::channel(i64::MAX);
-    let clients: Vec<_> =
-        (0..CLIENTS).map(|c| client(endpoints.clone(), c, seed, clock, stopped.clone())).collect();
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let stop = stopped.clone();
+            cluster_client(endpoints.clone(), c, seed, clock, Duration::from_millis(5), move || {
+                *stop.borrow()
+            })
+        })
+        .collect();
     let compactions = compactor(endpoints.clone(), clock, stopped.clone());
     let serializable = serializable_reader(endpoints.clone(), stopped.clone());
     let watchers: Vec<_> = (0..3).map(|w| watcher(endpoints.clone(), w, watch_done.clone())).collect();

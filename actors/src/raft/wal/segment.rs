@@ -163,16 +163,16 @@ impl Segment {
         Ok(false)
     }
 
-    /// Zeros everything from `from` to the end, synced: what a torn write or a cut left there
-    /// must not read as records later, when new ones end just before it.
-    fn zero_from(&self, from: u64) -> io::Result<()> {
+    /// Zeros `from..to`, synced: what a torn write or a cut left there must not read as
+    /// records later, when new ones end just before it. Only the chunks that are not zeros
+    /// already are written (most of a segment past its records is).
+    fn zero(&self, from: u64, to: u64) -> io::Result<()> {
         let zeros = vec![0u8; 1 << 20];
         let mut buf = vec![0u8; 1 << 20];
         let mut at = from;
-        while at < self.capacity {
-            let n = (self.capacity - at).min(zeros.len() as u64) as usize;
+        while at < to {
+            let n = (to - at).min(zeros.len() as u64) as usize;
             self.file.read_exact_at(&mut buf[..n], at)?;
-            // Most of a segment is zeros already: rewriting them would cost a 64 MiB write.
             if buf[..n].iter().any(|b| *b != 0) {
                 self.file.write_all_at(&zeros[..n], at)?;
             }
@@ -181,9 +181,10 @@ impl Segment {
         self.file.sync_data()
     }
 
-    /// Clears what a torn write left after the last record, so the next append starts on zeros.
+    /// Clears what a torn write left after the last record, so the next append starts on
+    /// zeros. How far the write reached is not known: to the end of the segment.
     pub fn clear_torn_tail(&self) -> io::Result<()> {
-        self.zero_from(self.written)
+        self.zero(self.written, self.capacity)
     }
 
     pub fn path(&self) -> &Path {
@@ -267,8 +268,10 @@ impl Segment {
                 Header::parse(&header).map_or(0, |h| h.crc)
             }
         };
-        self.written = at;
-        self.zero_from(at)
+        // Past the records written, the segment is zeros already (zero-filled, and a torn
+        // tail is cleared at open): only the records cut need zeroing.
+        let end = std::mem::replace(&mut self.written, at);
+        self.zero(at, end)
     }
 }
 
@@ -337,17 +340,23 @@ mod tests {
         assert_eq!((again.len(), ended), (2, Ended::Clean), "nothing of the torn write reads back");
     }
 
+    /// A segment of `bytes` in `dir`, first index 1, holding `payloads` written (not synced).
+    fn written(dir: &Path, bytes: u64, payloads: &[&[u8]]) -> (PathBuf, Segment) {
+        let path = dir.join(name(0, 1));
+        let mut segment = Segment::new(path.clone(), zero_filled(&path, bytes).unwrap(), 0, 1).unwrap();
+        for payload in payloads {
+            segment.stage(payload);
+        }
+        segment.write_staged().unwrap();
+        (path, segment)
+    }
+
     /// A flipped bit in a synced record is not a torn write: the segment does not open,
     /// rather than drop that record and every one after it.
     #[test]
     fn a_corrupt_record_before_others_fails_the_open() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(name(0, 1));
-        let mut segment = Segment::new(path.clone(), zero_filled(&path, 4096).unwrap(), 0, 1).unwrap();
-        for payload in [&b"one"[..], b"two", b"three"] {
-            segment.stage(payload);
-        }
-        segment.write_staged().unwrap();
+        let (path, segment) = written(dir.path(), 4096, &[&b"one"[..], b"two", b"three"]);
         let at = segment.offsets[1] + HEADER_BYTES as u64;
         segment.file().write_all_at(b"T", at).unwrap();
         let err = Segment::open(path, 0, 1).err().expect("refused");
@@ -360,12 +369,7 @@ mod tests {
     #[test]
     fn records_shorter_than_those_cut_read_back_cleanly() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(name(0, 1));
-        let mut segment = Segment::new(path.clone(), zero_filled(&path, 4096).unwrap(), 0, 1).unwrap();
-        for payload in [&b"one"[..], b"a longer two", b"three"] {
-            segment.stage(payload);
-        }
-        segment.write_staged().unwrap();
+        let (path, mut segment) = written(dir.path(), 4096, &[&b"one"[..], b"a longer two", b"three"]);
         segment.cut(2).unwrap();
         segment.stage(b"TWO");
         segment.write_staged().unwrap();
