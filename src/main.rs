@@ -76,7 +76,7 @@ fn main() -> ExitCode {
             Note::Warn(line) => tracing::warn!("{line}"),
         }
     }
-    if let Err(err) = actcd_actors::failpoints::configure_from_env() {
+    if let Err(err) = actcd_raft::failpoints::configure_from_env() {
         eprintln!("actcd: FAILPOINTS: {err}");
         return ExitCode::from(2);
     }

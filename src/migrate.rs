@@ -18,13 +18,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use actcd_actors::auth::auth_state;
-use actcd_actors::store::mvcc::codec::{self, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
-use actcd_actors::store::mvcc::engine::{Engine, Family, WriteSet};
-use actcd_actors::store::mvcc::hash;
-use actcd_actors::store::mvcc::revision::Revision;
-use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore, StoreError};
 use actcd_proto::mvccpb::KeyValue;
+use actcd_store::auth_store::auth_state;
+use actcd_store::backend::codec::{self, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
+use actcd_store::backend::engine::{Engine, Family, WriteSet};
+use actcd_store::mvcc::hash;
+use actcd_store::mvcc::revision::Revision;
+use actcd_store::{RocksEngine, StoreConfig, StoreCore, StoreError};
 
 use crate::etcd_file::backend::{BackendError, EtcdBackend};
 
@@ -140,7 +140,7 @@ pub fn migrate(from: &Path, to: &Path) -> Result<Migrated, MigrateError> {
             }
             std::fs::rename(&staging, to).map_err(io(to))?;
             if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
-                actcd_actors::raft::wal::sync_dir(parent).map_err(io(parent))?;
+                actcd_raft::wal::sync_dir(parent).map_err(io(parent))?;
             }
             Ok(migrated)
         }

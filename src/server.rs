@@ -18,18 +18,6 @@ use tonic::transport::Server;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
-use actcd_actors::raft::fail_stop::FailStop;
-use actcd_actors::raft::log_store::LogStore;
-use actcd_actors::raft::proposer::Proposer;
-use actcd_actors::raft::read_barrier::ReadBarrier;
-use actcd_actors::raft::reconfig::Rules;
-use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
-use actcd_actors::raft::route::Route;
-use actcd_actors::raft::snapshot_store::SnapshotStore;
-use actcd_actors::raft::state_machine::StateMachine;
-use actcd_actors::raft::types::{MemberNode, TypeConfig};
-use actcd_actors::store::mvcc::member::{self, MemberIds};
-use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
@@ -40,6 +28,18 @@ use actcd_proto::etcdserverpb::{
 use actcd_proto::health::health_server::HealthServer;
 use actcd_proto::v3electionpb::election_server::ElectionServer;
 use actcd_proto::v3lockpb::lock_server::LockServer;
+use actcd_raft::fail_stop::FailStop;
+use actcd_raft::log_store::LogStore;
+use actcd_raft::proposer::Proposer;
+use actcd_raft::read_barrier::ReadBarrier;
+use actcd_raft::reconfig::Rules;
+use actcd_raft::removed::{Removed, REMOVED_TEXT};
+use actcd_raft::route::Route;
+use actcd_raft::snapshot_store::SnapshotStore;
+use actcd_raft::state_machine::StateMachine;
+use actcd_raft::types::{MemberNode, TypeConfig};
+use actcd_store::backend::member::{self, MemberIds};
+use actcd_store::{RocksEngine, StoreConfig, StoreCore};
 
 use crate::cluster::corrupt_check::Hasher;
 use crate::cluster::leadership::LeaseForward;
@@ -127,7 +127,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
     // A member alone has no peer to hear from, so it takes no peer port until it adds a member
     // (single members side by side need no --listen-peer-urls of their own); one that ever had
     // company, or joins, listens from the start.
-    let recorded_members = actcd_actors::raft::position::recorded_position(&engine)
+    let recorded_members = actcd_raft::position::recorded_position(&engine)
         .map_err(|e| anyhow::anyhow!("cannot read the membership: {e}"))?
         .1
         .membership()
@@ -225,7 +225,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
         let writer = Proposer::start(route.clone(), config.mailboxes.store, config.batch_limit());
-        actcd_actors::raft::applied_sync::start(maintenance_engine.clone(), fail_stop_tx.clone());
+        actcd_raft::applied_sync::start(maintenance_engine.clone(), fail_stop_tx.clone());
         let alone = !company;
         let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));
         let leases = LeaseActor::new(

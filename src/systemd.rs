@@ -7,7 +7,7 @@
 //! and a leader is known; a member of a cluster whose others are not up yet stays "activating"
 //! in systemd, as an etcd member does.
 
-use actcd_actors::raft::types::TypeConfig;
+use actcd_raft::types::TypeConfig;
 use openraft::Raft;
 use sd_notify::NotifyState;
 

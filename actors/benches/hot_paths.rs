@@ -9,11 +9,6 @@
 
 use std::cell::{Cell, RefCell};
 
-use actcd_actors::store::mvcc::index::Index;
-use actcd_actors::store::mvcc::revision::Revision;
-use actcd_actors::store::{
-    Batch, Command, CommittedEvents, HistoryChunk, RocksEngine, StoreConfig, StoreCore, StoreError,
-};
 use actcd_actors::watch::messages::{StreamId, WatchSpec};
 use actcd_actors::watch::range_index::RangeIndex;
 use actcd_actors::watch::slab::WatchSlab;
@@ -22,6 +17,11 @@ use actcd_actors::watch::watcher_group::{Delivery, History, Outbox, WatcherGroup
 use actcd_proto::etcdserverpb::PutRequest;
 use actcd_proto::mvccpb::{event::EventType, Event, KeyValue};
 use actcd_proto::watch_reply::WatchReply;
+use actcd_store::mvcc::index::Index;
+use actcd_store::mvcc::revision::Revision;
+use actcd_store::{
+    Batch, Command, CommittedEvents, HistoryChunk, RocksEngine, StoreConfig, StoreCore, StoreError,
+};
 use bytes::Bytes;
 use divan::{black_box, Bencher};
 use prost::Message as _;

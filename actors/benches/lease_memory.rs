@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use actcd_actors::lease::lessor::Lessor;
-use actcd_actors::store::mvcc::lease_index::LeaseIndex;
+use actcd_store::lease_store::index::LeaseIndex;
 use tikv_jemalloc_ctl::{epoch, stats};
 
 #[global_allocator]

@@ -5,10 +5,10 @@
 
 use libfuzzer_sys::fuzz_target;
 
-use actcd_actors::store::mvcc::codec::{
+use actcd_store::backend::codec::{
     decode_history, decode_history_value, decode_i64, encode_history_value, encode_i64,
 };
-use actcd_actors::store::mvcc::revision::Revision;
+use actcd_store::mvcc::revision::Revision;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(rev) = Revision::from_key_bytes(data) {

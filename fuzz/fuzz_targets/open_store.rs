@@ -12,10 +12,10 @@ use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
 use actcd_actors::lease::lessor::Lessor;
-use actcd_actors::store::mvcc::codec::{APPLIED_INDEX_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
-use actcd_actors::store::mvcc::engine::{Engine, Family, WriteSet};
-use actcd_actors::store::mvcc::memory::MemoryEngine;
-use actcd_actors::store::{Batch, Command, StoreConfig, StoreCore};
+use actcd_store::backend::codec::{APPLIED_INDEX_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
+use actcd_store::backend::engine::{Engine, Family, WriteSet};
+use actcd_store::backend::memory::MemoryEngine;
+use actcd_store::{Batch, Command, StoreConfig, StoreCore};
 use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
 use actcd_proto::mvccpb::KeyValue;
 

@@ -12,8 +12,8 @@
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 
-use actcd_actors::store::mvcc::memory::MemoryEngine;
-use actcd_actors::store::{Batch, StoreConfig, StoreCore, StoreError};
+use actcd_store::backend::memory::MemoryEngine;
+use actcd_store::{Batch, StoreConfig, StoreCore, StoreError};
 use actcd_proto::etcdserverpb::{AlarmMember, AlarmType, RangeRequest, RangeResponse};
 
 /// Steps per input: enough for compactions, leases and reopens to meet.
@@ -75,7 +75,7 @@ fn step(u: &mut Unstructured<'_>, core: &mut Core, batch: &mut Batch, engine: &M
         12 => {
             let view = core.read_view();
             let txn = actcd_fuzz::txn(u, view.revision(), 0)?;
-            if actcd_actors::store::mvcc::txn::is_read_only(&txn) {
+            if actcd_store::mvcc::txn::is_read_only(&txn) {
                 healthy(&view.read_only_txn(&txn, core.config().max_txn_ops), "read-only txn");
             }
         }

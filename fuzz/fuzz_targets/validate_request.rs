@@ -10,9 +10,9 @@ use libfuzzer_sys::arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
-use actcd_actors::store::mvcc::txn;
-use actcd_actors::store::mvcc::validate::{check_delete, check_put, check_range, check_txn};
-use actcd_actors::store::StoreError;
+use actcd_store::mvcc::txn;
+use actcd_store::apply::validate::{check_delete, check_put, check_range, check_txn};
+use actcd_store::StoreError;
 use actcd_proto::etcdserverpb::{request_op, DeleteRangeRequest, PutRequest, RangeRequest, TxnRequest};
 
 /// etcd's default --max-txn-ops.

@@ -13,7 +13,7 @@ use actcd_proto::etcdserverpb::{
     LeaseRevokeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest,
 };
 
-use actcd_actors::store::Command;
+use actcd_store::Command;
 
 /// Nesting of generated txns; prost's decoder allows far more, the raw-bytes path covers that.
 const MAX_TXN_DEPTH: u32 = 3;

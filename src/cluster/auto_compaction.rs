@@ -1,14 +1,14 @@
 //! etcd's `--auto-compaction-mode` and `--auto-compaction-retention`: the schedule
-//! (`actcd_actors::store::auto_compaction`) ticked on this member's clock, and asked only while
+//! (`actcd_store::auto_compaction`) ticked on this member's clock, and asked only while
 //! this member leads, so that one member compacts a cluster; the compaction goes through the
 //! log as a client's Compact would, from the member itself (auth does not apply).
 
 use std::time::Duration;
 
-use actcd_actors::auth::Caller;
-use actcd_actors::store::auto_compaction::{AutoCompaction, Periodic, Revision, REVISION_INTERVAL};
-use actcd_actors::store::{Command, StoreError};
 use actcd_proto::etcdserverpb::CompactionRequest;
+use actcd_store::auth_store::Caller;
+use actcd_store::auto_compaction::{AutoCompaction, Periodic, Revision, REVISION_INTERVAL};
+use actcd_store::{Command, StoreError};
 use tokio::time::{interval, Instant, MissedTickBehavior};
 
 use crate::grpc::store_handle::StoreHandle;

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use actcd_actors::raft::route::Route;
+use actcd_raft::route::Route;
 use openraft::raft::VoteRequest;
 use openraft::{ServerState, Vote};
 

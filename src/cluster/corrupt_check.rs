@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use anyhow::bail;
 
-use actcd_actors::auth::Caller;
-use actcd_actors::raft::route::Route;
-use actcd_actors::raft::types::MemberNode;
-use actcd_actors::store::mvcc::hash::{self, KvHash};
-use actcd_actors::store::{Command, ReadView, RocksEngine, StoreError};
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
+use actcd_raft::route::Route;
+use actcd_raft::types::MemberNode;
+use actcd_store::auth_store::Caller;
+use actcd_store::mvcc::hash::{self, KvHash};
+use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 
 use super::peers::Peers;
 use crate::grpc::store_handle::StoreHandle;

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
-use actcd_actors::store::mvcc::member::MemberIds;
+use actcd_raft::removed::{Removed, REMOVED_TEXT};
+use actcd_store::backend::member::MemberIds;
 
 use super::peers::Peers;
 use crate::membership::InitialCluster;

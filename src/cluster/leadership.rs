@@ -12,9 +12,9 @@ use futures::future::BoxFuture;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::leader::LeaseLeader;
 use actcd_actors::lease::messages::{Demote, Promote};
-use actcd_actors::raft::route::Route;
-use actcd_actors::raft::types::MemberNode;
-use actcd_actors::store::StoreError;
+use actcd_raft::route::Route;
+use actcd_raft::types::MemberNode;
+use actcd_store::StoreError;
 
 use super::peers::Peers;
 

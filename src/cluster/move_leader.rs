@@ -29,9 +29,9 @@
 
 use std::time::Duration;
 
-use actcd_actors::raft::reconfig::ReconfigError;
-use actcd_actors::raft::route::Route;
-use actcd_actors::store::StoreError;
+use actcd_raft::reconfig::ReconfigError;
+use actcd_raft::route::Route;
+use actcd_store::StoreError;
 
 use super::peers::Peers;
 
@@ -100,7 +100,7 @@ impl LeaderMover {
     }
 
     /// Steps 2 to 6; a transferee that cannot be reached is waited for like one that loses.
-    async fn hand_over(&self, target: u64, node: actcd_actors::raft::types::MemberNode) {
+    async fn hand_over(&self, target: u64, node: actcd_raft::types::MemberNode) {
         let raft = self.route.raft();
         // 2: the transferee's log matches the leader's.
         loop {

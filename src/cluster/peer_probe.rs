@@ -15,8 +15,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use actcd_actors::raft::removed::Removed;
-use actcd_actors::raft::route::Route;
+use actcd_raft::removed::Removed;
+use actcd_raft::route::Route;
 
 use super::peers::Peers;
 

@@ -15,14 +15,14 @@ use actix::Addr;
 
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::messages::{Remaining, Renew};
-use actcd_actors::raft::reconfig::{Change, Members};
-use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
-use actcd_actors::raft::route::Route;
-use actcd_actors::raft::snapshot_store::SnapshotStore;
-use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
-use actcd_actors::store::StoreError;
 use actcd_proto::actcdpeerpb::peer_server::Peer;
 use actcd_proto::actcdpeerpb::{Frame, SnapshotChunk};
+use actcd_raft::reconfig::{Change, Members};
+use actcd_raft::removed::{Removed, REMOVED_TEXT};
+use actcd_raft::route::Route;
+use actcd_raft::snapshot_store::SnapshotStore;
+use actcd_raft::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
+use actcd_store::StoreError;
 
 use super::corrupt_check::Hasher;
 use super::reconfigure::Reconfigurer;
@@ -98,7 +98,7 @@ impl PeerService {
         let frame = request.into_inner();
         self.check_cluster(frame.cluster_id)?;
         self.check_member(frame.from)?;
-        metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => format!("{:x}", frame.from))
+        metrics::counter!(actcd_store::metric_names::ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => format!("{:x}", frame.from))
             .increment(frame.body.len() as u64);
         let body =
             decode(&frame.body).map_err(|e| Status::invalid_argument(format!("bad peer message: {e}")))?;
@@ -107,7 +107,7 @@ impl PeerService {
 
     fn answer<T: Serialize>(&self, to: u64, body: &T) -> Result<Response<Frame>, Status> {
         let body = encode(body).map_err(|e| Status::internal(format!("cannot encode a peer answer: {e}")))?;
-        metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_PEER_SENT_BYTES_TOTAL, "To" => format!("{to:x}"))
+        metrics::counter!(actcd_store::metric_names::ETCD_NETWORK_PEER_SENT_BYTES_TOTAL, "To" => format!("{to:x}"))
             .increment(body.len() as u64);
         Ok(Response::new(Frame {
             cluster_id: self.cluster_id,

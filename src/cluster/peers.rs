@@ -26,14 +26,14 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
-use actcd_actors::raft::reconfig::{Change, Members};
-use actcd_actors::raft::removed::{Removed, REMOVED_TEXT};
-use actcd_actors::raft::route::{Forwarded, LeaderLink, LinkError};
-use actcd_actors::raft::types::{decode, encode, MemberNode, Proposal, TypeConfig};
-use actcd_actors::store::mvcc::hash::KvHash;
-use actcd_actors::store::StoreError;
 use actcd_proto::actcdpeerpb::peer_client::PeerClient;
 use actcd_proto::actcdpeerpb::Frame;
+use actcd_raft::reconfig::{Change, Members};
+use actcd_raft::removed::{Removed, REMOVED_TEXT};
+use actcd_raft::route::{Forwarded, LeaderLink, LinkError};
+use actcd_raft::types::{decode, encode, MemberNode, Proposal, TypeConfig};
+use actcd_store::mvcc::hash::KvHash;
+use actcd_store::StoreError;
 
 use super::snapshot_stream;
 use crate::transport::tls_client::TlsClient;
@@ -300,7 +300,7 @@ fn is_removal(status: &tonic::Status) -> bool {
 
 /// Counts one call to peer `to`: the bytes of its request and answer, as etcd's peer series.
 fn traffic(to: u64, sent: usize, received: usize) {
-    use actcd_actors::metric_names::{
+    use actcd_store::metric_names::{
         ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, ETCD_NETWORK_PEER_SENT_BYTES_TOTAL,
     };
     let peer = format!("{to:x}");
@@ -391,7 +391,7 @@ impl PeerLink {
         self.note(&answer);
         let answer = answer.map_err(|s| call_failed(&s))?;
         traffic(self.target, sent, answer.get_ref().body.len());
-        metrics::histogram!(actcd_actors::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS, "To" => format!("{:x}", self.target))
+        metrics::histogram!(actcd_store::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS, "To" => format!("{:x}", self.target))
             .record(started.elapsed().as_secs_f64());
         let answer: Result<Resp, RaftError<u64>> = body(&answer.into_inner()).map_err(RPCError::Network)?;
         answer

@@ -24,11 +24,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::ChangeMembers;
 
-use actcd_actors::raft::reconfig::{self, Change, Health, Members, Progress, ReconfigError, Rules};
-use actcd_actors::raft::removed::Removed;
-use actcd_actors::raft::route::{write_refusal, Route};
-use actcd_actors::raft::types::MemberNode;
-use actcd_actors::store::StoreError;
+use actcd_raft::reconfig::{self, Change, Health, Members, Progress, ReconfigError, Rules};
+use actcd_raft::removed::Removed;
+use actcd_raft::route::{write_refusal, Route};
+use actcd_raft::types::MemberNode;
+use actcd_store::StoreError;
 
 use super::peers::Peers;
 

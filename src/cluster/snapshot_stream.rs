@@ -33,9 +33,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
-use actcd_actors::raft::snapshot_store::META_FILE;
-use actcd_actors::raft::types::SnapshotFiles;
 use actcd_proto::actcdpeerpb::SnapshotChunk;
+use actcd_raft::snapshot_store::META_FILE;
+use actcd_raft::types::SnapshotFiles;
 
 /// The most file bytes one chunk carries.
 const PIECE: usize = 1 << 20;
@@ -193,7 +193,7 @@ pub async fn receive(
     let mut current: Option<(String, tokio::fs::File)> = None;
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;
-        metrics::counter!(actcd_actors::metric_names::ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => format!("{:x}", first.from))
+        metrics::counter!(actcd_store::metric_names::ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => format!("{:x}", first.from))
             .increment(chunk.data.len() as u64);
         if chunk.cluster_id != first.cluster_id {
             return Err(Status::invalid_argument("a snapshot stream changed clusters"));

@@ -10,9 +10,9 @@ use anyhow::Context;
 use openraft::{Config as RaftConfig, Raft, SnapshotPolicy};
 
 use actcd_actors::identity::Identity;
-use actcd_actors::raft::log_store::LogStore;
-use actcd_actors::raft::state_machine::{SnapshotDue, StateMachine};
-use actcd_actors::raft::types::{MemberNode, TypeConfig};
+use actcd_raft::log_store::LogStore;
+use actcd_raft::state_machine::{SnapshotDue, StateMachine};
+use actcd_raft::types::{MemberNode, TypeConfig};
 
 use super::peers::Peers;
 
@@ -118,7 +118,7 @@ pub async fn wait_for_leader(raft: &Raft<TypeConfig>, leader_wait: Duration) -> 
 /// a change to a leader other than the last one known, as etcd counts it), and logs each leader
 /// change once, as etcd's raft does ("elected leader X at term T"); until the Raft stops.
 pub async fn follow_term(raft: Raft<TypeConfig>, identity: Identity) {
-    use actcd_actors::metric_names::{
+    use actcd_store::metric_names::{
         ETCD_SERVER_HAS_LEADER, ETCD_SERVER_IS_LEADER, ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL,
     };
     let mut metrics = raft.metrics();

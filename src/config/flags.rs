@@ -9,9 +9,9 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use actcd_actors::mailboxes::Mailboxes;
-use actcd_actors::raft::proposer::DEFAULT_BATCH_LIMIT;
-use actcd_actors::store::auto_compaction::AutoCompaction;
 use actcd_proto::go_duration;
+use actcd_raft::proposer::DEFAULT_BATCH_LIMIT;
+use actcd_store::auto_compaction::AutoCompaction;
 
 use crate::grpc::maintenance::SERVER_VERSION;
 use crate::membership::{

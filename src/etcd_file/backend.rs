@@ -19,8 +19,8 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use actcd_actors::store::mvcc::hash::{self, HashRecord, RecordVisitor};
 use actcd_proto::mvccpb::KeyValue;
+use actcd_store::mvcc::hash::{self, HashRecord, RecordVisitor};
 use prost::Message;
 use sha2::{Digest, Sha256};
 

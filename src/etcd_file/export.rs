@@ -22,13 +22,13 @@
 
 use std::io::{self, Write};
 
-use actcd_actors::auth::auth_state::{ENABLED_KEY, REVISION_KEY, ROLE_PREFIX, USER_PREFIX};
-use actcd_actors::store::mvcc::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY};
-use actcd_actors::store::mvcc::engine::Family;
-use actcd_actors::store::mvcc::hash;
-use actcd_actors::store::mvcc::revision::Revision;
-use actcd_actors::store::mvcc::rocks::RocksSnapshot;
-use actcd_actors::store::{RocksEngine, StoreError};
+use actcd_store::auth_store::auth_state::{ENABLED_KEY, REVISION_KEY, ROLE_PREFIX, USER_PREFIX};
+use actcd_store::backend::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY};
+use actcd_store::backend::engine::Family;
+use actcd_store::backend::rocks::RocksSnapshot;
+use actcd_store::mvcc::hash;
+use actcd_store::mvcc::revision::Revision;
+use actcd_store::{RocksEngine, StoreError};
 use prost::Message;
 
 use super::backend::LeaseRecord;

@@ -26,9 +26,9 @@ use actcd_proto::etcdserverpb::{
     ResponseHeader,
 };
 
-use actcd_actors::auth::{AuthError, Caller, Need};
-use actcd_actors::store::mvcc::command::{AuthenticateCommand, WriteRequest};
-use actcd_actors::store::{Command, StoreError};
+use actcd_store::apply::command::{AuthenticateCommand, WriteRequest};
+use actcd_store::auth_store::{AuthError, Caller, Need};
+use actcd_store::{Command, StoreError};
 
 use crate::grpc::status::{auth_status, task_status, to_status};
 use crate::grpc::store_handle::StoreHandle;

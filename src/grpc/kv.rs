@@ -10,10 +10,6 @@
 use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
 
-use actcd_actors::auth::{Access, Need};
-use actcd_actors::failpoints;
-use actcd_actors::store::mvcc::planned_range::{Part, PlannedRange};
-use actcd_actors::store::mvcc::{txn, validate};
 use actcd_proto::errors::EtcdError;
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
@@ -21,6 +17,11 @@ use actcd_proto::etcdserverpb::{
     PutResponse, RangeRequest, RangeResponse, RangeStreamResponse, RequestOp, TxnRequest, TxnResponse,
 };
 use actcd_proto::key_range::KeyRange;
+use actcd_raft::failpoints;
+use actcd_store::apply::validate;
+use actcd_store::auth_store::{Access, Need};
+use actcd_store::mvcc::planned_range::{Part, PlannedRange};
+use actcd_store::mvcc::txn;
 
 use crate::grpc::range_answer::{AnswerWriter, PIECE_BYTES};
 use crate::grpc::range_stream::RangeStream;

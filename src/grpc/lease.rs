@@ -12,11 +12,9 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataMap;
 use tonic::{Extensions, Request, Response, Status, Streaming};
 
-use actcd_actors::auth::{Access, Need};
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::keepalive::{KeepAliveStream, RenewCheck};
 use actcd_actors::lease::messages::{Forget, Remaining, Track};
-use actcd_actors::store::StoreError;
 use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,
@@ -24,6 +22,8 @@ use actcd_proto::etcdserverpb::{
     LeaseTimeToLiveResponse,
 };
 use actcd_proto::key_range::KeyRange;
+use actcd_store::auth_store::{Access, Need};
+use actcd_store::StoreError;
 
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::status::to_status;

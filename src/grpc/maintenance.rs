@@ -10,13 +10,12 @@ use tonic::{Request, Response, Status};
 
 use std::sync::Arc;
 
-use actcd_actors::auth::Need;
-use actcd_actors::raft::reconfig::Change;
-use actcd_actors::store::mvcc::engine::Engine;
-use actcd_actors::store::mvcc::hash;
+use actcd_raft::reconfig::Change;
+use actcd_store::auth_store::Need;
+use actcd_store::backend::engine::Engine;
+use actcd_store::mvcc::hash;
 use std::io::Write as _;
 
-use actcd_actors::store::RocksEngine;
 use actcd_proto::etcdserverpb::cluster_server::Cluster;
 use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
@@ -27,6 +26,7 @@ use actcd_proto::etcdserverpb::{
     MemberUpdateRequest, MemberUpdateResponse, MoveLeaderRequest, MoveLeaderResponse, ResponseHeader,
     SnapshotRequest, SnapshotResponse, StatusRequest, StatusResponse,
 };
+use actcd_store::RocksEngine;
 use sha2::{Digest, Sha256};
 
 use crate::cluster::move_leader::LeaderMover;

@@ -10,8 +10,8 @@ use tonic::codegen::BoxStream;
 use tonic::Status;
 
 use actcd_actors::identity::Identity;
-use actcd_actors::store::{ReadView, RocksEngine, StoreError};
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, RangeStreamResponse, ResponseHeader};
+use actcd_store::{ReadView, RocksEngine, StoreError};
 
 use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::status::to_status;

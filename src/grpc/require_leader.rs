@@ -12,8 +12,8 @@ use openraft::Raft;
 use tonic::metadata::MetadataMap;
 use tonic::Status;
 
-use actcd_actors::raft::types::TypeConfig;
 use actcd_proto::errors::EtcdError;
+use actcd_raft::types::TypeConfig;
 
 /// etcd's metadata key and value (rpctypes.MetadataRequireLeaderKey, MetadataHasLeader).
 const KEY: &str = "hasleader";

@@ -4,10 +4,10 @@
 
 use tonic::{Code, Status};
 
-use actcd_actors::auth::AuthError;
-use actcd_actors::store::mvcc::error::ReconfigError;
-use actcd_actors::store::StoreError;
 use actcd_proto::errors::EtcdError;
+use actcd_store::auth_store::AuthError;
+use actcd_store::error::ReconfigError;
+use actcd_store::StoreError;
 
 /// Maps a store error to the status etcd answers with.
 pub fn to_status(err: StoreError) -> Status {

@@ -8,13 +8,13 @@ use tokio::sync::oneshot;
 use tonic::{Request, Status};
 
 use actcd_actors::identity::Identity;
-use actcd_actors::raft::proposer::Proposer;
-use actcd_actors::raft::read_barrier::ReadBarrier;
-use actcd_actors::raft::route::Route;
-use actcd_actors::raft::state_machine::CoreHandle;
-use actcd_actors::store::messages::Write;
-use actcd_actors::store::mvcc::command::WriteRequest;
-use actcd_actors::store::{Command, ReadView, RocksEngine, StoreError};
+use actcd_raft::proposer::Proposer;
+use actcd_raft::proposer::Write;
+use actcd_raft::read_barrier::ReadBarrier;
+use actcd_raft::route::Route;
+use actcd_raft::state_machine::CoreHandle;
+use actcd_store::apply::command::WriteRequest;
+use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 
 use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::status::to_status;

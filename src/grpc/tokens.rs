@@ -1,7 +1,7 @@
 //! `--auth-token`: which tokens Authenticate hands out and the edge accepts.
 //!
 //! - `simple` (etcd's default): random strings every member learns from the log (the state
-//!   machine keeps them, see `actcd_actors::auth::simple_tokens`).
+//!   machine keeps them, see `actcd_store::auth_store::simple_tokens`).
 //! - `jwt,pub-key=PATH,priv-key=PATH,sign-method=ALG[,ttl=DURATION]`: signed, stateless tokens
 //!   with etcd's claims (`username`, `revision`, `exp`), so a token one member signs is good on
 //!   every member holding the same key, and one etcd signed is good on actcd. The revision is

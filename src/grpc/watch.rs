@@ -15,17 +15,17 @@ use futures::{Stream, StreamExt};
 use tonic::metadata::MetadataMap;
 use tonic::{Extensions, Request, Response, Status, Streaming};
 
-use actcd_actors::auth::{Access, Need};
 use actcd_actors::conn::actor::ConnActor;
 use actcd_actors::conn::messages::AttachStream;
 use actcd_actors::identity::Identity;
-use actcd_actors::store::{ReadView, RocksEngine};
 use actcd_actors::watch::messages::StopStream;
 use actcd_actors::watch::shard::WatchShard;
 use actcd_actors::watch::stream::{PermitCheck, StreamActor, StreamSetup, WatchPermit};
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use actcd_proto::key_range::KeyRange;
 use actcd_proto::watch_reply::WatchReply;
+use actcd_store::auth_store::{Access, Need};
+use actcd_store::{ReadView, RocksEngine};
 
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::require_leader::RequireLeader;

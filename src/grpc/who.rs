@@ -14,10 +14,10 @@ use std::time::Instant;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Status};
 
-use actcd_actors::auth::needs::{check_command, check_read_only_txn, check_renewal, LeaseKeys};
-use actcd_actors::auth::{AuthError, AuthState, Caller, Need};
-use actcd_actors::store::{Command, ReadView, RocksEngine, StoreError};
 use actcd_proto::etcdserverpb::TxnRequest;
+use actcd_store::auth_store::needs::{check_command, check_read_only_txn, check_renewal, LeaseKeys};
+use actcd_store::auth_store::{AuthError, AuthState, Caller, Need};
+use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 
 use crate::grpc::status::{auth_status, to_status};
 use crate::grpc::tokens::Tokens;

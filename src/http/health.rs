@@ -4,8 +4,8 @@
 //! (etcd 3.5's form, with `reason`; 3.4 sent `{"health":"false"}` only). Every answer counts
 //! in `etcd_server_health_success` or `etcd_server_health_failures`, as on etcd.
 
-use actcd_actors::metric_names::{ETCD_SERVER_HEALTH_FAILURES, ETCD_SERVER_HEALTH_SUCCESS};
 use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
+use actcd_store::metric_names::{ETCD_SERVER_HEALTH_FAILURES, ETCD_SERVER_HEALTH_SUCCESS};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;

@@ -25,8 +25,8 @@
 //! `etcd_server_healthchecks_total{type,name,status}`. The order of the lines is the table's
 //! (etcd's is a Go map's, random per request).
 
-use actcd_actors::metric_names::{ETCD_SERVER_HEALTHCHECK, ETCD_SERVER_HEALTHCHECKS_TOTAL};
 use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
+use actcd_store::metric_names::{ETCD_SERVER_HEALTHCHECK, ETCD_SERVER_HEALTHCHECKS_TOTAL};
 use axum::http::StatusCode;
 use bytes::Bytes;
 

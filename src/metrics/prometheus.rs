@@ -5,7 +5,7 @@
 use anyhow::Context;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
-use actcd_actors::store::{ReadView, RocksEngine};
+use actcd_store::{ReadView, RocksEngine};
 
 use crate::grpc::maintenance::SERVER_VERSION;
 
@@ -42,42 +42,42 @@ pub async fn upkeep(handle: PrometheusHandle) {
 pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
-            Matcher::Prefix(actcd_actors::metric_names::ETCD_DISK_PREFIX.into()),
+            Matcher::Prefix(actcd_store::metric_names::ETCD_DISK_PREFIX.into()),
             &DISK_BUCKETS,
         )?
         .set_buckets_for_metric(
-            Matcher::Full(actcd_actors::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS.into()),
+            Matcher::Full(actcd_store::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS.into()),
             &PEER_RTT_BUCKETS,
         )?
         .set_buckets_for_metric(
-            Matcher::Full(actcd_actors::metric_names::GRPC_SERVER_HANDLING_SECONDS.into()),
+            Matcher::Full(actcd_store::metric_names::GRPC_SERVER_HANDLING_SECONDS.into()),
             &GRPC_BUCKETS,
         )?
         .set_buckets_for_metric(
-            Matcher::Full(actcd_actors::metric_names::ACTCD_STORE_BATCH_SIZE.into()),
+            Matcher::Full(actcd_store::metric_names::ACTCD_STORE_BATCH_SIZE.into()),
             &BATCH_BUCKETS,
         )?
         .install_recorder()
         .context("cannot install the metrics recorder")?;
     // No leader until openraft names one (`cluster::start::follow_term` keeps these).
-    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_HAS_LEADER).set(0.0);
-    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_IS_LEADER).set(0.0);
-    metrics::counter!(actcd_actors::metric_names::ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL).absolute(0);
-    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_QUOTA_BACKEND_BYTES).set(quota_bytes as f64);
-    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_VERSION, "server_version" => SERVER_VERSION)
+    metrics::gauge!(actcd_store::metric_names::ETCD_SERVER_HAS_LEADER).set(0.0);
+    metrics::gauge!(actcd_store::metric_names::ETCD_SERVER_IS_LEADER).set(0.0);
+    metrics::counter!(actcd_store::metric_names::ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL).absolute(0);
+    metrics::gauge!(actcd_store::metric_names::ETCD_SERVER_QUOTA_BACKEND_BYTES).set(quota_bytes as f64);
+    metrics::gauge!(actcd_store::metric_names::ETCD_SERVER_VERSION, "server_version" => SERVER_VERSION)
         .set(1.0);
-    metrics::gauge!(actcd_actors::metric_names::ETCD_SERVER_PROPOSALS_PENDING).set(0.0);
+    metrics::gauge!(actcd_store::metric_names::ETCD_SERVER_PROPOSALS_PENDING).set(0.0);
     for name in [
-        actcd_actors::metric_names::ETCD_SERVER_PROPOSALS_COMMITTED_TOTAL,
-        actcd_actors::metric_names::ETCD_SERVER_PROPOSALS_APPLIED_TOTAL,
-        actcd_actors::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL,
-        actcd_actors::metric_names::ETCD_MVCC_PUT_TOTAL,
-        actcd_actors::metric_names::ETCD_MVCC_RANGE_TOTAL,
-        actcd_actors::metric_names::ETCD_MVCC_DELETE_TOTAL,
-        actcd_actors::metric_names::ETCD_MVCC_TXN_TOTAL,
-        actcd_actors::metric_names::ACTCD_STORE_FSYNCS_TOTAL,
-        actcd_actors::metric_names::ETCD_NETWORK_CLIENT_GRPC_RECEIVED_BYTES_TOTAL,
-        actcd_actors::metric_names::ETCD_NETWORK_CLIENT_GRPC_SENT_BYTES_TOTAL,
+        actcd_store::metric_names::ETCD_SERVER_PROPOSALS_COMMITTED_TOTAL,
+        actcd_store::metric_names::ETCD_SERVER_PROPOSALS_APPLIED_TOTAL,
+        actcd_store::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL,
+        actcd_store::metric_names::ETCD_MVCC_PUT_TOTAL,
+        actcd_store::metric_names::ETCD_MVCC_RANGE_TOTAL,
+        actcd_store::metric_names::ETCD_MVCC_DELETE_TOTAL,
+        actcd_store::metric_names::ETCD_MVCC_TXN_TOTAL,
+        actcd_store::metric_names::ACTCD_STORE_FSYNCS_TOTAL,
+        actcd_store::metric_names::ETCD_NETWORK_CLIENT_GRPC_RECEIVED_BYTES_TOTAL,
+        actcd_store::metric_names::ETCD_NETWORK_CLIENT_GRPC_SENT_BYTES_TOTAL,
     ] {
         metrics::counter!(name).absolute(0);
     }
@@ -88,11 +88,11 @@ pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
 /// Samples the gauges that are read rather than recorded, then renders everything.
 pub fn render(handle: &PrometheusHandle, view: &ReadView<RocksEngine>) -> String {
     let db = view.db_size() as f64;
-    metrics::gauge!(actcd_actors::metric_names::ETCD_MVCC_DB_TOTAL_SIZE_IN_BYTES).set(db);
-    metrics::gauge!(actcd_actors::metric_names::ETCD_MVCC_DB_TOTAL_SIZE_IN_USE_IN_BYTES).set(db);
+    metrics::gauge!(actcd_store::metric_names::ETCD_MVCC_DB_TOTAL_SIZE_IN_BYTES).set(db);
+    metrics::gauge!(actcd_store::metric_names::ETCD_MVCC_DB_TOTAL_SIZE_IN_USE_IN_BYTES).set(db);
     if let Ok((keys, index_bytes)) = view.index_stats() {
-        metrics::gauge!(actcd_actors::metric_names::ETCD_DEBUGGING_MVCC_KEYS_TOTAL).set(keys as f64);
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_actors::metric_names::ActorKind::Index.label()).set(index_bytes as f64);
+        metrics::gauge!(actcd_store::metric_names::ETCD_DEBUGGING_MVCC_KEYS_TOTAL).set(keys as f64);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Index.label()).set(index_bytes as f64);
     }
     for (name, value) in view.engine_memory() {
         metrics::gauge!(name).set(value as f64);
@@ -109,13 +109,13 @@ fn sample_allocator() {
         return;
     }
     if let Ok(v) = stats::allocated::read() {
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_JEMALLOC_ALLOCATED_BYTES).set(v as f64);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_JEMALLOC_ALLOCATED_BYTES).set(v as f64);
     }
     if let Ok(v) = stats::resident::read() {
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_JEMALLOC_RESIDENT_BYTES).set(v as f64);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_JEMALLOC_RESIDENT_BYTES).set(v as f64);
     }
     if let Ok(v) = stats::active::read() {
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_JEMALLOC_ACTIVE_BYTES).set(v as f64);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_JEMALLOC_ACTIVE_BYTES).set(v as f64);
     }
 }
 
@@ -126,8 +126,8 @@ fn sample_process() {
     if let Ok(statm) = std::fs::read_to_string("/proc/self/statm") {
         let mut fields = statm.split_whitespace().map(|f| f.parse::<f64>().unwrap_or(0.0));
         let (size, resident) = (fields.next().unwrap_or(0.0), fields.next().unwrap_or(0.0));
-        metrics::gauge!(actcd_actors::metric_names::PROCESS_VIRTUAL_MEMORY_BYTES).set(size * PAGE);
-        metrics::gauge!(actcd_actors::metric_names::PROCESS_RESIDENT_MEMORY_BYTES).set(resident * PAGE);
+        metrics::gauge!(actcd_store::metric_names::PROCESS_VIRTUAL_MEMORY_BYTES).set(size * PAGE);
+        metrics::gauge!(actcd_store::metric_names::PROCESS_RESIDENT_MEMORY_BYTES).set(resident * PAGE);
     }
     if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
         // Fields after the command name, which may contain spaces, start at ") ".
@@ -136,7 +136,7 @@ fn sample_process() {
         // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
         if fields.len() > 20 {
             // A gauge: the metrics facade's counters are integers, and whole seconds are too coarse.
-            metrics::gauge!(actcd_actors::metric_names::PROCESS_CPU_SECONDS_TOTAL)
+            metrics::gauge!(actcd_store::metric_names::PROCESS_CPU_SECONDS_TOTAL)
                 .set((fields[11] + fields[12]) / TICKS);
             let boot = std::fs::read_to_string("/proc/stat")
                 .ok()
@@ -145,12 +145,12 @@ fn sample_process() {
                         .find_map(|l| l.strip_prefix("btime ").and_then(|v| v.trim().parse::<f64>().ok()))
                 })
                 .unwrap_or(0.0);
-            metrics::gauge!(actcd_actors::metric_names::PROCESS_START_TIME_SECONDS)
+            metrics::gauge!(actcd_store::metric_names::PROCESS_START_TIME_SECONDS)
                 .set(boot + fields[19] / TICKS);
         }
     }
     if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
-        metrics::gauge!(actcd_actors::metric_names::PROCESS_OPEN_FDS).set(fds.count() as f64);
+        metrics::gauge!(actcd_store::metric_names::PROCESS_OPEN_FDS).set(fds.count() as f64);
     }
     if let Ok(limits) = std::fs::read_to_string("/proc/self/limits") {
         let max = limits
@@ -159,7 +159,7 @@ fn sample_process() {
             .and_then(|l| l.split_whitespace().nth(3))
             .and_then(|v| v.parse::<f64>().ok());
         if let Some(max) = max {
-            metrics::gauge!(actcd_actors::metric_names::PROCESS_MAX_FDS).set(max);
+            metrics::gauge!(actcd_store::metric_names::PROCESS_MAX_FDS).set(max);
         }
     }
 }

@@ -48,9 +48,9 @@ impl ConnectionBudget {
         let open_now = std::fs::read_dir("/proc/self/fd").map_or(64, |dir| dir.count());
         let limit = descriptors.saturating_sub(open_now + STORAGE_HEADROOM_FDS).max(1);
         tracing::info!(limit, descriptors, open_now, "client connections allowed");
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_CLIENT_CONNECTIONS_LIMIT).set(limit as f64);
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_CLIENT_CONNECTIONS).set(0.0);
-        metrics::counter!(actcd_actors::metric_names::ACTCD_CLIENT_CONNECTIONS_REFUSED_TOTAL).absolute(0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS_LIMIT).set(limit as f64);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS).set(0.0);
+        metrics::counter!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS_REFUSED_TOTAL).absolute(0);
         Self { limit, open: AtomicUsize::new(0) }
     }
 
@@ -63,7 +63,7 @@ impl ConnectionBudget {
         self.open
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.limit).then_some(n + 1))
             .ok()?;
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_CLIENT_CONNECTIONS).increment(1.0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS).increment(1.0);
         Some(Permit(Arc::clone(self)))
     }
 }
@@ -74,7 +74,7 @@ pub struct Permit(Arc<ConnectionBudget>);
 impl Drop for Permit {
     fn drop(&mut self) {
         self.0.open.fetch_sub(1, Ordering::AcqRel);
-        metrics::gauge!(actcd_actors::metric_names::ACTCD_CLIENT_CONNECTIONS).decrement(1.0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS).decrement(1.0);
     }
 }
 
@@ -90,7 +90,7 @@ pub async fn accept(listener: &TcpListener, budget: &Arc<ConnectionBudget>) -> (
                 match budget.try_admit() {
                     Some(permit) => return (Admitted { stream, _permit: permit }, addr),
                     None => {
-                        metrics::counter!(actcd_actors::metric_names::ACTCD_CLIENT_CONNECTIONS_REFUSED_TOTAL)
+                        metrics::counter!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS_REFUSED_TOTAL)
                             .increment(1);
                         tracing::debug!(%addr, limit = budget.limit, "connection refused: at the connection limit");
                     }

@@ -15,8 +15,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::transport::grpc_go_errors;
-use actcd_actors::metric_names as names;
 use actcd_proto::services::{self, Method, MethodKind};
+use actcd_store::metric_names as names;
 
 /// gRPC status codes by number, as go-grpc-prometheus labels them.
 const CODES: [&str; 17] = [

@@ -2,16 +2,16 @@
 //! variables and the config file as etcd 3.4 reads them, refused in its words, and a periodic
 //! schedule that compacts where etcd's does under the same writes. (Revision mode compacts every
 //! 5 minutes, as etcd's: its schedule is tested with the time as a parameter, in
-//! actors/src/store/auto_compaction.rs.)
+//! store/src/auto_compaction.rs.)
 
 use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
 use actcd::config::load;
-use actcd_actors::store::auto_compaction::AutoCompaction;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{HashKvRequest, PutRequest};
+use actcd_store::auto_compaction::AutoCompaction;
 
 use crate::harness::{etcd_binary, Server};
 

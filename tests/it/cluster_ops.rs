@@ -240,8 +240,8 @@ async fn a_member_with_a_dead_disk_is_replaced_and_its_old_id_never_returns() {
 /// Changes, in member `dir`'s stopped store, every history value holding `from` to `to` (of
 /// the same length): a disk that silently changed bytes RocksDB's checksums did not cover.
 fn tamper(dir: &Path, from: &[u8], to: &[u8]) -> usize {
-    use actcd_actors::store::mvcc::engine::{Engine, Family, WriteSet};
-    let engine = actcd_actors::store::RocksEngine::open(dir).unwrap();
+    use actcd_store::backend::engine::{Engine, Family, WriteSet};
+    let engine = actcd_store::RocksEngine::open(dir).unwrap();
     let mut set = WriteSet::default();
     let mut changed = 0;
     engine

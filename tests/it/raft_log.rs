@@ -61,7 +61,7 @@ async fn acknowledged_writes_survive_kill_9_and_a_snapshot_purges_the_log() {
 /// the member forms its one-member cluster over them and goes on from the same revision.
 #[tokio::test]
 async fn a_data_dir_from_before_the_raft_log_opens_in_place() {
-    use actcd_actors::store::{Batch, Command, RocksEngine, StoreConfig, StoreCore};
+    use actcd_store::{Batch, Command, RocksEngine, StoreConfig, StoreCore};
     let dir = tempfile::tempdir().unwrap();
     {
         let engine = RocksEngine::open(dir.path()).unwrap();

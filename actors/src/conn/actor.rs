@@ -29,14 +29,14 @@ impl Actor for ConnActor {
     type Context = Context<Self>;
 
     fn started(&mut self, _: &mut Self::Context) {
-        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Conn.label()).increment(1.0);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Conn.label())
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTORS, "actor" => actcd_store::metric_names::ActorKind::Conn.label()).increment(1.0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Conn.label())
             .increment(std::mem::size_of::<Self>() as f64);
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Conn.label()).decrement(1.0);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Conn.label())
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTORS, "actor" => actcd_store::metric_names::ActorKind::Conn.label()).decrement(1.0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Conn.label())
             .decrement(std::mem::size_of::<Self>() as f64);
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use crate::store::{LeaseChange, StoreError};
+use actcd_store::{LeaseChange, StoreError};
 
 use super::leader::{LeaseLeader, LeaseRevoker, LeaseSource};
 use super::lessor::Lessor;
@@ -97,11 +97,11 @@ impl Actor for LeaseActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(self.mailbox);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Lease.label()).set(1.0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTORS, "actor" => actcd_store::metric_names::ActorKind::Lease.label()).set(1.0);
         ctx.run_interval(EXPIRY_CHECK, |actor, ctx| {
             actor.catch_up();
             actor.revoke_expired(ctx);
-            metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Lease.label())
+            metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Lease.label())
                 .set(actor.lessor.heap_bytes() as f64);
         });
     }

@@ -16,8 +16,8 @@ use tokio::sync::mpsc;
 use actcd_proto::etcdserverpb::{LeaseKeepAliveRequest, LeaseKeepAliveResponse};
 
 use crate::identity::Identity;
-use crate::store::mvcc::engine::Engine;
-use crate::store::{ReadView, StoreError};
+use actcd_store::backend::engine::Engine;
+use actcd_store::{ReadView, StoreError};
 
 use super::actor::LeaseActor;
 use super::messages::Renew;

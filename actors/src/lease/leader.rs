@@ -4,7 +4,7 @@
 
 use futures::future::BoxFuture;
 
-use crate::store::{LeaseChange, StoreError};
+use actcd_store::{LeaseChange, StoreError};
 
 /// The way to the leader's lessor (the peer transport implements it).
 pub trait LeaseLeader: Send + Sync + 'static {

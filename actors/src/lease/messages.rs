@@ -3,7 +3,7 @@
 
 use actix::Message;
 
-use crate::store::StoreError;
+use actcd_store::StoreError;
 
 /// Start tracking a lease (granted through this member).
 #[derive(Message)]

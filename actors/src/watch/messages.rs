@@ -8,8 +8,15 @@ use std::sync::Arc;
 use actix::{Message, WeakRecipient};
 use bytes::Bytes;
 
-use crate::metric_names::{hot, ActorKind};
 use actcd_proto::watch_reply::WatchReply;
+use actcd_store::metric_names::{hot, ActorKind};
+use actcd_store::CommittedEvents;
+
+/// The events of one committed batch, published to the watch tree after the apply. Shared,
+/// not copied: every subscriber gets the same `Arc`.
+#[derive(Message, Clone)]
+#[rtype(result = "()")]
+pub struct Committed(pub Arc<CommittedEvents>);
 
 /// Identifies one Watch gRPC stream, unique for the life of the process.
 pub type StreamId = u64;

@@ -4,8 +4,8 @@
 use actix::dev::SendError;
 use actix::prelude::*;
 
-use crate::metric_names::{hot, ActorKind};
-use crate::store::messages::Committed;
+use crate::watch::messages::Committed;
+use actcd_store::metric_names::{hot, ActorKind};
 
 /// The root of the watch tree.
 pub struct WatchRoot {

@@ -1,6 +1,6 @@
 //! The WatchShard actor: the actix shell around a [`WatcherGroup`].
 
-use crate::metric_names::{hot, ActorKind};
+use actcd_store::metric_names::{hot, ActorKind};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -10,9 +10,9 @@ use actix::WeakRecipient;
 
 use actcd_proto::watch_reply::WatchReply;
 
-use crate::store::messages::Committed;
-use crate::store::mvcc::engine::Engine;
-use crate::store::ReadView;
+use crate::watch::messages::Committed;
+use actcd_store::backend::engine::Engine;
+use actcd_store::ReadView;
 
 use super::messages::{OutputQuota, ShardRequest, StreamId, StreamOutput};
 use super::watcher_group::catch_up::next_pass_after;
@@ -96,21 +96,22 @@ impl<E: Engine> WatchShard<E> {
     /// Publishes this shard's figures: its own heap gauge, and its share of the totals.
     fn publish(&mut self) {
         let shard = self.index.to_string();
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::WatchShard.label(), "shard" => shard)
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::WatchShard.label(), "shard" => shard)
             .set(self.group.heap_bytes() as f64);
         let now = Published {
             watchers: self.group.len() as f64,
             streams: self.group.stream_count() as f64,
             slow: self.group.unsynced_len() as f64,
         };
-        for name in
-            [crate::metric_names::ETCD_DEBUGGING_MVCC_WATCHER_TOTAL, crate::metric_names::ACTCD_WATCHES]
-        {
+        for name in [
+            actcd_store::metric_names::ETCD_DEBUGGING_MVCC_WATCHER_TOTAL,
+            actcd_store::metric_names::ACTCD_WATCHES,
+        ] {
             metrics::gauge!(name).increment(now.watchers - self.published.watchers);
         }
-        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_WATCH_STREAM_TOTAL)
+        metrics::gauge!(actcd_store::metric_names::ETCD_DEBUGGING_MVCC_WATCH_STREAM_TOTAL)
             .increment(now.streams - self.published.streams);
-        metrics::gauge!(crate::metric_names::ETCD_DEBUGGING_MVCC_SLOW_WATCHER_TOTAL)
+        metrics::gauge!(actcd_store::metric_names::ETCD_DEBUGGING_MVCC_SLOW_WATCHER_TOTAL)
             .increment(now.slow - self.published.slow);
         self.published = now;
     }

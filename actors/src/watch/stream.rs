@@ -32,8 +32,8 @@ use actcd_proto::etcdserverpb::{watch_request, WatchRequest};
 use actcd_proto::watch_reply::WatchReply;
 
 use crate::identity::Identity;
-use crate::store::mvcc::engine::Engine;
-use crate::store::ReadView;
+use actcd_store::backend::engine::Engine;
+use actcd_store::ReadView;
 
 use super::messages::{
     OutputQuota, PendingOutput, ShardRequest, StopStream, StreamEnded, StreamId, StreamOutput,
@@ -189,8 +189,8 @@ impl<E: Engine> Actor for StreamActor<E> {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Stream.label()).increment(1.0);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Stream.label())
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTORS, "actor" => actcd_store::metric_names::ActorKind::Stream.label()).increment(1.0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Stream.label())
             .increment(std::mem::size_of::<Self>() as f64);
         let outbox = ctx.address().downgrade().recipient();
         let quota = self.quota.clone();
@@ -198,8 +198,8 @@ impl<E: Engine> Actor for StreamActor<E> {
     }
 
     fn stopped(&mut self, _: &mut Self::Context) {
-        metrics::gauge!(crate::metric_names::ACTCD_ACTORS, "actor" => crate::metric_names::ActorKind::Stream.label()).decrement(1.0);
-        metrics::gauge!(crate::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => crate::metric_names::ActorKind::Stream.label())
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTORS, "actor" => actcd_store::metric_names::ActorKind::Stream.label()).decrement(1.0);
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Stream.label())
             .decrement(std::mem::size_of::<Self>() as f64);
         // Cleanup must not be lost, and it is one message per stream, not a fan-out: do_send
         // queues it even when the shard's mailbox is full.
@@ -307,8 +307,8 @@ mod tests {
     /// channel lent out. It once stopped the stream (the client saw it end cleanly).
     #[test]
     fn a_create_that_arrives_during_a_send_is_answered_after_it() {
-        use crate::store::mvcc::memory::MemoryEngine;
-        use crate::store::{StoreConfig, StoreCore};
+        use actcd_store::backend::memory::MemoryEngine;
+        use actcd_store::{StoreConfig, StoreCore};
 
         let system = actix::System::new();
         let answers = system.block_on(async {

@@ -9,9 +9,11 @@ use std::path::Path;
 
 use actcd_test_support::module_graph::ModuleGraph;
 
-const ROOTS: [&str; 7] = [
+const ROOTS: [&str; 9] = [
     "src/lib.rs",
+    "store/src/lib.rs",
     "actors/src/lib.rs",
+    "raft/src/lib.rs",
     "proto/src/lib.rs",
     "benches/src/lib.rs",
     "benches/tables/src/lib.rs",

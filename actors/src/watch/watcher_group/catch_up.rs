@@ -11,9 +11,9 @@ use actcd_proto::key_range::KeyRange;
 use actcd_proto::watch_reply::{Events, WatchReply};
 use smallvec::SmallVec;
 
-use crate::store::HistoryChunk;
 use crate::watch::messages::StreamId;
 use crate::watch::watcher::{flags, Watcher};
+use actcd_store::HistoryChunk;
 
 use super::encoded::Encoded;
 use super::group::{header, is_delete, key_of, revision_of, WatcherGroup};
@@ -233,9 +233,9 @@ mod tests {
     use actcd_proto::etcdserverpb::{CompactionRequest, DeleteRangeRequest};
     use bytes::Bytes;
 
-    use crate::store::Command;
     use crate::watch::messages::WatchSpec;
     use crate::watch::watcher_group::test_support::{spec, Buffers, Fixture};
+    use actcd_store::Command;
 
     #[test]
     fn passes_follow_each_other_while_they_make_progress() {

@@ -3,8 +3,8 @@
 
 use actcd_proto::mvccpb::{Event, KeyValue};
 
-use crate::store::mvcc::engine::Engine;
-use crate::store::{HistoryChunk, ReadView, StoreError};
+use actcd_store::backend::engine::Engine;
+use actcd_store::{HistoryChunk, ReadView, StoreError};
 
 use super::group::is_delete;
 

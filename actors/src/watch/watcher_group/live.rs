@@ -16,9 +16,9 @@ use smallvec::SmallVec;
 use actcd_proto::mvccpb::Event;
 use actcd_proto::watch_reply::{Events, SharedEvent, WatchReply};
 
-use crate::store::CommittedEvents;
 use crate::watch::messages::StreamId;
 use crate::watch::watcher::flags;
+use actcd_store::CommittedEvents;
 
 use super::encoded::Encoded;
 use super::group::{header, is_delete, key_of, revision_of, WatcherGroup};
@@ -196,10 +196,10 @@ mod tests {
     use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
     use bytes::Bytes;
 
-    use crate::store::Command;
     use crate::watch::messages::WatchSpec;
     use crate::watch::watcher_group::catch_up::SyncLimits;
     use crate::watch::watcher_group::test_support::{put, spec, Buffers, Fixture};
+    use actcd_store::Command;
 
     #[test]
     fn synced_watchers_get_one_response_per_batch_with_filters_and_prev_kv() {

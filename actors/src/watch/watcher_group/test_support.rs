@@ -7,9 +7,9 @@ use actcd_proto::etcdserverpb::PutRequest;
 use actcd_proto::watch_reply::WatchReply;
 use bytes::Bytes;
 
-use crate::store::mvcc::memory::MemoryEngine;
-use crate::store::{Batch, Command, CommittedEvents, StoreConfig, StoreCore};
 use crate::watch::messages::{StreamId, WatchSpec};
+use actcd_store::backend::memory::MemoryEngine;
+use actcd_store::{Batch, Command, CommittedEvents, StoreConfig, StoreCore};
 
 use super::group::revision_of;
 use super::outbox::{Delivery, Outbox};
