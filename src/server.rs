@@ -224,7 +224,7 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             crate::cluster::start::start(member_id, first, timing, peers.clone(), log, state_machine).await?;
         let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
-        let writer = Proposer::start(route.clone(), config.mailboxes.store, config.batch_limit());
+        let writer = Proposer::start(route.clone(), config.mailboxes.proposer, config.batch_limit());
         actcd_raft::applied_sync::start(maintenance_engine.clone(), fail_stop_tx.clone());
         let alone = !company;
         let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));

@@ -7,7 +7,7 @@
 pub struct Mailboxes {
     /// The Proposer's channel. A full one parks each writing request until there is room; the
     /// gRPC edge bounds how many requests there are.
-    pub store: usize,
+    pub proposer: usize,
     /// The WatchRoot's. The writer drops a committed batch for a full root, and the shards read
     /// the gap back from storage.
     pub watch_root: usize,
@@ -19,9 +19,9 @@ pub struct Mailboxes {
 }
 
 impl Default for Mailboxes {
-    /// The writer's is the largest: it takes every write, and its queue drains one fsync at a
+    /// The proposer's is the largest: it takes every write, and its queue drains one fsync at a
     /// time. The others hold one message per batch or per stream request.
     fn default() -> Self {
-        Self { store: 4096, watch_root: 1024, watch_shard: 1024, lease: 1024 }
+        Self { proposer: 4096, watch_root: 1024, watch_shard: 1024, lease: 1024 }
     }
 }

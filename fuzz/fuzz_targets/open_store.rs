@@ -119,5 +119,5 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(key) = actcd_fuzz::command(&mut u, current) {
         let _ = core.apply(&key, &mut batch);
     }
-    let _ = core.commit(batch);
+    let _ = core.commit_by_log(batch, core.applied_index() + 1);
 });

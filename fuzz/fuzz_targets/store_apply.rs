@@ -110,7 +110,7 @@ fn step(u: &mut Unstructured<'_>, core: &mut Core, batch: &mut Batch, engine: &M
 }
 
 fn commit(core: &mut Core, batch: Batch) {
-    let committed = core.commit(batch).expect("the in-memory engine commits");
+    let committed = core.commit_by_log(batch, core.applied_index() + 1).expect("the in-memory engine commits");
     assert_eq!(committed.revision, core.current_revision(), "commit left revisions invisible");
     for event in &committed.events {
         let rev = event.kv.as_ref().map_or(0, |kv| kv.mod_revision);

@@ -3,17 +3,17 @@
 //! feature, which the test build turns on; otherwise each point compiles to nothing and
 //! [`configure_from_env`] does nothing.
 //!
-//! - `store::before_commit`: the batch is proposed but its log entry is neither written nor
+//! - `log::before_append`: the batch is proposed but its log entry is neither written nor
 //!   fsynced yet (held inside the log append);
-//! - `store::after_fsync`: the entry is written and fsynced in the log, but not yet applied,
+//! - `log::after_fsync`: the entry is written and fsynced in the log, but not yet applied,
 //!   visible to readers or answered (a restart replays it);
-//! - `store::before_notify`: the batch is applied, visible and answered, its events not yet
+//! - `apply::before_notify`: the batch is applied, visible and answered, its events not yet
 //!   sent to the watch tree (held on a thread of its own, off the apply path);
 //! - `grpc::after_range`: a range is read from the view, not yet answered (where the edge's
 //!   auth revision check after a read must still refuse it); see [`hold`].
 
 /// Configures the failpoints named in `FAILPOINTS` (`name=actions;...`, in the fail crate's
-/// action syntax, e.g. `store::before_commit=sleep(1500)`). A build without the `failpoints`
+/// action syntax, e.g. `log::before_append=sleep(1500)`). A build without the `failpoints`
 /// feature ignores the variable.
 #[cfg(feature = "failpoints")]
 pub fn configure_from_env() -> Result<(), String> {

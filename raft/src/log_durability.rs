@@ -149,7 +149,7 @@ impl LogDurability {
             }
             // Durable in the log, but neither applied, visible nor answered yet.
             #[cfg(feature = "failpoints")]
-            fail::fail_point!("store::after_fsync");
+            fail::fail_point!("log::after_fsync");
             let mut state = self.state();
             if state.epoch == epoch && target > *self.0.durable.borrow() {
                 self.0.durable.send_replace(target);

@@ -328,14 +328,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
         // Proposed, not written: nothing of the entries may be readable, watched or answered.
         #[cfg(feature = "failpoints")]
-        fail::fail_point!("store::before_commit");
+        fail::fail_point!("log::before_append");
         let own = self.durability.owns(&entries);
         let started = std::time::Instant::now();
         let written = self.wal().append(first, records.iter().map(Vec::as_slice), !own);
         if !own {
             // Durable in the log, but neither applied, visible nor answered yet.
             #[cfg(feature = "failpoints")]
-            fail::fail_point!("store::after_fsync");
+            fail::fail_point!("log::after_fsync");
             metrics::histogram!(actcd_store::metric_names::ETCD_DISK_WAL_FSYNC_DURATION_SECONDS)
                 .record(started.elapsed().as_secs_f64());
             metrics::counter!(actcd_store::metric_names::ACTCD_STORE_FSYNCS_TOTAL).increment(1);

@@ -188,7 +188,7 @@ fn answer(result: Result<Applied, StoreError>, replies: Vec<WriteReply>) {
 
 /// Moves the gauges of writes handed over and not answered yet by `delta`.
 fn pending(delta: f64) {
-    hot::mailbox_depth(ActorKind::Store).increment(delta);
+    hot::mailbox_depth(ActorKind::Apply).increment(delta);
     hot::proposals_pending().increment(delta);
 }
 

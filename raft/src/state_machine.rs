@@ -214,7 +214,7 @@ impl StateMachine {
             .increment(commands);
         metrics::counter!(actcd_store::metric_names::ETCD_SERVER_PROPOSALS_APPLIED_TOTAL).increment(commands);
         metrics::counter!(actcd_store::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL).increment(failed);
-        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Store.label())
+        metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Apply.label())
             .set(core.lease_heap_bytes() as f64);
         drop(core);
         self.applied = Some(last);
@@ -244,11 +244,11 @@ impl StateMachine {
         }
         let committed = Committed(Arc::new(events));
         #[cfg(feature = "failpoints")]
-        if fail::list().iter().any(|(name, _)| name == "store::before_notify") {
+        if fail::list().iter().any(|(name, _)| name == "apply::before_notify") {
             // Held off the apply path, so that the answers go out while the events are held.
             let subscriber = subscriber.clone();
             std::thread::spawn(move || {
-                fail::fail_point!("store::before_notify");
+                fail::fail_point!("apply::before_notify");
                 publish_to(&subscriber, committed);
             });
             return;

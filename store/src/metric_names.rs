@@ -11,8 +11,9 @@
 /// per kind of actor, never one per actor, so the label set stays bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActorKind {
-    /// The single writer.
-    Store,
+    /// The apply stage: the proposer's queue and the state machine's single writer. Its label
+    /// stays `store`, the value dashboards and alerts already select.
+    Apply,
     /// The revision index (held by the store, reported apart because it is the memory headline).
     Index,
     /// A watch shard (also labelled by its number).
@@ -28,7 +29,7 @@ pub enum ActorKind {
 impl ActorKind {
     /// Every kind, for series that must exist before the first actor of a kind does.
     pub const ALL: [ActorKind; 6] = [
-        ActorKind::Store,
+        ActorKind::Apply,
         ActorKind::Index,
         ActorKind::WatchShard,
         ActorKind::Stream,
@@ -39,7 +40,7 @@ impl ActorKind {
     /// The label value.
     pub fn label(self) -> &'static str {
         match self {
-            ActorKind::Store => "store",
+            ActorKind::Apply => "store",
             ActorKind::Index => "index",
             ActorKind::WatchShard => "watch_shard",
             ActorKind::Stream => "stream",

@@ -71,7 +71,7 @@ async fn a_data_dir_from_before_the_raft_log_opens_in_place() {
             let put = PutRequest { key: format!("old{i}").into(), value: "v".into(), ..Default::default() };
             core.apply(&Command::Put(put), &mut batch).unwrap();
         }
-        core.commit(batch).unwrap();
+        core.commit_by_log(batch, core.applied_index() + 1).unwrap();
     }
     let server = Server::actcd(dir.path(), &[]).await;
     let mut kv = server.kv().await;

@@ -148,7 +148,7 @@ impl<E: Engine> Actor for WatchShard<E> {
         ctx.set_mailbox_capacity(self.config.mailbox);
         // Registered at 0 so the series exist before anything is pending.
         hot::pending_events().increment(0.0);
-        for actor in [ActorKind::Store, ActorKind::WatchShard, ActorKind::Stream] {
+        for actor in [ActorKind::Apply, ActorKind::WatchShard, ActorKind::Stream] {
             hot::mailbox_depth(actor).increment(0.0);
         }
         ctx.run_interval(SYNC_INTERVAL, |shard, ctx| shard.sync(ctx));

@@ -32,7 +32,7 @@ use crate::backend::recovery::{recover, Recovered};
 use crate::error::StoreError;
 use crate::lease_store::index::LeaseIndex;
 use crate::mvcc::batch::{Batch, TokenChange};
-use crate::mvcc::put_delete::TxnCtx;
+use crate::mvcc::put_delete::WriteTxn;
 use crate::mvcc::read_view::ReadView;
 use crate::mvcc::shared::Shared;
 use crate::mvcc::txn;
@@ -312,28 +312,17 @@ impl<E: Engine> StoreCore<E> {
         }
     }
 
-    /// Makes every command applied into `batch` durable (one engine write, one fsync), then
-    /// visible to readers, and returns the batch's events for watchers. On failure the writer
-    /// stops taking writes.
-    pub fn commit(&mut self, batch: Batch) -> Result<CommittedEvents, StoreError> {
-        if batch.commands == 0 && self.failed.is_none() {
-            let prev_revision = self.shared.visible.load(Ordering::Acquire);
-            return Ok(CommittedEvents { prev_revision, revision: prev_revision, events: Vec::new() });
-        }
-        self.applied_index += batch.commands;
-        self.write_and_publish(batch, false)
+    /// The log index of the last entry applied: the next batch is that of the entry after it.
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index
     }
 
     /// Writes `batch`, the changes of Raft log entries up to `log_index` that the log already
     /// holds durably, without an fsync of its own (a restart replays what a crash lost), then
     /// makes it visible. The batch may hold no command (a blank or membership entry): the
     /// applied position it records is written all the same.
-    pub fn commit_by_log(&mut self, batch: Batch, log_index: u64) -> Result<CommittedEvents, StoreError> {
+    pub fn commit_by_log(&mut self, mut batch: Batch, log_index: u64) -> Result<CommittedEvents, StoreError> {
         self.applied_index = log_index;
-        self.write_and_publish(batch, true)
-    }
-
-    fn write_and_publish(&mut self, mut batch: Batch, by_log: bool) -> Result<CommittedEvents, StoreError> {
         if let Some(reason) = &self.failed {
             return Err(StoreError::Stopped(reason.clone()));
         }
@@ -343,12 +332,7 @@ impl<E: Engine> StoreCore<E> {
             APPLIED_INDEX_KEY.to_vec(),
             codec::encode_i64(self.applied_index as i64),
         );
-        let written = if by_log {
-            self.shared.engine.commit_by_log(&batch.writes)
-        } else {
-            self.shared.engine.commit(&batch.writes)
-        };
-        if let Err(err) = written {
+        if let Err(err) = self.shared.engine.commit_by_log(&batch.writes) {
             // The batch may or may not be on disk (a failed fsync says nothing about what the
             // disk kept), so its writes are answered as etcd's stopping server answers them:
             // unavailable, outcome unknown, never acknowledged.
@@ -411,12 +395,12 @@ impl<E: Engine> StoreCore<E> {
     pub(crate) fn in_txn<T>(
         &mut self,
         batch: &mut Batch,
-        body: impl FnOnce(&mut TxnCtx<'_, E>) -> Result<T, StoreError>,
+        body: impl FnOnce(&mut WriteTxn<'_, E>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let compacted = self.compacted_for(batch);
         let shared = Arc::clone(&self.shared);
         let mut index = shared.write_index()?;
-        let mut ctx = TxnCtx {
+        let mut ctx = WriteTxn {
             index: &mut index,
             leases: &mut self.leases,
             engine: &shared.engine,
@@ -503,7 +487,7 @@ mod tests {
             let put = PutRequest { key: key(i), lease: 7, ..Default::default() };
             core.apply(&Command::Put(put), &mut batch).expect("put");
             if i % 8192 == 0 {
-                core.commit(std::mem::take(&mut batch)).expect("commit");
+                core.commit_by_log(std::mem::take(&mut batch), core.applied_index() + 1).expect("commit");
             }
         }
         let one_more = PutRequest { key: key(limit), lease: 7, ..Default::default() };
@@ -512,7 +496,7 @@ mod tests {
         core.apply(&Command::Put(again), &mut batch).expect("a key the lease holds may be put again");
         let unleased = PutRequest { lease: 0, ..one_more };
         core.apply(&Command::Put(unleased), &mut batch).expect("the same key without the lease");
-        core.commit(batch).expect("commit");
+        core.commit_by_log(batch, core.applied_index() + 1).expect("commit");
 
         let revision = core.current_revision();
         let all = DeleteRangeRequest { key: "k".into(), range_end: "l".into(), ..Default::default() };
@@ -540,6 +524,6 @@ mod tests {
         let some = DeleteRangeRequest { key: "k".into(), range_end: "l".into(), ..Default::default() };
         let deleted = core.apply(&Command::DeleteRange(some), &mut batch).expect("the writer goes on");
         assert!(matches!(deleted, CommandResponse::DeleteRange(d) if d.deleted == 1));
-        core.commit(batch).expect("commit");
+        core.commit_by_log(batch, core.applied_index() + 1).expect("commit");
     }
 }

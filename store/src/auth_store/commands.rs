@@ -126,7 +126,7 @@ mod tests {
     ) -> Result<CommandResponse, StoreError> {
         let mut batch = Batch::default();
         let answer = core.apply(&command.from_caller(caller), &mut batch);
-        core.commit(batch).expect("commits");
+        core.commit_by_log(batch, core.applied_index() + 1).expect("commits");
         answer
     }
 

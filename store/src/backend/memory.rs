@@ -145,7 +145,7 @@ mod tests {
         }
         let del = DeleteRangeRequest { key: "b".into(), ..Default::default() };
         core.apply(&Command::DeleteRange(del), &mut batch).expect("delete");
-        core.commit(batch).expect("commit");
+        core.commit_by_log(batch, core.applied_index() + 1).expect("commit");
         drop(core);
         let again = StoreCore::open(engine.clone(), StoreConfig::default()).expect("reopen");
         assert_eq!(again.current_revision(), 5);

@@ -256,7 +256,7 @@ mod tests {
         for c in commands {
             core.apply(c, &mut batch).expect("apply");
         }
-        core.commit(batch).expect("commit");
+        core.commit_by_log(batch, core.applied_index() + 1).expect("commit");
     }
 
     fn put(key: &str, value: &str) -> Command {

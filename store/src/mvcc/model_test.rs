@@ -191,11 +191,11 @@ proptest! {
                 }
                 Step::Read(k, e, r) => check_read(&store.read_view(), &mut committed, k, e, r),
                 Step::Commit => {
-                    store.commit(std::mem::take(&mut batch)).expect("commit");
+                    store.commit_by_log(std::mem::take(&mut batch), store.applied_index() + 1).expect("commit");
                     committed = model.clone();
                 }
                 Step::Restart => {
-                    store.commit(std::mem::take(&mut batch)).expect("commit");
+                    store.commit_by_log(std::mem::take(&mut batch), store.applied_index() + 1).expect("commit");
                     committed = model.clone();
                     drop(store);
                     store = open(dir.path());
@@ -203,7 +203,7 @@ proptest! {
                 }
             }
         }
-        store.commit(batch).expect("commit");
+        store.commit_by_log(batch, store.applied_index() + 1).expect("commit");
         let view = store.read_view();
         for k in 0..6 {
             for r in 0..=model.current() as u8 {

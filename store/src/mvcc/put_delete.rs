@@ -1,5 +1,5 @@
 //! Put and delete range: the changes every write command makes (a Put, a DeleteRange, the ops
-//! of a Txn's taken path, a revoked lease's deletes), through one [`TxnCtx`].
+//! of a Txn's taken path, a revoked lease's deletes), through one [`WriteTxn`].
 //!
 //! Every write command runs as one transaction at revision `begin + 1`: each change takes the
 //! next sub-revision, reads see the changes made so far, and the store revision moves only if
@@ -24,7 +24,7 @@ use crate::mvcc::range::{self, ValueSource, View};
 use crate::mvcc::revision::Revision;
 
 /// One write transaction at revision `begin + 1`.
-pub struct TxnCtx<'a, E: Engine> {
+pub struct WriteTxn<'a, E: Engine> {
     /// The index, locked for writing for the whole transaction.
     pub index: &'a mut Index,
     /// Leases and their keys.
@@ -41,7 +41,7 @@ pub struct TxnCtx<'a, E: Engine> {
     pub changes: i64,
 }
 
-impl<E: Engine> View for TxnCtx<'_, E> {
+impl<E: Engine> View for WriteTxn<'_, E> {
     fn current(&self) -> i64 {
         self.read_rev()
     }
@@ -56,7 +56,7 @@ impl<E: Engine> View for TxnCtx<'_, E> {
     }
 }
 
-impl<E: Engine> TxnCtx<'_, E> {
+impl<E: Engine> WriteTxn<'_, E> {
     /// The revision the transaction's reads see: its own changes once it has made some.
     pub fn read_rev(&self) -> i64 {
         if self.changes > 0 {
@@ -196,7 +196,7 @@ impl<E: Engine> TxnCtx<'_, E> {
 
 #[cfg(test)]
 mod tests {
-    //! The write logic on its own: a [`TxnCtx`] over a bare index, lease index and in-memory
+    //! The write logic on its own: a [`WriteTxn`] over a bare index, lease index and in-memory
     //! engine, with no writer around it, so each test sees exactly what one change records.
     use super::*;
     use crate::backend::codec;
@@ -226,8 +226,8 @@ mod tests {
 
         /// Runs `body` as one write transaction, moving the revision on if it changed
         /// anything, as the writer does.
-        fn txn<T>(&mut self, body: impl FnOnce(&mut TxnCtx<'_, MemoryEngine>) -> T) -> T {
-            let mut ctx = TxnCtx {
+        fn txn<T>(&mut self, body: impl FnOnce(&mut WriteTxn<'_, MemoryEngine>) -> T) -> T {
+            let mut ctx = WriteTxn {
                 index: &mut self.index,
                 leases: &mut self.leases,
                 engine: &self.engine,

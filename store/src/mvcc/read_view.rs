@@ -247,7 +247,7 @@ pub(crate) mod tests {
     pub(in crate::mvcc) fn apply(core: &mut StoreCore<MemoryEngine>, command: Command) {
         let mut batch = Batch::default();
         core.apply(&command, &mut batch).expect("applies");
-        core.commit(batch).expect("commits");
+        core.commit_by_log(batch, core.applied_index() + 1).expect("commits");
     }
 
     /// A put of `key` = `value`.

@@ -10,7 +10,7 @@ use actcd_proto::etcdserverpb::{
 
 use crate::backend::engine::Engine;
 use crate::error::StoreError;
-use crate::mvcc::put_delete::TxnCtx;
+use crate::mvcc::put_delete::WriteTxn;
 use crate::mvcc::range::{self, View};
 use crate::mvcc::revision::Revision;
 
@@ -120,7 +120,7 @@ fn read_only_branch(
     Ok(TxnResponse { header: Some(ResponseHeader::default()), succeeded: decision.succeeded, responses })
 }
 
-impl<E: Engine> TxnCtx<'_, E> {
+impl<E: Engine> WriteTxn<'_, E> {
     /// Checks what etcd checks before applying a txn's taken path: leases exist, keys named by
     /// ignore_value / ignore_lease exist, range revisions are readable.
     pub fn check_path(&self, txn: &TxnRequest, decision: &Decision) -> Result<(), StoreError> {

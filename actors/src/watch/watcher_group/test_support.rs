@@ -63,7 +63,7 @@ impl Fixture {
         for c in &commands {
             self.store.apply(c, &mut batch).expect("apply");
         }
-        self.store.commit(batch).expect("commit")
+        self.store.commit_by_log(batch, self.store.applied_index() + 1).expect("commit")
     }
     pub fn put(&mut self, key: &'static str, value: &'static str) -> CommittedEvents {
         self.commit(vec![put(key, value)])
