@@ -12,9 +12,10 @@ use actcd_proto::v3electionpb::election_client::ElectionClient;
 use actcd_proto::v3electionpb::{CampaignRequest, LeaderKey, LeaderRequest, ProclaimRequest, ResignRequest};
 use actcd_proto::v3lockpb::lock_client::LockClient;
 use actcd_proto::v3lockpb::{LockRequest, UnlockRequest};
+use etcd_client::GetOptions;
 use tonic::transport::Channel;
 
-use crate::harness::{etcdctl_binary, Server};
+use crate::harness::{calls_in_progress, etcdctl_binary, wait_until, Server};
 
 async fn channel(server: &Server) -> Channel {
     Channel::from_shared(server.endpoint.clone()).unwrap().connect().await.unwrap()
@@ -108,7 +109,18 @@ async fn an_etcdctl_lock_and_a_lock_service_lock_exclude_each_other() {
             .unwrap()
     };
     let mut waiting = etcdctl(&["echo", "got-it"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // clientv3's Mutex puts its own key, and watches the key before it only when that one is
+    // not its own: a second key under the name and an open Watch say etcdctl is waiting.
+    let kv = server.client().await;
+    wait_until(Duration::from_secs(10), "etcdctl to queue behind the service's lock", || {
+        let mut kv = kv.clone();
+        let server = &server;
+        async move {
+            let queued = kv.get("shared/", Some(GetOptions::new().with_prefix().with_count_only())).await;
+            queued.is_ok_and(|r| r.count() == 2) && calls_in_progress(server, "Watch").await >= 1.0
+        }
+    })
+    .await;
     assert!(waiting.try_wait().unwrap().is_none(), "etcdctl took a lock the Lock service holds");
     locks.unlock(UnlockRequest { key: held.key }).await.unwrap();
     let out = tokio::task::spawn_blocking(move || waiting.wait_with_output().unwrap()).await.unwrap();

@@ -2,13 +2,13 @@
 //! build, set by FAILPOINTS) hold the group commit at its boundaries while a reader, a watcher
 //! and the writing client look on, and a kill -9 inside the hold shows what the disk has.
 //!
-//! - Held in `store::before_commit` (applied in memory, not written): the client gets no
+//! - Held in `log::before_append` (applied in memory, not written): the client gets no
 //!   answer, reads keep returning the previous revision, the future revision is refused, the
 //!   watcher gets no event and its progress reports the previous revision; killed there, the
 //!   write is not on disk after the restart and the store is as before it.
-//! - Held in `store::after_fsync` (written and fsynced, not published): still no answer and
+//! - Held in `log::after_fsync` (written and fsynced, not published): still no answer and
 //!   nothing to read, but killed there, the write is on disk after the restart.
-//! - Held in `store::before_notify` (answered, not yet sent to the watch tree): killed there,
+//! - Held in `apply::before_notify` (answered, not yet sent to the watch tree): killed there,
 //!   the answered write reaches a watcher from storage after the restart.
 
 use std::sync::{Arc, Mutex};
@@ -25,7 +25,7 @@ use actcd_proto::etcdserverpb::{
     WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse,
 };
 
-use crate::harness::Server;
+use crate::harness::{calls_in_progress, wait_until, Server};
 use crate::watch_stream::RawStream;
 
 /// How long a failpoint holds each commit.
@@ -92,6 +92,15 @@ async fn watch(
     (requests, seen)
 }
 
+/// Waits until a call of `method` is in the server and unanswered (the hold has it), rather
+/// than guessing how long it takes to get there.
+async fn in_server(server: &Server, method: &str) {
+    wait_until(HOLD / 2, &format!("a {method} call held in the server"), || async move {
+        calls_in_progress(server, method).await >= 1.0
+    })
+    .await;
+}
+
 async fn hash_at(server: &Server, revision: i64) -> (u32, i64) {
     let mut maintenance = MaintenanceClient::connect(server.endpoint.clone()).await.unwrap();
     let resp = maintenance.hash_kv(HashKvRequest { revision }).await.unwrap().into_inner();
@@ -101,7 +110,7 @@ async fn hash_at(server: &Server, revision: i64) -> (u32, i64) {
 #[tokio::test]
 async fn nothing_is_answered_read_or_watched_before_its_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "store::before_commit").await;
+    let mut server = actcd_holding(dir.path(), "log::before_append").await;
     let mut kv = server.kv().await;
     kv.put(PutRequest { key: "d/a".into(), value: "1".into(), ..Default::default() }).await.unwrap();
     let before = state(&read_all(&mut kv).await);
@@ -184,7 +193,7 @@ async fn nothing_is_answered_read_or_watched_before_its_commit() {
     let hash = hash_at(&server, r1 + 1).await;
     let mut writer = server.kv().await;
     let write = tokio::spawn(async move { writer.txn(txn("3", "3")).await.map(|_| ()) });
-    tokio::time::sleep(HOLD / 2).await;
+    in_server(&server, "Txn").await;
     assert!(!write.is_finished(), "the held write was answered");
     assert_eq!(state(&read_all(&mut kv).await), (r1 + 1, new.clone()));
     server.kill();
@@ -207,12 +216,12 @@ async fn nothing_is_answered_read_or_watched_before_its_commit() {
 #[tokio::test]
 async fn a_write_is_durable_before_it_is_visible_or_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "store::after_fsync").await;
+    let mut server = actcd_holding(dir.path(), "log::after_fsync").await;
     let mut kv = server.kv().await;
     let r0 = state(&read_all(&mut kv).await).0;
     let mut writer = server.kv().await;
     let write = tokio::spawn(async move { writer.txn(txn("1", "")).await.map(|_| ()) });
-    tokio::time::sleep(HOLD / 2).await;
+    in_server(&server, "Txn").await;
     assert!(!write.is_finished(), "the held write was answered");
     assert_eq!(state(&read_all(&mut kv).await), (r0, vec![]), "the held write was readable");
     server.kill();
@@ -234,17 +243,29 @@ async fn a_write_is_durable_before_it_is_visible_or_answered() {
 #[tokio::test]
 async fn an_answered_write_that_no_watcher_got_before_a_crash_is_watched_after_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "store::before_notify").await;
+    let mut server = actcd_holding(dir.path(), "apply::before_notify").await;
     let mut kv = server.kv().await;
     let r0 = state(&read_all(&mut kv).await).0;
-    let (_progress, watched) = watch(&server, r0 + 1).await;
+    let (progress, watched) = watch(&server, r0 + 1).await;
     let sent = Instant::now();
     let revision = kv.txn(txn("1", "")).await.unwrap().into_inner().header.unwrap().revision;
     let answered = sent.elapsed();
     assert!(answered < HOLD, "the answer waited for the watchers' hold ({answered:?})");
     assert_eq!(state(&read_all(&mut kv).await), (r0 + 1, vec![pair("d/a", "1"), pair("d/new", "1")]));
     assert_eq!(revision, r0 + 1);
-    tokio::time::sleep(HOLD / 2).await;
+    // A progress report is sent after whatever the stream had to send before it: once one
+    // arrives, events sent before it would have too.
+    let reports = watched.lock().unwrap().len();
+    let ask = WatchRequest {
+        request_union: Some(watch_request::RequestUnion::ProgressRequest(WatchProgressRequest {})),
+    };
+    progress.send(ask).await.unwrap();
+    wait_until(HOLD, "a progress report during the hold", || {
+        let watched = Arc::clone(&watched);
+        async move { watched.lock().unwrap().len() > reports }
+    })
+    .await;
+    assert!(sent.elapsed() < HOLD, "the progress report came after the hold: the test proves nothing");
     assert!(
         watched.lock().unwrap().iter().all(|(_, r)| r.events.is_empty()),
         "the watcher got the held events"
@@ -280,7 +301,7 @@ async fn an_answered_write_that_no_watcher_got_before_a_crash_is_watched_after_i
 async fn a_compaction_is_not_visible_before_it_is_durable() {
     use actcd_proto::etcdserverpb::CompactionRequest;
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "store::before_commit").await;
+    let mut server = actcd_holding(dir.path(), "log::before_append").await;
     let mut kv = server.kv().await;
     let put =
         |value: &str| PutRequest { key: "d/a".into(), value: value.to_owned().into(), ..Default::default() };
@@ -291,7 +312,7 @@ async fn a_compaction_is_not_visible_before_it_is_durable() {
     let compaction = tokio::spawn(async move {
         compactor.compact(CompactionRequest { revision: second, physical: false }).await.map(|_| ())
     });
-    tokio::time::sleep(HOLD / 2).await;
+    in_server(&server, "Compact").await;
     assert!(!compaction.is_finished(), "the held compaction was answered");
     let old = kv.range(at_first.clone()).await.expect("a read below a compaction not yet durable");
     assert_eq!(state(&old.into_inner()).1, vec![pair("d/a", "old")]);

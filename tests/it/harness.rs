@@ -63,6 +63,12 @@ impl Server {
         Self::start(Self::actcd_launch(data_dir, extra)).await
     }
 
+    /// Starts actcd like [`Server::actcd`] with its log lines written to `log`, for a test
+    /// that waits on what the server says.
+    pub async fn actcd_logged(data_dir: &Path, log: &Path, extra: &[&str]) -> Server {
+        Self::start(Self::actcd_launch(data_dir, extra).log_to(log)).await
+    }
+
     /// Starts actcd like [`Server::actcd`], run by a wrapper command that execs it (`prlimit
     /// --nofile=N`, `fiu-run -x`), so that the child's pid is actcd's own.
     pub async fn actcd_under(wrapper: &[&str], data_dir: &Path, extra: &[&str]) -> Server {
@@ -146,15 +152,54 @@ pub fn strip_identity(header: &mut Option<actcd_proto::etcdserverpb::ResponseHea
     }
 }
 
-/// One unlabelled sample from actcd's /metrics (a plain HTTP/1.0 GET), if exported.
-pub async fn metric(server: &Server, name: &str) -> Option<f64> {
+/// actcd's /metrics page (a plain HTTP/1.0 GET), if it answers.
+async fn metrics_page(server: &Server) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let host = server.metrics.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(host).await.ok()?;
     stream.write_all(format!("GET /metrics HTTP/1.0\r\nHost: {host}\r\n\r\n").as_bytes()).await.ok()?;
     let mut text = String::new();
     stream.read_to_string(&mut text).await.ok()?;
+    Some(text)
+}
+
+/// One unlabelled sample from actcd's /metrics, if exported.
+pub async fn metric(server: &Server, name: &str) -> Option<f64> {
+    let text = metrics_page(server).await?;
     text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The sum of series `name`'s samples whose labels include every `label="value"` of `labels`
+/// (0 when none is exported).
+pub async fn metric_sum(server: &Server, name: &str, labels: &[&str]) -> f64 {
+    let text = metrics_page(server).await.unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{'))
+        .filter(|l| labels.iter().all(|label| l.contains(label)))
+        .filter_map(|l| l.rsplit(' ').next()?.trim().parse::<f64>().ok())
+        .sum()
+}
+
+/// gRPC calls of `method` (`grpc_method="..."`) the server has started and not yet answered,
+/// from go-grpc-prometheus's started and handled series.
+pub async fn calls_in_progress(server: &Server, method: &str) -> f64 {
+    let label = format!("grpc_method=\"{method}\"");
+    metric_sum(server, "grpc_server_started_total", &[&label]).await
+        - metric_sum(server, "grpc_server_handled_total", &[&label]).await
+}
+
+/// Polls `check` every 20 ms until it holds, failing with `what` after `within`: the wait on
+/// something observable that a fixed sleep before an assertion would only guess at.
+pub async fn wait_until<F, Fut>(within: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// The values of several series (0 for one not exported).

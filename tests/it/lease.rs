@@ -12,7 +12,7 @@ use actcd_proto::etcdserverpb::{
     RangeRequest,
 };
 
-use crate::harness::Server;
+use crate::harness::{wait_until, Server};
 
 #[tokio::test]
 async fn leases_attach_renew_revoke_and_expire_with_one_delete_revision() {
@@ -94,9 +94,20 @@ async fn leases_survive_a_restart_with_their_keys() {
     let mut c = server.client().await;
     let ttl = c.lease_time_to_live(12, Some(LeaseTimeToLiveOptions::new().with_keys())).await.unwrap();
     assert_eq!((ttl.granted_ttl(), ttl.keys().to_vec()), (600, vec![b"b".to_vec()]));
-    // Lease 11 gets its full TTL again after the restart, then expires with its key.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(c.get("a", None).await.unwrap().count(), 0);
+    // Lease 11 gets its full TTL again after the restart (it is alive now, a restart later than
+    // the kill), then expires with its key; lease 12 and its key stay.
+    let restarted = std::time::Instant::now();
+    assert_eq!(c.get("a", None).await.unwrap().count(), 1, "lease 11 outlived by its key at the restart");
+    wait_until(Duration::from_secs(15), "lease 11 to expire with its key", || {
+        let mut c = c.clone();
+        async move { c.get("a", None).await.is_ok_and(|r| r.count() == 0) }
+    })
+    .await;
+    assert!(
+        restarted.elapsed() >= Duration::from_secs(2),
+        "lease 11 expired {:?} after the restart",
+        restarted.elapsed()
+    );
     assert_eq!(c.get("b", None).await.unwrap().count(), 1);
 }
 

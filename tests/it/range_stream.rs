@@ -250,14 +250,14 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
     let mut writer = KvClient::connect(server.endpoint.clone()).await.unwrap();
     fill(&mut kv, "k/", KEYS).await;
     let all = prefix("k/");
-    let pause = Duration::from_millis(700);
 
     // Writes between chunks.
     let pinned = kv.range(all.clone()).await.unwrap().into_inner().header.unwrap().revision;
     let want = kv.range(all.clone()).await.unwrap().into_inner();
     let mut stream = kv.clone().range_stream(all.clone()).await.unwrap().into_inner();
     let mut chunks = vec![stream.message().await.unwrap().unwrap().range_response.unwrap()];
-    tokio::time::sleep(pause).await;
+    // The server has read ahead as far as it will for a paused client.
+    settled(&server, "etcd_mvcc_range_total").await;
     writer
         .put(PutRequest { key: key("k/", KEYS - 1).into(), value: "new".into(), ..Default::default() })
         .await
@@ -279,8 +279,7 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
     let before = metric(&server, ranges).await.unwrap();
     let mut stream = kv.clone().range_stream(all.clone()).await.unwrap().into_inner();
     let mut chunks = vec![stream.message().await.unwrap().unwrap().range_response.unwrap()];
-    tokio::time::sleep(pause).await;
-    let read_ahead = metric(&server, ranges).await.unwrap() - before;
+    let read_ahead = settled(&server, ranges).await - before;
     let now = writer.put(PutRequest { key: "k/x".into(), ..Default::default() }).await.unwrap().into_inner();
     writer
         .compact(CompactionRequest { revision: now.header.unwrap().revision, physical: true })
@@ -307,8 +306,7 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
     let mut stream = kv.clone().range_stream(all.clone()).await.unwrap().into_inner();
     stream.message().await.unwrap().unwrap();
     drop(stream);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let read = metric(&server, ranges).await.unwrap() - before;
+    let read = settled(&server, ranges).await - before;
     assert!(read <= 8.0, "{read} chunks read for a client that took one and left");
     // The stream's task is gone: the server answers as before.
     assert_eq!(writer.range(all).await.unwrap().into_inner().count, KEYS as i64 + 1);
@@ -394,4 +392,19 @@ async fn auth_is_checked_before_the_first_chunk_and_after_the_last() {
         (KEYS, KEYS as i64, false),
         "every chunk came first"
     );
+}
+
+/// Series `name` once it has stopped moving (the same value over five reads 100 ms apart, so a
+/// stream that still reads ahead shows), where a fixed sleep would only guess when it stops.
+async fn settled(server: &Server, name: &str) -> f64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let (mut last, mut same) = (metric(server, name).await.unwrap(), 0);
+    while same < 4 {
+        assert!(std::time::Instant::now() < deadline, "{name} kept moving for 15 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = metric(server, name).await.unwrap();
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+    last
 }

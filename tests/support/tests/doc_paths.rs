@@ -178,3 +178,33 @@ fn the_path_finder_reads_sentences_and_skips_patterns() {
         "//! Intro.\n//!\n//! # Layout\n//! - [`a`]: one.\n//! - [`b::c`]: two.\n//!   more\n\npub mod a;\n";
     assert_eq!(layout_items(layout), vec!["a", "b::c"]);
 }
+
+/// design.md's map has a row for every crate and folder that lists its modules.
+#[test]
+fn design_md_maps_every_folder_with_a_layout() {
+    let root = workspace();
+    let design = std::fs::read_to_string(root.join("docs/design.md")).unwrap();
+    let map = &design[design.find("## Where the code is").unwrap()..];
+    let mut files = Vec::new();
+    for dir in ROOTS {
+        if root.join(dir).is_dir() {
+            layouts(&root.join(dir), &mut files);
+        }
+    }
+    let mut missing = Vec::new();
+    for file in files {
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        if !matches!(stem.as_str(), "lib" | "main" | "mod") {
+            continue;
+        }
+        let folder = file.parent().unwrap().strip_prefix(&root).unwrap().display().to_string();
+        if !map.contains(&format!("| `{folder}/` |")) {
+            missing.push(folder);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "folders with a # Layout and no row in docs/design.md:\n{}",
+        missing.join("\n")
+    );
+}
