@@ -218,6 +218,24 @@ pub async fn connect(settings: &Settings, stop: &Stop, out: &Out, reports: &[&st
     }
 }
 
+/// One connection, for a command's own requests beside its load; the first dial error as text.
+pub async fn dial_one(settings: &Settings) -> Result<Conn, String> {
+    let mut conns =
+        dial(settings, 1).await.map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?;
+    Ok(conns.remove(0))
+}
+
+/// `call` under `bound`: its answer, or the timeout or the status as text.
+pub async fn bounded<T>(
+    bound: Duration,
+    call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(bound, call).await {
+        Ok(r) => r.map(tonic::Response::into_inner).map_err(|s| status_text(&s)),
+        Err(_) => Err(format!("timed out after {bound:?}")),
+    }
+}
+
 /// The connection client `client` uses: clients go round-robin over connections.
 pub fn channel_for(channels: &[Conn], client: usize) -> Conn {
     channels[client % channels.len()].clone()

@@ -7,6 +7,7 @@
 //! busy client got round to sending it, so a stalled server shows in the latencies (coordinated
 //! omission). Every request runs under `--request-timeout`.
 
+use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
 use crate::settings::Settings;
@@ -187,6 +188,21 @@ pub async fn run_load<W: Worker>(
     dog.abort();
     progress.finish(recorders.iter().map(|r| r.completed()).sum());
     elapsed
+}
+
+/// [`run_load`] into one report named `name`, printed (or kept for the JSON) with `after`.
+pub async fn run_report<W: Worker>(
+    settings: &Settings,
+    stop: &Stop,
+    out: &Out,
+    name: &str,
+    plan: Plan,
+    workers: Vec<W>,
+    after: &str,
+) {
+    let rec = Arc::new(Recorder::new(name, settings.clients, settings.sample));
+    let total = run_load(settings, stop, plan, std::slice::from_ref(&rec), workers).await;
+    out.report("", rec.stats(total), after);
 }
 
 struct ClientCtx {

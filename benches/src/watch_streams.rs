@@ -157,16 +157,17 @@ pub async fn open_stream(
 }
 
 /// Opens `streams` streams (stream `s` on client `s mod clients`), creating on each the watches
-/// `keys_of(s)` lists. Shows progress over all watches. Returns the open streams, the creation
-/// recorder and the time the creation took.
+/// `keys_of(s)` lists, with progress over all watches. The creation report is printed when
+/// `always_report`, or when a creation failed. Returns the open streams, or `None` when none
+/// opened or the run stopped.
 pub async fn open_streams(
-    settings: &Settings,
-    stop: &Stop,
+    (settings, stop, out): (&Settings, &Stop, &Out),
     channels: &[Conn],
     streams: usize,
     keys_of: impl Fn(usize) -> Vec<Bytes>,
     plan: StreamPlan,
-) -> (Vec<OpenStream>, Arc<Recorder>, Duration) {
+    always_report: bool,
+) -> Option<Vec<OpenStream>> {
     let rec = Arc::new(Recorder::new("watch-create", streams, settings.sample));
     let total: u64 = (0..streams).map(|s| keys_of(s).len() as u64).sum();
     let progress = {
@@ -189,9 +190,15 @@ pub async fn open_streams(
         }
     }
     open.sort_by_key(|s| s.index);
-    let took = start.elapsed();
     progress.finish(rec.completed());
-    (open, rec, took)
+    let created = rec.stats(start.elapsed());
+    if always_report || created.errors > 0 || open.is_empty() {
+        out.report("Watch creation summary:\n", created, "");
+    }
+    if open.is_empty() {
+        stop.stop("no watch stream could be opened");
+    }
+    (!stop.is_stopped()).then_some(open)
 }
 
 /// Receives events on `stream` until `remaining` reaches zero, recording each event's latency

@@ -14,7 +14,7 @@ pub mod lock;
 pub mod txn;
 
 use crate::conn::{channel_for, connect, kv_client, status_text, Conn};
-use crate::keys::{varint_key, Rng};
+use crate::keys::{random_bytes, varint_key, Rng};
 use crate::output::Out;
 use crate::report::Recorder;
 use crate::runner::{run_load, OpError, Plan, Worker};
@@ -132,7 +132,7 @@ impl StmArgs {
                 let lease = sessions.get(c).map_or(0, |s| s.lease);
                 StmWorker {
                     kv: kv_client(channel.clone()),
-                    rng: Rng::seeded(c as u64 + 1),
+                    rng: Rng::new(),
                     isolation,
                     lock: match locker {
                         Locker::Stm => Lock::None,
@@ -208,7 +208,7 @@ impl StmWorker {
     fn pick_keys(&mut self) -> Vec<Bytes> {
         let mut picked: Vec<u64> = Vec::with_capacity(self.per_txn);
         while picked.len() < self.per_txn {
-            let n = self.rng.below(self.keys);
+            let n = self.rng.u64(..self.keys);
             if !picked.contains(&n) {
                 picked.push(n);
             }
@@ -218,7 +218,7 @@ impl StmWorker {
 
     async fn transaction(&mut self) -> Result<(), OpError> {
         let keys = self.pick_keys();
-        let Self { kv, rng, isolation, lock, writes, val_size, limiter, .. } = self;
+        let Self { kv, isolation, lock, writes, val_size, limiter, .. } = self;
         match lock {
             Lock::None => {}
             Lock::Client(m) => m.lock().await.map_err(OpError::new)?,
@@ -227,7 +227,7 @@ impl StmWorker {
         let mut stm = Stm::new(kv, *isolation);
         let result = loop {
             limiter.wait().await;
-            match attempt(&mut stm, &keys, *writes, rng, *val_size).await {
+            match attempt(&mut stm, &keys, *writes, *val_size).await {
                 Ok(Commit::Done) => break Ok(()),
                 Ok(Commit::Retry) => continue,
                 Err(s) => break Err(OpError::from(s)),
@@ -248,7 +248,6 @@ async fn attempt(
     stm: &mut Stm<'_>,
     keys: &[Bytes],
     writes: usize,
-    rng: &mut Rng,
     val_size: usize,
 ) -> Result<Commit, tonic::Status> {
     stm.reset();
@@ -256,7 +255,7 @@ async fn attempt(
     for key in keys {
         stm.get(key).await?;
         if writes > 0 {
-            stm.put(key.clone(), Bytes::from(rng.bytes(val_size)));
+            stm.put(key.clone(), Bytes::from(random_bytes(val_size)));
             writes -= 1;
         }
     }
