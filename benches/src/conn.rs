@@ -170,7 +170,7 @@ pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Conn>, Vec<Di
             // Authenticating is a request, not part of connecting: the server checks a bcrypt
             // hash on purpose slowly (tens of ms, a few at a time), so 100 connections
             // authenticating at once take seconds, more than a dial timeout allows.
-            let Some(user) = &settings.user else { return Ok(plain(channel)) };
+            let Some(user) = &settings.credentials else { return Ok(plain(channel)) };
             match tokio::time::timeout(settings.request_timeout, authenticate(channel, user)).await {
                 Ok(Ok(conn)) => Ok(conn),
                 Ok(Err(e)) => Err(fail(e)),

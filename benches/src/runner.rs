@@ -285,20 +285,13 @@ mod tests {
     }
 
     fn settings() -> Settings {
-        Settings {
-            endpoints: vec!["http://127.0.0.1:1".to_string()],
-            conns: 1,
-            clients: 4,
-            sample: false,
-            precise: false,
-            json: true,
-            dial_timeout: Duration::from_secs(1),
-            request_timeout: Duration::from_millis(200),
-            stall_timeout: Duration::from_secs(5),
-            threads: 1,
-            tls: None,
-            user: None,
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            global: crate::settings::Global,
         }
+        let args = ["t", "--endpoints=127.0.0.1:1", "--clients=4", "--json", "--request-timeout=200ms"];
+        <Line as clap::Parser>::parse_from(args).global.settings().expect("valid")
     }
 
     #[tokio::test]
