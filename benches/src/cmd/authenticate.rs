@@ -49,15 +49,9 @@ struct AuthWorker {
     request: AuthenticateRequest,
 }
 
-impl AuthWorker {
-    async fn authenticate(&mut self) -> Result<(), OpError> {
-        self.auth.authenticate(self.request.clone()).await?;
-        Ok(())
-    }
-}
-
 impl Worker for AuthWorker {
     fn call(&mut self, _i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
-        (0, self.authenticate())
+        let request = self.request.clone();
+        (0, async move { self.auth.authenticate(request).await.map(|_| ()).map_err(OpError::from) })
     }
 }

@@ -16,8 +16,7 @@ pub mod txn;
 use crate::conn::{channel_for, connect, kv_client, status_text, Conn};
 use crate::keys::{random_bytes, varint_key, Rng};
 use crate::output::Out;
-use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::runner::{run_report, OpError, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -147,9 +146,7 @@ impl StmArgs {
                 }
             })
             .collect();
-        let rec = Arc::new(Recorder::new("stm", settings.clients, settings.sample));
-        let total =
-            run_load(settings, stop, Plan::new(self.total, 0), std::slice::from_ref(&rec), workers).await;
+        run_report(settings, stop, out, "stm", Plan::new(self.total, 0), workers, "").await;
         for s in sessions {
             s.close(settings.request_timeout).await;
         }
