@@ -25,7 +25,6 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The two runs of each repeat.
 const RUNS: [&str; 2] = ["throughput", "latency"];
 const SERVERS: [Kind; 2] = [Kind::Etcd, Kind::Actcd];
 

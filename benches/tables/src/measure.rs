@@ -322,13 +322,15 @@ impl Server {
     }
 }
 
-/// Where servers come from.
 enum Target {
-    /// Started per row.
     Start(Spec),
     /// Given: one server; `used` names the memory row that ran on it (a later one would not
     /// measure a fresh server).
-    Given { endpoints: Vec<String>, pid: u32, used: Option<String> },
+    Given {
+        endpoints: Vec<String>,
+        pid: u32,
+        used: Option<String>,
+    },
 }
 
 /// A memory table as the run loop sees it: its rows, whether a row fits (given the rows
@@ -346,7 +348,6 @@ trait MemoryTable {
     async fn measure(runner: &Runner<'_>, server: &Server, stop: &Stop, row: Self::Row) -> Self::Result;
 }
 
-/// etcd's storage-memory table.
 struct StorageTable;
 
 impl MemoryTable for StorageTable {
@@ -411,7 +412,6 @@ impl MemoryTable for StorageTable {
     }
 }
 
-/// etcd's watch-memory table.
 struct WatchTable;
 
 impl MemoryTable for WatchTable {

@@ -321,7 +321,6 @@ async fn measure(
     r.client_rss_idle_kb = procfs::memory(Proc::Me).map(|m| m.rss_kb).unwrap_or(0);
     let start = Instant::now();
 
-    // Connections, in batches.
     let conns = row.clients as usize;
     let mut channels: Vec<Conn> = Vec::with_capacity(conns);
     while channels.len() < conns && !stop.is_stopped() {
@@ -340,7 +339,6 @@ async fn measure(
     }
     r.conns_opened = channels.len() as u64;
 
-    // Streams and watches.
     let rec = Arc::new(Recorder::new("watch-create", 16, settings.sample));
     let mut held: Vec<OpenStream> = Vec::new();
     if !stop.is_stopped() {

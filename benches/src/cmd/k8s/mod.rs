@@ -20,16 +20,6 @@
 //! Each verb gets etcd benchmark's report; a table of QPS and p99 per verb, the checks (lists
 //! consistent, watch events by kind, compactions) and, with `--server-pid`, the server's RSS and
 //! CPU next to the client's close it.
-//!
-//! # Layout
-//! - [`resources`]: the types, keys, object sizes and the objects the load knows.
-//! - [`store`]: the apiserver's requests (create, GuaranteedUpdate, delete, list page, count).
-//! - [`leases`]: the apiserver's lease manager for objects with a TTL.
-//! - [`writes`]: the write mix, the seeding and the node lease renewals.
-//! - [`reads`]: paginated lists and consistent reads from cache.
-//! - [`watch`]: the watch stream and the progress requests.
-//! - [`periodic`]: counts, Status and compaction on a clock.
-//! - [`server`]: the server's RSS and CPU from /proc.
 
 pub mod leases;
 pub mod periodic;
@@ -341,7 +331,6 @@ impl K8sArgs {
             }
         });
 
-        // The load.
         let recs = Recs::new(settings);
         let checks = Arc::new(ListChecks::default());
         let load_started = Instant::now();

@@ -5,10 +5,6 @@
 //! `--stm-locker lock-client` or `lock-rpc` each transaction runs under a lock as well. A
 //! transaction's latency runs from taking the lock (or starting) to releasing it, retries
 //! included; `--rate` limits the attempts per second over all clients, as etcd's limiter does.
-//!
-//! # Layout
-//! - [`txn`]: one STM transaction at an isolation level.
-//! - [`lock`]: the session lease, the client-side mutex and the Lock service.
 
 pub mod lock;
 pub mod txn;
@@ -60,7 +56,6 @@ pub struct StmArgs {
     pub rate: u64,
 }
 
-/// What a transaction runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Locker {
     /// No lock: the STM's own conflict checks only.
@@ -150,7 +145,6 @@ impl StmArgs {
         for s in sessions {
             s.close(settings.request_timeout).await;
         }
-        out.report("", rec.stats(total), "");
     }
 }
 
