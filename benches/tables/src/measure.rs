@@ -447,7 +447,7 @@ impl MemoryTable for WatchTable {
             open_concurrency: OPEN_CONCURRENCY,
             time_limit: runner.a.row_time_limit,
         };
-        watch_row::measure_row(&settings, stop, &out, row, server.pid, runner.name.clone(), &opts).await
+        watch_row::measure(&settings, stop, &out, &opts, row, server.pid, runner.name.clone()).await
     }
 }
 
@@ -473,7 +473,7 @@ pub fn row_stop(parent: &Stop) -> (Stop, JoinHandle<()>) {
 }
 
 /// Stops `stop` with a reason after `limit`.
-fn deadline(stop: &Stop, limit: Duration) -> JoinHandle<()> {
+pub fn deadline(stop: &Stop, limit: Duration) -> JoinHandle<()> {
     let stop = stop.clone();
     tokio::spawn(async move {
         tokio::time::sleep(limit).await;
