@@ -75,11 +75,6 @@ impl Cache {
         result
     }
 
-    /// The newest revision the stream has seen.
-    pub fn revision(&self) -> i64 {
-        *self.revision.borrow()
-    }
-
     fn fail(&self, why: String) {
         self.count().error.get_or_insert(why);
     }
