@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tonic::Streaming;
+use tonic::{Status, Streaming};
 
 /// Checks the sizes of puts that carry their send time: a key of at least one byte, a value
 /// of at least the time's 8.
@@ -93,6 +93,12 @@ pub async fn open_stream(
             rec.err(index, error);
         }
     };
+    let failed = |from: usize, status: &Status| {
+        fail_rest(from, &status_text(status));
+        if is_fatal(status) {
+            stop.stop(format!("the server does not serve Watch ({})", status_text(status)));
+        }
+    };
     // One request in flight: a create is sent only once the previous one's `created` has come
     // back, so a send never waits; if one did, it would wait rather than queue.
     let (mut tx, rx) = mpsc::channel(1);
@@ -108,10 +114,7 @@ pub async fn open_stream(
         match tokio::time::timeout(plan.timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
             Ok(Ok(r)) => r,
             Ok(Err(status)) => {
-                fail_rest(0, &status_text(&status));
-                if is_fatal(&status) {
-                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
-                }
+                failed(0, &status);
                 return None;
             }
             Err(_) => {
@@ -141,10 +144,7 @@ pub async fn open_stream(
                 return None;
             }
             Ok(Err(status)) => {
-                fail_rest(w, &status_text(&status));
-                if is_fatal(&status) {
-                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
-                }
+                failed(w, &status);
                 return None;
             }
             Err(_) => {
