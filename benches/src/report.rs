@@ -138,11 +138,7 @@ impl Recorder {
 
     /// Records a success that started (or was meant to start) at `start` and ended at `end`.
     pub fn ok(&self, client: usize, start: Instant, end: Instant) {
-        self.ok_latency(client, start, end.saturating_duration_since(start));
-    }
-
-    /// Records a success of latency `lat` that started at `start`.
-    pub fn ok_latency(&self, client: usize, start: Instant, lat: Duration) {
+        let lat = end.saturating_duration_since(start);
         let ns = u64::try_from(lat.as_nanos()).unwrap_or(u64::MAX).clamp(1, MAX_TRACKED_NS);
         {
             let mut s = self.shard(client);
@@ -453,7 +449,7 @@ mod tests {
         let r = Recorder::new("put", 4, false);
         let t = Instant::now();
         for (i, &l) in lats_ms.iter().enumerate() {
-            r.ok_latency(i, t, ms(l));
+            r.ok(i, t, t + ms(l));
         }
         r
     }
@@ -549,8 +545,9 @@ mod tests {
     fn samples_fill_empty_seconds() {
         let r = Recorder::new("put", 1, true);
         let t = r.base;
-        r.ok_latency(0, t, ms(2));
-        r.ok_latency(0, t + Duration::from_millis(2500), ms(4));
+        r.ok(0, t, t + ms(2));
+        let later = t + Duration::from_millis(2500);
+        r.ok(0, later, later + ms(4));
         let s = r.stats(Duration::from_secs(3));
         let samples = s.samples.clone().expect("sampled");
         assert!(samples.len() >= 3);
@@ -580,7 +577,7 @@ mod tests {
         let r = Recorder::new("put", 100, false);
         let t = Instant::now();
         for c in 0..100 {
-            r.ok_latency(c, t, ms(1 + c as u64));
+            r.ok(c, t, t + ms(1 + c as u64));
         }
         let s = r.stats(Duration::from_secs(1));
         assert_eq!(s.requests, 100);
