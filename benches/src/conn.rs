@@ -170,7 +170,7 @@ pub async fn dial(settings: &Settings, conns: usize) -> Result<Vec<Conn>, Vec<Di
             // Authenticating is a request, not part of connecting: the server checks a bcrypt
             // hash on purpose slowly (tens of ms, a few at a time), so 100 connections
             // authenticating at once take seconds, more than a dial timeout allows.
-            let Some(user) = &settings.user else { return Ok(plain(channel)) };
+            let Some(user) = &settings.credentials else { return Ok(plain(channel)) };
             match tokio::time::timeout(settings.request_timeout, authenticate(channel, user)).await {
                 Ok(Ok(conn)) => Ok(conn),
                 Ok(Err(e)) => Err(fail(e)),
@@ -215,6 +215,24 @@ pub async fn connect(settings: &Settings, stop: &Stop, out: &Out, reports: &[&st
             stop.stop(format!("{first} ({} of {} connections failed)", errors.len(), settings.conns));
             None
         }
+    }
+}
+
+/// One connection, for a command's own requests beside its load; the first dial error as text.
+pub async fn dial_one(settings: &Settings) -> Result<Conn, String> {
+    let mut conns =
+        dial(settings, 1).await.map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?;
+    Ok(conns.remove(0))
+}
+
+/// `call` under `bound`: its answer, or the timeout or the status as text.
+pub async fn bounded<T>(
+    bound: Duration,
+    call: impl std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(bound, call).await {
+        Ok(r) => r.map(tonic::Response::into_inner).map_err(|s| status_text(&s)),
+        Err(_) => Err(format!("timed out after {bound:?}")),
     }
 }
 

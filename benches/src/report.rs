@@ -28,7 +28,7 @@ const MAX_TRACKED_NS: u64 = 3_600_000_000_000;
 const MAX_SHARDS: usize = 16;
 
 /// One second of `--sample`'s time series.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 struct SecondPoint {
     min_ns: u64,
     max_ns: u64,
@@ -36,7 +36,22 @@ struct SecondPoint {
     count: u64,
 }
 
-/// What one shard of a recorder holds.
+impl Default for SecondPoint {
+    fn default() -> Self {
+        Self { min_ns: u64::MAX, max_ns: 0, total_ns: 0, count: 0 }
+    }
+}
+
+impl SecondPoint {
+    fn add(&mut self, p: &SecondPoint) {
+        self.min_ns = self.min_ns.min(p.min_ns);
+        self.max_ns = self.max_ns.max(p.max_ns);
+        self.total_ns += p.total_ns;
+        self.count += p.count;
+    }
+}
+
+/// What one shard of a recorder holds, and the shards merged.
 struct Shard {
     hist: Histogram<u64>,
     count: u64,
@@ -61,21 +76,26 @@ impl Shard {
             seconds: BTreeMap::new(),
         }
     }
+
+    fn add(&mut self, o: &Shard) {
+        // Same bounds on both sides, so adding cannot fail.
+        let _ = self.hist.add(&o.hist);
+        self.count += o.count;
+        self.sum_ns += o.sum_ns;
+        self.sumsq_ns += o.sumsq_ns;
+        self.min_ns = self.min_ns.min(o.min_ns);
+        self.max_ns = self.max_ns.max(o.max_ns);
+        for (e, n) in &o.errors {
+            *self.errors.entry(e.clone()).or_default() += n;
+        }
+        for (sec, p) in &o.seconds {
+            self.seconds.entry(*sec).or_default().add(p);
+        }
+    }
 }
 
 fn new_histogram() -> Histogram<u64> {
-    // Bounds and precision are constants that hdrhistogram accepts; the fallback only guards
-    // against a future change of its limits.
-    Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).unwrap_or_else(|_| {
-        let mut h = Histogram::new(3).unwrap_or_else(|_| unreachable_histogram());
-        h.auto(true);
-        h
-    })
-}
-
-#[allow(clippy::panic)]
-fn unreachable_histogram() -> Histogram<u64> {
-    panic!("hdrhistogram rejects 3 significant digits")
+    Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3).expect("hdrhistogram takes these constant bounds")
 }
 
 /// Collects the results of one kind of request (one report).
@@ -118,11 +138,7 @@ impl Recorder {
 
     /// Records a success that started (or was meant to start) at `start` and ended at `end`.
     pub fn ok(&self, client: usize, start: Instant, end: Instant) {
-        self.ok_latency(client, start, end.saturating_duration_since(start));
-    }
-
-    /// Records a success of latency `lat` that started at `start`.
-    pub fn ok_latency(&self, client: usize, start: Instant, lat: Duration) {
+        let lat = end.saturating_duration_since(start);
         let ns = u64::try_from(lat.as_nanos()).unwrap_or(u64::MAX).clamp(1, MAX_TRACKED_NS);
         {
             let mut s = self.shard(client);
@@ -134,15 +150,8 @@ impl Recorder {
             s.max_ns = s.max_ns.max(ns);
             if self.sample {
                 let unix = (self.base_unix + start.saturating_duration_since(self.base)).as_secs();
-                let p = s.seconds.entry(unix).or_default();
-                if p.count == 0 {
-                    *p = SecondPoint { min_ns: ns, max_ns: ns, total_ns: ns as u128, count: 1 };
-                } else {
-                    p.min_ns = p.min_ns.min(ns);
-                    p.max_ns = p.max_ns.max(ns);
-                    p.total_ns += ns as u128;
-                    p.count += 1;
-                }
+                let p = SecondPoint { min_ns: ns, max_ns: ns, total_ns: ns as u128, count: 1 };
+                s.seconds.entry(unix).or_default().add(&p);
             }
         }
         self.succeeded.fetch_add(1, Ordering::Relaxed);
@@ -151,15 +160,7 @@ impl Recorder {
 
     /// Records a failure; its text is the key of the error distribution.
     pub fn err(&self, client: usize, error: &str) {
-        {
-            let mut s = self.shard(client);
-            match s.errors.get_mut(error) {
-                Some(n) => *n += 1,
-                None => {
-                    s.errors.insert(error.to_string(), 1);
-                }
-            }
-        }
+        *self.shard(client).errors.entry(error.to_string()).or_default() += 1;
         self.completed.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -175,47 +176,11 @@ impl Recorder {
 
     /// Merges the shards into the report's figures; `total` is the run's wall time.
     pub fn stats(&self, total: Duration) -> Stats {
-        let mut hist = new_histogram();
-        let (mut count, mut sum, mut sumsq) = (0u64, 0u128, 0u128);
-        let (mut min, mut max) = (u64::MAX, 0u64);
-        let mut errors: HashMap<String, u64> = HashMap::new();
-        let mut seconds: BTreeMap<u64, SecondPoint> = BTreeMap::new();
+        let mut all = Shard::new();
         for shard in self.shards.iter() {
-            let s = shard.lock().unwrap_or_else(|p| p.into_inner());
-            // Same bounds on both sides, so adding cannot fail.
-            let _ = hist.add(&s.hist);
-            count += s.count;
-            sum += s.sum_ns;
-            sumsq += s.sumsq_ns;
-            min = min.min(s.min_ns);
-            max = max.max(s.max_ns);
-            for (e, n) in &s.errors {
-                *errors.entry(e.clone()).or_default() += n;
-            }
-            for (sec, p) in &s.seconds {
-                let q = seconds.entry(*sec).or_default();
-                if q.count == 0 {
-                    *q = *p;
-                } else {
-                    q.min_ns = q.min_ns.min(p.min_ns);
-                    q.max_ns = q.max_ns.max(p.max_ns);
-                    q.total_ns += p.total_ns;
-                    q.count += p.count;
-                }
-            }
+            all.add(&shard.lock().unwrap_or_else(|p| p.into_inner()));
         }
-        Stats::from_parts(StatsParts {
-            name: self.name.clone(),
-            total,
-            hist: &hist,
-            count,
-            sum_ns: sum,
-            sumsq_ns: sumsq,
-            min_ns: min,
-            max_ns: max,
-            errors,
-            seconds: self.sample.then_some(seconds),
-        })
+        Stats::from_shard(self.name.clone(), total, all, self.sample)
     }
 }
 
@@ -294,25 +259,11 @@ pub struct Stats {
     pub samples: Option<Vec<Sample>>,
 }
 
-/// What [`Stats::from_parts`] is built from.
-struct StatsParts<'a> {
-    name: String,
-    total: Duration,
-    hist: &'a Histogram<u64>,
-    count: u64,
-    sum_ns: u128,
-    sumsq_ns: u128,
-    min_ns: u64,
-    max_ns: u64,
-    errors: HashMap<String, u64>,
-    seconds: Option<BTreeMap<u64, SecondPoint>>,
-}
-
 const NS: f64 = 1e9;
 
 impl Stats {
-    fn from_parts(p: StatsParts<'_>) -> Self {
-        let total_secs = p.total.as_secs_f64();
+    fn from_shard(name: String, total: Duration, p: Shard, sample: bool) -> Self {
+        let total_secs = total.as_secs_f64();
         let n = p.count;
         let (fastest, slowest, average, stddev) = if n > 0 {
             let mean = p.sum_ns as f64 / n as f64;
@@ -321,13 +272,13 @@ impl Stats {
         } else {
             (0.0, 0.0, 0.0, 0.0)
         };
-        let histogram = if n > 0 { buckets(p.hist, p.min_ns, p.max_ns) } else { Vec::new() };
+        let histogram = if n > 0 { buckets(&p.hist, p.min_ns, p.max_ns) } else { Vec::new() };
         let latency_distribution = if n > 0 {
             PERCENTILES
                 .iter()
                 .map(|&pct| Percentile {
                     percent: pct,
-                    secs: percentile_ns(p.hist, pct, p.min_ns, p.max_ns) as f64 / NS,
+                    secs: percentile_ns(&p.hist, pct, p.min_ns, p.max_ns) as f64 / NS,
                 })
                 .collect()
         } else {
@@ -337,9 +288,9 @@ impl Stats {
             p.errors.into_iter().map(|(error, count)| ErrorCount { count, error }).collect();
         error_distribution.sort_by(|a, b| b.count.cmp(&a.count).then(a.error.cmp(&b.error)));
         let errors = error_distribution.iter().map(|e| e.count).sum();
-        let samples = p.seconds.map(time_series);
+        let samples = sample.then(|| time_series(p.seconds));
         Stats {
-            name: p.name,
+            name,
             total_secs,
             requests: n,
             errors,
@@ -474,7 +425,7 @@ fn time_series(seconds: BTreeMap<u64, SecondPoint>) -> Vec<Sample> {
     };
     (first..=last)
         .map(|sec| {
-            let p = seconds.get(&sec).copied().unwrap_or_default();
+            let p = seconds.get(&sec).copied().unwrap_or(SecondPoint { min_ns: 0, ..SecondPoint::default() });
             Sample {
                 unix_second: sec,
                 min_secs: p.min_ns as f64 / NS,
@@ -498,7 +449,7 @@ mod tests {
         let r = Recorder::new("put", 4, false);
         let t = Instant::now();
         for (i, &l) in lats_ms.iter().enumerate() {
-            r.ok_latency(i, t, ms(l));
+            r.ok(i, t, t + ms(l));
         }
         r
     }
@@ -594,8 +545,9 @@ mod tests {
     fn samples_fill_empty_seconds() {
         let r = Recorder::new("put", 1, true);
         let t = r.base;
-        r.ok_latency(0, t, ms(2));
-        r.ok_latency(0, t + Duration::from_millis(2500), ms(4));
+        r.ok(0, t, t + ms(2));
+        let later = t + Duration::from_millis(2500);
+        r.ok(0, later, later + ms(4));
         let s = r.stats(Duration::from_secs(3));
         let samples = s.samples.clone().expect("sampled");
         assert!(samples.len() >= 3);
@@ -625,7 +577,7 @@ mod tests {
         let r = Recorder::new("put", 100, false);
         let t = Instant::now();
         for c in 0..100 {
-            r.ok_latency(c, t, ms(1 + c as u64));
+            r.ok(c, t, t + ms(1 + c as u64));
         }
         let s = r.stats(Duration::from_secs(1));
         assert_eq!(s.requests, 100);

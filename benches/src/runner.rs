@@ -7,6 +7,7 @@
 //! busy client got round to sending it, so a stalled server shows in the latencies (coordinated
 //! omission). Every request runs under `--request-timeout`.
 
+use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
 use crate::settings::Settings;
@@ -189,6 +190,21 @@ pub async fn run_load<W: Worker>(
     elapsed
 }
 
+/// [`run_load`] into one report named `name`, printed (or kept for the JSON) with `after`.
+pub async fn run_report<W: Worker>(
+    settings: &Settings,
+    stop: &Stop,
+    out: &Out,
+    name: &str,
+    plan: Plan,
+    workers: Vec<W>,
+    after: &str,
+) {
+    let rec = Arc::new(Recorder::new(name, settings.clients, settings.sample));
+    let total = run_load(settings, stop, plan, std::slice::from_ref(&rec), workers).await;
+    out.report("", rec.stats(total), after);
+}
+
 struct ClientCtx {
     client: usize,
     next: Arc<AtomicU64>,
@@ -269,20 +285,13 @@ mod tests {
     }
 
     fn settings() -> Settings {
-        Settings {
-            endpoints: vec!["http://127.0.0.1:1".to_string()],
-            conns: 1,
-            clients: 4,
-            sample: false,
-            precise: false,
-            json: true,
-            dial_timeout: Duration::from_secs(1),
-            request_timeout: Duration::from_millis(200),
-            stall_timeout: Duration::from_secs(5),
-            threads: 1,
-            tls: None,
-            user: None,
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            global: crate::settings::Global,
         }
+        let args = ["t", "--endpoints=127.0.0.1:1", "--clients=4", "--json", "--request-timeout=200ms"];
+        <Line as clap::Parser>::parse_from(args).global.settings().expect("valid")
     }
 
     #[tokio::test]

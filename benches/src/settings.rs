@@ -1,6 +1,6 @@
 //! The flags every command takes (etcd benchmark's global flags, plus the bounds that keep a run
-//! from hanging), checked and turned into the [`Settings`] a command runs with: endpoints as
-//! URIs, counts above zero, bounds above zero.
+//! from hanging), checked into the [`Settings`] a command runs with: endpoints as URIs, counts
+//! above zero, bounds above zero.
 
 use actcd_proto::go_duration::parse as parse_go_duration;
 use clap::{ArgAction, Args};
@@ -54,39 +54,20 @@ pub struct Global {
     /// token (etcd's benchmark prompts for a missing password; a benchmark run cannot).
     #[arg(long, global = true)]
     pub user: Option<String>,
+    /// TLS for https endpoints (None: plain only), from --cacert, --cert and --key.
+    #[arg(skip)]
+    pub tls: Option<tonic::transport::ClientTlsConfig>,
+    /// `--user` split into name and password.
+    #[arg(skip)]
+    pub credentials: Option<(String, String)>,
 }
 
-/// The global settings every command runs with.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Endpoint URIs.
-    pub endpoints: Vec<String>,
-    /// Connections (gRPC channels).
-    pub conns: usize,
-    /// Clients, spread round-robin over the connections.
-    pub clients: usize,
-    /// Keep the per-second time series.
-    pub sample: bool,
-    /// `%g` instead of `%4.4f`.
-    pub precise: bool,
-    /// Print one JSON document instead of text.
-    pub json: bool,
-    /// Bound on connecting.
-    pub dial_timeout: Duration,
-    /// Bound on each request.
-    pub request_timeout: Duration,
-    /// Stop when nothing succeeded for this long while requests were outstanding or failing.
-    pub stall_timeout: Duration,
-    /// Client threads (1: a current-thread runtime).
-    pub threads: usize,
-    /// TLS for https endpoints (None: plain only).
-    pub tls: Option<tonic::transport::ClientTlsConfig>,
-    /// `--user`: the name and password each connection authenticates with.
-    pub user: Option<(String, String)>,
-}
+/// The settings a command runs with: the global flags as [`Global::settings`] checked them.
+pub type Settings = Global;
 
 impl Global {
-    /// Checks the flags and turns them into [`Settings`].
+    /// Checks the flags; the settings with the endpoints as URIs, the TLS config and the
+    /// credentials filled in.
     pub fn settings(&self) -> Result<Settings, String> {
         if self.conns == 0 {
             return Err("--conns must be at least 1".to_string());
@@ -111,7 +92,7 @@ impl Global {
         }
         let endpoints = self.endpoints.iter().map(|e| endpoint_uri(e)).collect::<Result<Vec<_>, _>>()?;
         let tls = self.tls(&endpoints)?;
-        let user = match &self.user {
+        let credentials = match &self.user {
             None => None,
             Some(user) => match user.split_once(':') {
                 Some((name, password)) => Some((name.to_string(), password.to_string())),
@@ -120,20 +101,7 @@ impl Global {
                 }
             },
         };
-        Ok(Settings {
-            endpoints,
-            conns: self.conns,
-            clients: self.clients,
-            sample: self.sample,
-            precise: self.precise,
-            json: self.json,
-            dial_timeout: self.dial_timeout,
-            request_timeout: self.request_timeout,
-            stall_timeout: self.stall_timeout,
-            threads: self.threads,
-            tls,
-            user,
-        })
+        Ok(Settings { endpoints, tls, credentials, ..self.clone() })
     }
 
     /// The TLS of https endpoints: the CA that signs the server's certificate, and the client's

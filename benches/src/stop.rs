@@ -35,6 +35,11 @@ impl Stop {
         self.tx.send_replace(true);
     }
 
+    /// `result`'s value, or `None` after stopping with its error.
+    pub fn check<T>(&self, result: Result<T, String>) -> Option<T> {
+        result.map_err(|e| self.stop(e)).ok()
+    }
+
     /// Whether the signal is set.
     pub fn is_stopped(&self) -> bool {
         *self.tx.borrow()

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tonic::Streaming;
+use tonic::{Status, Streaming};
 
 /// Checks the sizes of puts that carry their send time: a key of at least one byte, a value
 /// of at least the time's 8.
@@ -93,6 +93,12 @@ pub async fn open_stream(
             rec.err(index, error);
         }
     };
+    let failed = |from: usize, status: &Status| {
+        fail_rest(from, &status_text(status));
+        if is_fatal(status) {
+            stop.stop(format!("the server does not serve Watch ({})", status_text(status)));
+        }
+    };
     // One request in flight: a create is sent only once the previous one's `created` has come
     // back, so a send never waits; if one did, it would wait rather than queue.
     let (mut tx, rx) = mpsc::channel(1);
@@ -108,10 +114,7 @@ pub async fn open_stream(
         match tokio::time::timeout(plan.timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
             Ok(Ok(r)) => r,
             Ok(Err(status)) => {
-                fail_rest(0, &status_text(&status));
-                if is_fatal(&status) {
-                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
-                }
+                failed(0, &status);
                 return None;
             }
             Err(_) => {
@@ -141,10 +144,7 @@ pub async fn open_stream(
                 return None;
             }
             Ok(Err(status)) => {
-                fail_rest(w, &status_text(&status));
-                if is_fatal(&status) {
-                    stop.stop(format!("the server does not serve Watch ({})", status_text(&status)));
-                }
+                failed(w, &status);
                 return None;
             }
             Err(_) => {
@@ -157,16 +157,17 @@ pub async fn open_stream(
 }
 
 /// Opens `streams` streams (stream `s` on client `s mod clients`), creating on each the watches
-/// `keys_of(s)` lists. Shows progress over all watches. Returns the open streams, the creation
-/// recorder and the time the creation took.
+/// `keys_of(s)` lists, with progress over all watches. The creation report is printed when
+/// `always_report`, or when a creation failed. Returns the open streams, or `None` when none
+/// opened or the run stopped.
 pub async fn open_streams(
-    settings: &Settings,
-    stop: &Stop,
+    (settings, stop, out): (&Settings, &Stop, &Out),
     channels: &[Conn],
     streams: usize,
     keys_of: impl Fn(usize) -> Vec<Bytes>,
     plan: StreamPlan,
-) -> (Vec<OpenStream>, Arc<Recorder>, Duration) {
+    always_report: bool,
+) -> Option<Vec<OpenStream>> {
     let rec = Arc::new(Recorder::new("watch-create", streams, settings.sample));
     let total: u64 = (0..streams).map(|s| keys_of(s).len() as u64).sum();
     let progress = {
@@ -189,9 +190,15 @@ pub async fn open_streams(
         }
     }
     open.sort_by_key(|s| s.index);
-    let took = start.elapsed();
     progress.finish(rec.completed());
-    (open, rec, took)
+    let created = rec.stats(start.elapsed());
+    if always_report || created.errors > 0 || open.is_empty() {
+        out.report("Watch creation summary:\n", created, "");
+    }
+    if open.is_empty() {
+        stop.stop("no watch stream could be opened");
+    }
+    (!stop.is_stopped()).then_some(open)
 }
 
 /// Receives events on `stream` until `remaining` reaches zero, recording each event's latency

@@ -5,15 +5,13 @@
 
 use crate::conn::{channel_for, connect, Conn};
 use crate::output::Out;
-use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::runner::{run_report, OpError, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::auth_client::AuthClient;
 use actcd_proto::etcdserverpb::AuthenticateRequest;
 use clap::Args;
 use std::future::Future;
-use std::sync::Arc;
 
 /// `authenticate`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -42,10 +40,7 @@ impl AuthenticateArgs {
                 request: request.clone(),
             })
             .collect();
-        let rec = Arc::new(Recorder::new("authenticate", settings.clients, settings.sample));
-        let total =
-            run_load(settings, stop, Plan::new(self.total, 0), std::slice::from_ref(&rec), workers).await;
-        out.report("", rec.stats(total), "");
+        run_report(settings, stop, out, "authenticate", Plan::new(self.total, 0), workers, "").await;
     }
 }
 
@@ -54,15 +49,9 @@ struct AuthWorker {
     request: AuthenticateRequest,
 }
 
-impl AuthWorker {
-    async fn authenticate(&mut self) -> Result<(), OpError> {
-        self.auth.authenticate(self.request.clone()).await?;
-        Ok(())
-    }
-}
-
 impl Worker for AuthWorker {
     fn call(&mut self, _i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
-        (0, self.authenticate())
+        let request = self.request.clone();
+        (0, async move { self.auth.authenticate(request).await.map(|_| ()).map_err(OpError::from) })
     }
 }

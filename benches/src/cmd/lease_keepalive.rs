@@ -3,15 +3,13 @@
 
 use crate::conn::{channel_for, connect, Conn};
 use crate::output::Out;
-use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::runner::{run_report, OpError, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
 use actcd_proto::etcdserverpb::{LeaseGrantRequest, LeaseKeepAliveRequest};
 use clap::Args;
 use std::future::Future;
-use std::sync::Arc;
 
 /// `lease-keepalive`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -31,10 +29,7 @@ impl LeaseKeepaliveArgs {
         let workers: Vec<KeepaliveWorker> = (0..settings.clients)
             .map(|c| KeepaliveWorker { lease: LeaseClient::new(channel_for(&channels, c)), id: None })
             .collect();
-        let rec = Arc::new(Recorder::new("lease-keepalive", settings.clients, settings.sample));
-        let total =
-            run_load(settings, stop, Plan::new(a.total, 0), std::slice::from_ref(&rec), workers).await;
-        out.report("", rec.stats(total), "");
+        run_report(settings, stop, out, "lease-keepalive", Plan::new(a.total, 0), workers, "").await;
         if let Some(reason) = stop.reason() {
             if reason.contains("Unimplemented") {
                 out.note("note: the endpoint does not implement the Lease service; lease-keepalive needs it");

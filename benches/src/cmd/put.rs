@@ -2,12 +2,11 @@
 //! one random `--val-size` value, optionally compacting every `--compact-interval`, and reading
 //! HashKV and Status after the run with `--check-hashkv`.
 
-use crate::conn::{channel_for, connect, kv_client, status_text, Conn};
+use crate::conn::{bounded, channel_for, connect, kv_client, Conn};
 use crate::format::humanize_bytes;
-use crate::keys::{check_key_space, varint_key, Rng};
+use crate::keys::{check_key_space, random_bytes, varint_key, Rng};
 use crate::output::Out;
-use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::runner::{run_report, OpError, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -17,7 +16,6 @@ use actcd_proto::go_duration::{self, parse as parse_go_duration};
 use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// `put`'s flags.
@@ -63,7 +61,7 @@ struct PutWorker {
 
 impl Worker for PutWorker {
     fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
-        let n = if self.sequential { i % self.key_space } else { self.rng.below(self.key_space) };
+        let n = if self.sequential { i % self.key_space } else { self.rng.u64(..self.key_space) };
         let req = PutRequest {
             key: Bytes::from(varint_key(n, self.key_size)),
             value: self.value.clone(),
@@ -92,11 +90,11 @@ impl PutArgs {
         let Some(channels) = connect(settings, stop, out, &["put"]).await else {
             return;
         };
-        let value = Bytes::from(Rng::seeded(0).bytes(a.val_size));
+        let value = Bytes::from(random_bytes(a.val_size));
         let workers: Vec<PutWorker> = (0..settings.clients)
             .map(|c| PutWorker {
                 kv: kv_client(channel_for(&channels, c)),
-                rng: Rng::seeded(c as u64 + 1),
+                rng: Rng::new(),
                 key_size: a.key_size,
                 key_space: a.key_space_size,
                 sequential: a.sequential_keys,
@@ -111,13 +109,10 @@ impl PutArgs {
                 settings.request_timeout,
             ))
         });
-        let rec = Arc::new(Recorder::new("put", settings.clients, settings.sample));
-        let total =
-            run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
+        run_report(settings, stop, out, "put", Plan::new(a.total, a.rate), workers, "\n").await;
         if let Some(c) = compactor {
             c.abort();
         }
-        out.report("", rec.stats(total), "\n");
         if a.check_hashkv && !stop.is_stopped() {
             hash_kv(settings, out, channels[0].clone()).await;
         }
@@ -130,14 +125,10 @@ async fn compact_loop(mut kv: KvClient<Conn>, interval: Duration, delta: i64, bo
     loop {
         tokio::time::sleep(interval).await;
         let range = RangeRequest { key: Bytes::from_static(b"foo"), ..Default::default() };
-        let rev = match tokio::time::timeout(bound, kv.range(range)).await {
-            Ok(Ok(r)) => r.into_inner().header.map(|h| h.revision).unwrap_or(0),
-            Ok(Err(e)) => {
-                eprintln!("warning: compaction skipped: cannot read the revision: {}", status_text(&e));
-                continue;
-            }
-            Err(_) => {
-                eprintln!("warning: compaction skipped: reading the revision timed out");
+        let rev = match bounded(bound, kv.range(range)).await {
+            Ok(r) => r.header.map(|h| h.revision).unwrap_or(0),
+            Err(e) => {
+                eprintln!("warning: compaction skipped: cannot read the revision: {e}");
                 continue;
             }
         };
@@ -146,12 +137,8 @@ async fn compact_loop(mut kv: KvClient<Conn>, interval: Duration, delta: i64, bo
             continue;
         }
         let req = CompactionRequest { revision: target, physical: false };
-        match tokio::time::timeout(bound, kv.compact(req)).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
-                eprintln!("warning: compaction at revision {target} failed: {}", status_text(&e))
-            }
-            Err(_) => eprintln!("warning: compaction at revision {target} timed out"),
+        if let Err(e) = bounded(bound, kv.compact(req)).await {
+            eprintln!("warning: compaction at revision {target} failed: {e}");
         }
     }
 }
@@ -162,28 +149,14 @@ async fn hash_kv(settings: &Settings, out: &Out, channel: Conn) {
     let mut m = MaintenanceClient::new(channel);
     let bound = settings.request_timeout;
     let st = Instant::now();
-    let hash = match tokio::time::timeout(bound, m.hash_kv(HashKvRequest { revision: 0 })).await {
-        Ok(Ok(r)) => r.into_inner(),
-        Ok(Err(e)) => {
-            out.note(format!("Failed to get the hashkv of endpoint {endpoint} ({})", status_text(&e)));
-            return;
-        }
-        Err(_) => {
-            out.note(format!("Failed to get the hashkv of endpoint {endpoint} (timed out after {bound:?})"));
-            return;
-        }
+    let hash = match bounded(bound, m.hash_kv(HashKvRequest { revision: 0 })).await {
+        Ok(h) => h,
+        Err(e) => return out.note(format!("Failed to get the hashkv of endpoint {endpoint} ({e})")),
     };
     let took = st.elapsed();
-    let status = match tokio::time::timeout(bound, m.status(StatusRequest {})).await {
-        Ok(Ok(r)) => r.into_inner(),
-        Ok(Err(e)) => {
-            out.note(format!("Failed to get the status of endpoint {endpoint} ({})", status_text(&e)));
-            return;
-        }
-        Err(_) => {
-            out.note(format!("Failed to get the status of endpoint {endpoint} (timed out after {bound:?})"));
-            return;
-        }
+    let status = match bounded(bound, m.status(StatusRequest {})).await {
+        Ok(s) => s,
+        Err(e) => return out.note(format!("Failed to get the status of endpoint {endpoint} ({e})")),
     };
     let db_size = u64::try_from(status.db_size).unwrap_or(0);
     out.print(&format!(

@@ -4,8 +4,7 @@
 
 use crate::conn::{channel_for, connect, kv_client, Conn};
 use crate::output::Out;
-use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::runner::{run_report, OpError, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -14,7 +13,6 @@ use actcd_proto::key_range::prefix_end;
 use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;
-use std::sync::Arc;
 
 /// `range key [end]`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -65,13 +63,7 @@ impl RangeArgs {
     /// Runs `range`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
-        let req = match request(&a) {
-            Ok(r) => r,
-            Err(e) => {
-                stop.stop(e);
-                return;
-            }
-        };
+        let Some(req) = stop.check(request(&a)) else { return };
         let banner = if req.serializable {
             "bench with serializable range\n"
         } else {
@@ -88,10 +80,7 @@ impl RangeArgs {
                 stream: a.stream,
             })
             .collect();
-        let rec = Arc::new(Recorder::new("range", settings.clients, settings.sample));
-        let total =
-            run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
-        out.report("", rec.stats(total), "");
+        run_report(settings, stop, out, "range", Plan::new(a.total, a.rate), workers, "").await;
     }
 }
 

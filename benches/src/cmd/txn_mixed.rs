@@ -4,7 +4,7 @@
 use super::range::serializable;
 use super::txn_put::put_op;
 use crate::conn::{channel_for, connect, kv_client, Conn};
-use crate::keys::{check_key_space, varint_key, Rng};
+use crate::keys::{check_key_space, random_bytes, varint_key, Rng};
 use crate::output::Out;
 use crate::report::Recorder;
 use crate::runner::{run_load, OpError, Plan, Worker};
@@ -76,13 +76,7 @@ impl TxnMixedArgs {
     /// Runs `txn-mixed`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
-        let read = match mixed_read_request(&a) {
-            Ok(r) => r,
-            Err(e) => {
-                stop.stop(e);
-                return;
-            }
-        };
+        let Some(read) = stop.check(mixed_read_request(&a)) else { return };
         out.print(if serializable(&a.consistency).unwrap_or(false) {
             "bench with serializable range\n"
         } else {
@@ -92,13 +86,13 @@ impl TxnMixedArgs {
         else {
             return;
         };
-        let value = Bytes::from(Rng::seeded(0).bytes(a.val_size));
+        let value = Bytes::from(random_bytes(a.val_size));
         let reads = Arc::new(AtomicU64::new(0));
         let writes = Arc::new(AtomicU64::new(0));
         let workers: Vec<MixedWorker> = (0..settings.clients)
             .map(|c| MixedWorker {
                 kv: kv_client(channel_for(&channels, c)),
-                rng: Rng::seeded(c as u64 + 1),
+                rng: Rng::new(),
                 read_share: a.rw_ratio / (1.0 + a.rw_ratio),
                 read: read.clone(),
                 space: a.key_space_size,
@@ -138,7 +132,7 @@ struct MixedWorker {
 
 impl Worker for MixedWorker {
     fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
-        let (report, req) = if self.rng.unit() < self.read_share {
+        let (report, req) = if self.rng.f64() < self.read_share {
             self.reads.fetch_add(1, Ordering::Relaxed);
             (READ, self.read.clone())
         } else {

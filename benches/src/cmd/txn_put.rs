@@ -2,10 +2,9 @@
 //! `i·ops .. i·ops + ops` (mod `--key-space-size`).
 
 use crate::conn::{channel_for, connect, kv_client, Conn};
-use crate::keys::{check_key_space, varint_key, Rng};
+use crate::keys::{check_key_space, random_bytes, varint_key};
 use crate::output::Out;
-use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::runner::{run_report, OpError, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -14,7 +13,6 @@ use actcd_proto::etcdserverpb::{PutRequest, RequestOp, TxnRequest};
 use bytes::Bytes;
 use clap::Args;
 use std::future::Future;
-use std::sync::Arc;
 
 /// `txn-put`'s flags.
 #[derive(Debug, Clone, Args)]
@@ -61,7 +59,7 @@ impl TxnPutArgs {
         let Some(channels) = connect(settings, stop, out, &["txn-put"]).await else {
             return;
         };
-        let value = Bytes::from(Rng::seeded(0).bytes(a.val_size));
+        let value = Bytes::from(random_bytes(a.val_size));
         let workers: Vec<TxnPutWorker> = (0..settings.clients)
             .map(|c| TxnPutWorker {
                 kv: kv_client(channel_for(&channels, c)),
@@ -71,10 +69,7 @@ impl TxnPutArgs {
                 value: value.clone(),
             })
             .collect();
-        let rec = Arc::new(Recorder::new("txn-put", settings.clients, settings.sample));
-        let total =
-            run_load(settings, stop, Plan::new(a.total, a.rate), std::slice::from_ref(&rec), workers).await;
-        out.report("", rec.stats(total), "\n");
+        run_report(settings, stop, out, "txn-put", Plan::new(a.total, a.rate), workers, "\n").await;
     }
 }
 

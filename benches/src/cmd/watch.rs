@@ -70,39 +70,25 @@ impl WatchArgs {
         let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else {
             return;
         };
-        let mut rng = Rng::seeded(0);
+        let mut rng = Rng::new();
         let keys: Vec<Bytes> = (0..a.watched_key_total)
             .map(|i| {
                 let n =
-                    if a.sequential_keys { i as u64 % a.key_space_size } else { rng.below(a.key_space_size) };
+                    if a.sequential_keys { i as u64 % a.key_space_size } else { rng.u64(..a.key_space_size) };
                 Bytes::from(varint_key(n, a.key_size))
             })
             .collect();
         // Watch g (stream g / per-stream, in order) watches keys[g mod keys].
         let per = a.watch_per_stream;
-        let mut watchers_of = vec![0u64; keys.len()];
-        for g in 0..a.streams * per {
-            watchers_of[g % keys.len()] += 1;
-        }
         let keys_of = |s: usize| -> Vec<Bytes> {
             (s * per..(s + 1) * per).map(|g| keys[g % keys.len()].clone()).collect()
         };
-        let (streams, created, took) = open_streams(
-            settings,
-            stop,
-            &channels,
-            a.streams,
-            keys_of,
-            StreamPlan { prev_kv: false, timeout: settings.request_timeout },
-        )
-        .await;
-        out.report("Watch creation summary:\n", created.stats(took), "");
-        if streams.is_empty() || stop.is_stopped() {
-            if !stop.is_stopped() {
-                stop.stop("no watch stream could be opened");
-            }
+        let plan = StreamPlan { prev_kv: false, timeout: settings.request_timeout };
+        let Some(streams) =
+            open_streams((settings, stop, out), &channels, a.streams, keys_of, plan, true).await
+        else {
             return;
-        }
+        };
         // Events expected: for each put, the watchers of its key, on the streams that opened.
         let opened: std::collections::HashSet<usize> = streams.iter().map(|s| s.index).collect();
         let mut live_watchers = vec![0u64; keys.len()];

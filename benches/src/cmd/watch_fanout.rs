@@ -8,7 +8,7 @@
 //! stream 100 different keys, etcd's "100 connections x 10 streams x 100 watches" shape.
 
 use crate::conn::{channel_for, connect};
-use crate::keys::Rng;
+use crate::keys::random_bytes;
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
@@ -71,30 +71,18 @@ impl WatchFanoutArgs {
             return;
         };
         let keys: Arc<Vec<Bytes>> =
-            Arc::new((0..a.keys).map(|k| Bytes::from(Rng::seeded(k as u64).bytes(a.key_size))).collect());
+            Arc::new((0..a.keys).map(|_| Bytes::from(random_bytes(a.key_size))).collect());
         let (watchers, streams) = (a.watchers, a.streams);
         let watched = keys.clone();
-        let (open, created, took) = open_streams(
-            settings,
-            stop,
-            &channels,
-            a.streams,
-            move |s| {
-                watchers_of_stream(s, watchers, streams).map(|g| watched[g % watched.len()].clone()).collect()
-            },
-            StreamPlan { prev_kv: false, timeout: settings.request_timeout },
-        )
-        .await;
-        let create_stats = created.stats(took);
-        if create_stats.errors > 0 || open.is_empty() {
-            out.report("Watch creation summary:\n", create_stats, "");
-        }
-        if open.is_empty() || stop.is_stopped() {
-            if !stop.is_stopped() {
-                stop.stop("no watch stream could be opened");
-            }
+        let keys_of = move |s| {
+            watchers_of_stream(s, watchers, streams).map(|g| watched[g % watched.len()].clone()).collect()
+        };
+        let plan = StreamPlan { prev_kv: false, timeout: settings.request_timeout };
+        let Some(open) =
+            open_streams((settings, stop, out), &channels, a.streams, keys_of, plan, false).await
+        else {
             return;
-        }
+        };
         let live: u64 = open.iter().map(|s| watchers_on(s.index, watchers, streams) as u64).sum();
         let expected = expected_events(open.iter().map(|s| s.index), &a);
         let phase = EventPhase {

@@ -9,7 +9,9 @@
 //! create on, one more client on a connection of its own gets key `abc` (serializable) over and
 //! over until every watcher has its events; the report is those gets' latencies.
 
-use crate::conn::{channel_for, connect, dial, is_fatal, kv_client, status_text, Conn, MAX_RESPONSE};
+use crate::conn::{
+    bounded, channel_for, connect, dial_one, is_fatal, kv_client, status_text, Conn, MAX_RESPONSE,
+};
 use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
@@ -64,19 +66,10 @@ impl WatchGetArgs {
         let Some(channels) = connect(settings, stop, out, &["watch-get"]).await else {
             return;
         };
-        let get_channel = match dial(settings, 1).await {
-            Ok(mut c) => c.remove(0),
-            Err(e) => {
-                stop.stop(e.first().map(|e| e.to_string()).unwrap_or_default());
-                return;
-            }
-        };
-        let start_revision = match put_versions(settings, channels[0].clone(), self.events).await {
-            Ok(r) => r,
-            Err(e) => {
-                stop.stop(e);
-                return;
-            }
+        let Some(get_channel) = stop.check(dial_one(settings).await) else { return };
+        let Some(start_revision) = stop.check(put_versions(settings, channels[0].clone(), self.events).await)
+        else {
+            return;
         };
 
         let expected = self.watchers as u64 * self.events;
@@ -147,12 +140,9 @@ async fn put_versions(settings: &Settings, channel: Conn, versions: u64) -> Resu
             value: Bytes::from(i.to_string()),
             ..Default::default()
         };
-        let bound = settings.request_timeout;
-        let r = tokio::time::timeout(bound, kv.put(req))
+        let r = bounded(settings.request_timeout, kv.put(req))
             .await
-            .map_err(|_| format!("putting the watched key timed out after {bound:?}"))?
-            .map_err(|s| format!("putting the watched key: {}", status_text(&s)))?
-            .into_inner();
+            .map_err(|e| format!("putting the watched key: {e}"))?;
         if i == 0 {
             first = r.header.map(|h| h.revision).unwrap_or(0);
         }

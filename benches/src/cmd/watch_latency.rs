@@ -2,7 +2,7 @@
 //! putter at `--put-rate`; reports the puts and each event's latency from its put's send.
 
 use crate::conn::connect;
-use crate::keys::Rng;
+use crate::keys::random_bytes;
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
@@ -53,28 +53,16 @@ impl WatchLatencyArgs {
         let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else {
             return;
         };
-        let key = Bytes::from(Rng::seeded(0).bytes(a.key_size));
+        let key = Bytes::from(random_bytes(a.key_size));
         let per = a.watchers_per_stream;
         let k = key.clone();
-        let (streams, created, took) = open_streams(
-            settings,
-            stop,
-            &channels,
-            a.streams,
-            move |_| vec![k.clone(); per],
-            StreamPlan { prev_kv: a.prevkv, timeout: settings.request_timeout },
-        )
-        .await;
-        let create_stats = created.stats(took);
-        if create_stats.errors > 0 || streams.is_empty() {
-            out.report("Watch creation summary:\n", create_stats, "");
-        }
-        if streams.is_empty() || stop.is_stopped() {
-            if !stop.is_stopped() {
-                stop.stop("no watch stream could be opened");
-            }
+        let plan = StreamPlan { prev_kv: a.prevkv, timeout: settings.request_timeout };
+        let keys_of = move |_| vec![k.clone(); per];
+        let Some(streams) =
+            open_streams((settings, stop, out), &channels, a.streams, keys_of, plan, false).await
+        else {
             return;
-        }
+        };
         let expected = a.put_total * (streams.len() * per) as u64;
         let phase = EventPhase {
             keys: Arc::new(vec![key]),

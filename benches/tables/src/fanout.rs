@@ -25,7 +25,6 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// The two runs of each repeat.
 const RUNS: [&str; 2] = ["throughput", "latency"];
 const SERVERS: [Kind; 2] = [Kind::Etcd, Kind::Actcd];
 
@@ -157,15 +156,8 @@ impl FanoutArgs {
                 Kind::Etcd => self.etcd_bin.clone().map(Ok),
             }
             .unwrap_or_else(|| default_binary(kind));
-            match binary {
-                Ok(binary) => {
-                    specs.push(Spec { kind, binary, work: work.path().to_path_buf(), quota_bytes: 8 << 30 })
-                }
-                Err(e) => {
-                    stop.stop(e);
-                    return;
-                }
-            }
+            let Some(binary) = stop.check(binary) else { return };
+            specs.push(Spec { kind, binary, work: work.path().to_path_buf(), quota_bytes: 8 << 30 });
         }
         // figures[server][run][repeat]
         let mut figures = vec![vec![Vec::new(); RUNS.len()]; SERVERS.len()];

@@ -25,7 +25,7 @@ use crate::units;
 use crate::watch_row::{self, RowOptions};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::cmd::range::RangeArgs;
-use actcd_bench::conn::{dial, kv_client, status_text};
+use actcd_bench::conn::{bounded, dial_one, kv_client};
 use actcd_bench::cpu::{self, ClientCpu};
 use actcd_bench::output::Out;
 use actcd_bench::settings::Settings;
@@ -169,13 +169,8 @@ impl MeasureArgs {
         let (target, name, version, mode) = match (&a.server, a.pid) {
             (Some(kind), _) => {
                 let Ok(kind) = Kind::parse(kind) else { return };
-                let binary = match a.server_bin.clone().map(Ok).unwrap_or_else(|| default_binary(kind)) {
-                    Ok(b) => b,
-                    Err(e) => {
-                        stop.stop(e);
-                        return;
-                    }
-                };
+                let binary = a.server_bin.clone().map(Ok).unwrap_or_else(|| default_binary(kind));
+                let Some(binary) = stop.check(binary) else { return };
                 let spec = Spec {
                     kind,
                     binary,
@@ -327,13 +322,15 @@ impl Server {
     }
 }
 
-/// Where servers come from.
 enum Target {
-    /// Started per row.
     Start(Spec),
     /// Given: one server; `used` names the memory row that ran on it (a later one would not
     /// measure a fresh server).
-    Given { endpoints: Vec<String>, pid: u32, used: Option<String> },
+    Given {
+        endpoints: Vec<String>,
+        pid: u32,
+        used: Option<String>,
+    },
 }
 
 /// A memory table as the run loop sees it: its rows, whether a row fits (given the rows
@@ -351,7 +348,6 @@ trait MemoryTable {
     async fn measure(runner: &Runner<'_>, server: &Server, stop: &Stop, row: Self::Row) -> Self::Result;
 }
 
-/// etcd's storage-memory table.
 struct StorageTable;
 
 impl MemoryTable for StorageTable {
@@ -416,7 +412,6 @@ impl MemoryTable for StorageTable {
     }
 }
 
-/// etcd's watch-memory table.
 struct WatchTable;
 
 impl MemoryTable for WatchTable {
@@ -452,7 +447,7 @@ impl MemoryTable for WatchTable {
             open_concurrency: OPEN_CONCURRENCY,
             time_limit: runner.a.row_time_limit,
         };
-        watch_row::measure_row(&settings, stop, &out, row, server.pid, runner.name.clone(), &opts).await
+        watch_row::measure(&settings, stop, &out, &opts, row, server.pid, runner.name.clone()).await
     }
 }
 
@@ -478,7 +473,7 @@ pub fn row_stop(parent: &Stop) -> (Stop, JoinHandle<()>) {
 }
 
 /// Stops `stop` with a reason after `limit`.
-fn deadline(stop: &Stop, limit: Duration) -> JoinHandle<()> {
+pub fn deadline(stop: &Stop, limit: Duration) -> JoinHandle<()> {
     let stop = stop.clone();
     tokio::spawn(async move {
         tokio::time::sleep(limit).await;
@@ -681,17 +676,14 @@ const RANGE_KEY: &str = "foo";
 
 /// Puts [`RANGE_KEY`] with a value of the doc's size, so that the ranges read one real key.
 async fn put_range_key(settings: &Settings) -> Result<(), String> {
-    let channel =
-        dial(settings, 1).await.map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?.remove(0);
     let req = PutRequest {
         key: Bytes::from_static(RANGE_KEY.as_bytes()),
         value: Bytes::from(vec![b'v'; qpstable::VAL_SIZE]),
         ..Default::default()
     };
-    tokio::time::timeout(settings.request_timeout, kv_client(channel).put(req))
+    bounded(settings.request_timeout, kv_client(dial_one(settings).await?).put(req))
         .await
-        .map_err(|_| "putting the key the ranges read timed out".to_string())?
-        .map_err(|s| format!("putting the key the ranges read: {}", status_text(&s)))?;
+        .map_err(|e| format!("putting the key the ranges read: {e}"))?;
     Ok(())
 }
 

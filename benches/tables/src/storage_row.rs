@@ -7,7 +7,7 @@
 use crate::outcome::Outcome;
 use crate::storetable::{StoreResult, StoreRow};
 use actcd_bench::cmd::put::PutArgs;
-use actcd_bench::conn::{dial, kv_client, status_text};
+use actcd_bench::conn::{bounded, dial_one, kv_client};
 use actcd_bench::output::Out;
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
@@ -69,8 +69,7 @@ pub async fn measure(
 
 /// Every key counted by the server (a Range over all keys, count only) and its backend size.
 async fn count_keys(settings: &Settings) -> Result<(u64, u64), String> {
-    let channel =
-        dial(settings, 1).await.map_err(|e| e.first().map(|e| e.to_string()).unwrap_or_default())?.remove(0);
+    let channel = dial_one(settings).await?;
     let all = RangeRequest {
         key: Bytes::from_static(b"\0"),
         range_end: Bytes::from_static(b"\0"),
@@ -78,16 +77,12 @@ async fn count_keys(settings: &Settings) -> Result<(u64, u64), String> {
         ..Default::default()
     };
     let bound = settings.request_timeout;
-    let counted = tokio::time::timeout(bound, kv_client(channel.clone()).range(all))
+    let counted = bounded(bound, kv_client(channel.clone()).range(all))
         .await
-        .map_err(|_| format!("counting the keys timed out after {bound:?}"))?
-        .map_err(|s| format!("counting the keys: {}", status_text(&s)))?
-        .into_inner()
+        .map_err(|e| format!("counting the keys: {e}"))?
         .count;
-    let status = tokio::time::timeout(bound, MaintenanceClient::new(channel).status(StatusRequest {}))
+    let status = bounded(bound, MaintenanceClient::new(channel).status(StatusRequest {}))
         .await
-        .map_err(|_| format!("Status timed out after {bound:?}"))?
-        .map_err(|s| format!("Status: {}", status_text(&s)))?
-        .into_inner();
+        .map_err(|e| format!("Status: {e}"))?;
     Ok((u64::try_from(counted).unwrap_or(0), u64::try_from(status.db_size).unwrap_or(0)))
 }

@@ -18,6 +18,7 @@
 //!
 //! `--table` prints the RESULTS in etcd's layout with the least-squares fit of c1, c2 and c3.
 
+use crate::measure::deadline;
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
 use crate::units;
@@ -182,7 +183,10 @@ impl WatchMemoryArgs {
             open_concurrency: a.open_concurrency,
             time_limit: a.row_time_limit,
         };
-        let result = measure_row(settings, stop, out, row, pid, server, &opts).await;
+        // Bounded in time: the stall watchdog ends a frozen row, this limit a slow one.
+        let limit = deadline(stop, opts.time_limit + opts.settle);
+        let result = measure(settings, stop, out, &opts, row, pid, server).await;
+        limit.abort();
         finish(out, result);
     }
 }
@@ -234,29 +238,6 @@ pub struct RowOptions {
     pub time_limit: Duration,
 }
 
-/// Measures `row` against the server at `settings.endpoints` whose pid is `pid`, bounded in
-/// time: the stall watchdog ends a frozen row, the time limit a slow one.
-pub async fn measure_row(
-    settings: &Settings,
-    stop: &Stop,
-    out: &Out,
-    row: Row,
-    pid: u32,
-    server: String,
-    opts: &RowOptions,
-) -> RowResult {
-    let deadline = {
-        let (stop, limit) = (stop.clone(), opts.time_limit + opts.settle);
-        tokio::spawn(async move {
-            tokio::time::sleep(limit).await;
-            stop.stop(format!("the row did not finish within {limit:?} (row time limit and settle time)"));
-        })
-    };
-    let result = measure(settings, stop, out, opts, row, pid, server).await;
-    deadline.abort();
-    result
-}
-
 fn finish(out: &Out, r: RowResult) {
     if !out.json() {
         let mut s = format!(
@@ -304,7 +285,8 @@ fn finish(out: &Out, r: RowResult) {
     }
 }
 
-async fn measure(
+/// Measures `row` against the server at `settings.endpoints` whose pid is `pid`.
+pub async fn measure(
     settings: &Settings,
     stop: &Stop,
     out: &Out,
@@ -321,7 +303,6 @@ async fn measure(
     r.client_rss_idle_kb = procfs::memory(Proc::Me).map(|m| m.rss_kb).unwrap_or(0);
     let start = Instant::now();
 
-    // Connections, in batches.
     let conns = row.clients as usize;
     let mut channels: Vec<Conn> = Vec::with_capacity(conns);
     while channels.len() < conns && !stop.is_stopped() {
@@ -340,7 +321,6 @@ async fn measure(
     }
     r.conns_opened = channels.len() as u64;
 
-    // Streams and watches.
     let rec = Arc::new(Recorder::new("watch-create", 16, settings.sample));
     let mut held: Vec<OpenStream> = Vec::new();
     if !stop.is_stopped() {

@@ -20,16 +20,6 @@
 //! Each verb gets etcd benchmark's report; a table of QPS and p99 per verb, the checks (lists
 //! consistent, watch events by kind, compactions) and, with `--server-pid`, the server's RSS and
 //! CPU next to the client's close it.
-//!
-//! # Layout
-//! - [`resources`]: the types, keys, object sizes and the objects the load knows.
-//! - [`store`]: the apiserver's requests (create, GuaranteedUpdate, delete, list page, count).
-//! - [`leases`]: the apiserver's lease manager for objects with a TTL.
-//! - [`writes`]: the write mix, the seeding and the node lease renewals.
-//! - [`reads`]: paginated lists and consistent reads from cache.
-//! - [`watch`]: the watch stream and the progress requests.
-//! - [`periodic`]: counts, Status and compaction on a clock.
-//! - [`server`]: the server's RSS and CPU from /proc.
 
 pub mod leases;
 pub mod periodic;
@@ -288,7 +278,7 @@ impl K8sArgs {
         // The start: what is there, then creates up to the target.
         let objects = Objects::new();
         for (t, resource) in RESOURCES.iter().enumerate() {
-            let found = or_stop(stop, list_all(&mut kv, resource, a.page_size, bound).await)?;
+            let found = stop.check(list_all(&mut kv, resource, a.page_size, bound).await)?;
             for o in found {
                 objects.pools[t].put(o);
             }
@@ -304,7 +294,7 @@ impl K8sArgs {
         });
         let writer = |c: usize| Writer {
             kv: kv_client(channel_for(&channels, c)),
-            rng: Rng::seeded(c as u64 + 1),
+            rng: Rng::new(),
             mix: a.write_mix,
             shared: shared.clone(),
         };
@@ -321,7 +311,7 @@ impl K8sArgs {
             }
         }
         let nodes =
-            Arc::new(or_stop(stop, node_leases(&channels, &shared, a.nodes(), a.page_size, bound).await)?);
+            Arc::new(stop.check(node_leases(&channels, &shared, a.nodes(), a.page_size, bound).await)?);
         if stop.is_stopped() {
             return None;
         }
@@ -329,10 +319,10 @@ impl K8sArgs {
 
         // The watch cache starts where the lists ended.
         let (_, revision) =
-            or_stop(stop, with_bound(bound, store::count(&mut kv, &prefix(&RESOURCES[0]))).await)?;
+            stop.check(with_bound(bound, store::count(&mut kv, &prefix(&RESOURCES[0]))).await)?;
         let prefixes: Vec<_> = watched().map(|r| prefix(&r)).collect();
         let cache =
-            or_stop(stop, WatchCache::open(channels[0].clone(), &prefixes, revision + 1, bound).await)?;
+            stop.check(WatchCache::open(channels[0].clone(), &prefixes, revision + 1, bound).await)?;
         let sampler = a.server_pid.and_then(|pid| match Sampler::start(pid) {
             Ok(s) => Some(s),
             Err(e) => {
@@ -341,7 +331,6 @@ impl K8sArgs {
             }
         });
 
-        // The load.
         let recs = Recs::new(settings);
         let checks = Arc::new(ListChecks::default());
         let load_started = Instant::now();
@@ -350,7 +339,7 @@ impl K8sArgs {
         let renewers: Vec<Renewer> = (0..RENEW_CLIENTS)
             .map(|c| Renewer {
                 kv: kv_client(channel_for(&channels, c)),
-                rng: Rng::seeded(1000 + c as u64),
+                rng: Rng::new(),
                 nodes: nodes.clone(),
                 shared: shared.clone(),
             })
@@ -510,10 +499,6 @@ impl Recs {
     }
 }
 
-fn or_stop<T>(stop: &Stop, result: Result<T, String>) -> Option<T> {
-    result.map_err(|e| stop.stop(e)).ok()
-}
-
 async fn with_bound<T>(
     bound: Duration,
     call: impl std::future::Future<Output = Result<T, OpError>>,
@@ -573,7 +558,7 @@ async fn node_leases(
                 if let Some(mod_revision) = known {
                     return Ok(Object { key, mod_revision });
                 }
-                let value = shared.bodies.body(&NODE_LEASES, &mut Rng::seeded(n as u64));
+                let value = shared.bodies.body(&NODE_LEASES, &mut Rng::new());
                 let mod_revision = with_bound(bound, store::create(&mut kv, key.clone(), value, 0))
                     .await
                     .map_err(|e| format!("creating node lease {n}: {e}"))?;

@@ -2,7 +2,7 @@
 //! apiserver lays them out, their object sizes, and the objects the load knows of (what the
 //! apiserver's watch cache knows: each object's key and the mod_revision it last saw).
 
-use crate::keys::Rng;
+use crate::keys::{random_bytes, Rng};
 use bytes::Bytes;
 use std::sync::Mutex;
 
@@ -70,14 +70,14 @@ const BODY_POOL: usize = 4 << 20;
 impl Bodies {
     /// A fresh random buffer.
     pub fn new() -> Self {
-        Self(Bytes::from(Rng::seeded(0xB0D1).bytes(BODY_POOL)))
+        Self(Bytes::from(random_bytes(BODY_POOL)))
     }
 
     /// A body for `resource`, its size uniform in the type's range.
     pub fn body(&self, resource: &Resource, rng: &mut Rng) -> Bytes {
         let span = (resource.max_size - resource.min_size) as u64 + 1;
-        let size = resource.min_size + rng.below(span) as usize;
-        let at = rng.below((self.0.len() - size) as u64) as usize;
+        let size = resource.min_size + rng.u64(..span) as usize;
+        let at = rng.u64(..(self.0.len() - size) as u64) as usize;
         self.0.slice(at..at + size)
     }
 }
@@ -119,7 +119,7 @@ impl Pool {
         if objects.is_empty() {
             return None;
         }
-        let at = rng.below(objects.len() as u64) as usize;
+        let at = rng.u64(..objects.len() as u64) as usize;
         Some(objects.swap_remove(at))
     }
 
@@ -148,7 +148,7 @@ impl Objects {
 
     /// A type by share (pods most often), as its index in [`RESOURCES`].
     pub fn pick(rng: &mut Rng) -> usize {
-        let mut at = rng.below(1000);
+        let mut at = rng.u64(..1000);
         for (i, r) in RESOURCES.iter().enumerate() {
             if at < r.share {
                 return i;
@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn shares_cover_all_objects() {
         assert_eq!(RESOURCES.iter().map(|r| r.share).sum::<u64>(), 1000);
-        let mut rng = Rng::new(7);
+        let mut rng = Rng::with_seed(7);
         let mut seen = [0u64; RESOURCES.len()];
         for _ in 0..10_000 {
             seen[Objects::pick(&mut rng)] += 1;
@@ -189,7 +189,7 @@ mod tests {
     #[test]
     fn bodies_stay_in_range_and_differ() {
         let bodies = Bodies::new();
-        let mut rng = Rng::new(1);
+        let mut rng = Rng::with_seed(1);
         let r = RESOURCES[2];
         let a = bodies.body(&r, &mut rng);
         let b = bodies.body(&r, &mut rng);

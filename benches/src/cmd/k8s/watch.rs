@@ -15,7 +15,7 @@ use bytes::Bytes;
 use futures::channel::mpsc;
 use futures::SinkExt;
 use serde::Serialize;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -29,17 +29,6 @@ pub const PROGRESS_PERIOD: Duration = Duration::from_millis(100);
 /// with `try_send`, so when the queue is full a progress request is already waiting to go out
 /// and answers the waiters as well; the new one is dropped.
 const REQUEST_QUEUE: usize = 4;
-
-/// What the stream delivered.
-#[derive(Debug, Default)]
-struct Counters {
-    created: AtomicU64,
-    updated: AtomicU64,
-    deleted: AtomicU64,
-    missing_prev_kv: AtomicU64,
-    progress: AtomicU64,
-    progress_requests: AtomicU64,
-}
 
 /// What the stream delivered, for the report.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -65,8 +54,7 @@ pub struct Cache {
     revision: watch::Sender<i64>,
     waiting: AtomicUsize,
     wake: Notify,
-    counters: Counters,
-    error: Mutex<Option<String>>,
+    counts: Mutex<WatchCounts>,
 }
 
 impl Cache {
@@ -79,69 +67,53 @@ impl Cache {
         }
         self.waiting.fetch_add(1, Ordering::Relaxed);
         self.wake.notify_one();
-        let result = seen
-            .wait_for(|&r| r >= revision)
-            .await
-            .map(|_| ())
-            .map_err(|_| self.error().unwrap_or_else(|| "the watch stream ended".to_string()));
+        let result =
+            seen.wait_for(|&r| r >= revision).await.map(|_| ()).map_err(|_| {
+                self.count().error.clone().unwrap_or_else(|| "the watch stream ended".to_string())
+            });
         self.waiting.fetch_sub(1, Ordering::Relaxed);
         result
     }
 
-    /// The newest revision the stream has seen.
-    pub fn revision(&self) -> i64 {
-        *self.revision.borrow()
-    }
-
-    fn error(&self) -> Option<String> {
-        self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
     fn fail(&self, why: String) {
-        self.error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(why);
+        self.count().error.get_or_insert(why);
+    }
+
+    fn count(&self) -> std::sync::MutexGuard<'_, WatchCounts> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// What the stream delivered so far.
     pub fn counts(&self) -> WatchCounts {
-        let c = &self.counters;
-        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        WatchCounts {
-            created: n(&c.created),
-            updated: n(&c.updated),
-            deleted: n(&c.deleted),
-            missing_prev_kv: n(&c.missing_prev_kv),
-            progress: n(&c.progress),
-            progress_requests: n(&c.progress_requests),
-            error: self.error(),
-        }
+        self.count().clone()
     }
 
     fn seen(&self, r: &WatchResponse) {
-        let c = &self.counters;
         if r.events.is_empty() {
             if !r.created {
-                c.progress.fetch_add(1, Ordering::Relaxed);
+                self.count().progress += 1;
                 self.advance(r.header.as_ref().map_or(0, |h| h.revision));
             }
             return;
         }
         let mut newest = 0;
+        let mut c = self.count();
         for e in &r.events {
             let Some(kv) = &e.kv else { continue };
             newest = newest.max(kv.mod_revision);
-            let counter = if e.r#type == EventType::Delete as i32 {
-                &c.deleted
-            } else if kv.create_revision == kv.mod_revision {
-                &c.created
+            let new = kv.create_revision == kv.mod_revision;
+            if e.r#type == EventType::Delete as i32 {
+                c.deleted += 1;
+            } else if new {
+                c.created += 1;
             } else {
-                &c.updated
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
-            let needs_prev = !(e.r#type == EventType::Put as i32 && kv.create_revision == kv.mod_revision);
-            if needs_prev && e.prev_kv.is_none() {
-                c.missing_prev_kv.fetch_add(1, Ordering::Relaxed);
+                c.updated += 1;
+            }
+            if !(e.r#type == EventType::Put as i32 && new) && e.prev_kv.is_none() {
+                c.missing_prev_kv += 1;
             }
         }
+        drop(c);
         self.advance(newest);
     }
 
@@ -195,8 +167,7 @@ impl WatchCache {
             revision: watch::channel(from - 1).0,
             waiting: AtomicUsize::new(0),
             wake: Notify::new(),
-            counters: Counters::default(),
-            error: Mutex::new(None),
+            counts: Mutex::default(),
         });
         for _ in prefixes {
             let created = async {
@@ -256,9 +227,7 @@ async fn request_progress(mut tx: mpsc::Sender<WatchRequest>, cache: Arc<Cache>)
             cache.wake.notified().await;
         }
         match tx.try_send(progress.clone()) {
-            Ok(()) => {
-                cache.counters.progress_requests.fetch_add(1, Ordering::Relaxed);
-            }
+            Ok(()) => cache.count().progress_requests += 1,
             Err(e) if e.is_disconnected() => return,
             Err(_) => {}
         }

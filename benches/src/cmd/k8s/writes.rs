@@ -42,7 +42,7 @@ impl Mix {
     }
 
     fn pick(&self, rng: &mut Rng) -> usize {
-        let mut at = rng.below(self.0.iter().map(|&w| w as u64).sum());
+        let mut at = rng.u64(..self.0.iter().map(|&w| w as u64).sum::<u64>());
         for (verb, &w) in self.0.iter().enumerate() {
             if at < w as u64 {
                 return verb;
@@ -65,7 +65,7 @@ pub struct Namer {
 impl Namer {
     /// Names spread over `namespaces` namespaces.
     pub fn new(namespaces: u64) -> Self {
-        Self { run: Rng::seeded(0x7A3E).next_u64() as u32, next: Arc::new(AtomicU64::new(0)), namespaces }
+        Self { run: fastrand::u32(..), next: Arc::new(AtomicU64::new(0)), namespaces }
     }
 
     /// The next object's key for `resource`.
@@ -248,7 +248,7 @@ mod tests {
         assert!(Mix::parse("0,0,0,0").is_err());
         assert!(Mix::parse("1,x,1,1").is_err());
         let mix = Mix::parse("0, 3, 0, 1").expect("parses");
-        let mut rng = Rng::new(3);
+        let mut rng = Rng::with_seed(3);
         let mut seen = [0u32; 4];
         for _ in 0..4000 {
             seen[mix.pick(&mut rng)] += 1;

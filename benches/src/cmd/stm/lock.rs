@@ -229,10 +229,10 @@ impl Mutex {
     }
 }
 
-/// etcd's `v3lockpb` messages: the Lock service is etcd's, outside the KV API this project's
-/// proto crate defines (actcd does not serve it, and answers UNIMPLEMENTED).
+/// etcd's `v3lockpb` messages, the fields read (the header is skipped, and UnlockResponse has
+/// nothing else): the Lock service is etcd's, outside the KV API this project's proto crate
+/// defines (actcd does not serve it, and answers UNIMPLEMENTED).
 mod v3lockpb {
-    use actcd_proto::etcdserverpb::ResponseHeader;
     use bytes::Bytes;
 
     #[derive(Clone, PartialEq, prost::Message)]
@@ -245,8 +245,6 @@ mod v3lockpb {
 
     #[derive(Clone, PartialEq, prost::Message)]
     pub struct LockResponse {
-        #[prost(message, optional, tag = "1")]
-        pub header: Option<ResponseHeader>,
         #[prost(bytes = "bytes", tag = "2")]
         pub key: Bytes,
     }
@@ -255,12 +253,6 @@ mod v3lockpb {
     pub struct UnlockRequest {
         #[prost(bytes = "bytes", tag = "1")]
         pub key: Bytes,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct UnlockResponse {
-        #[prost(message, optional, tag = "1")]
-        pub header: Option<ResponseHeader>,
     }
 }
 
@@ -301,7 +293,6 @@ impl RpcLock {
     /// Releases the lock.
     pub async fn unlock(&mut self) -> Result<(), Status> {
         let request = v3lockpb::UnlockRequest { key: self.held.clone() };
-        let _: v3lockpb::UnlockResponse = self.call("/v3lockpb.Lock/Unlock", request).await?;
-        Ok(())
+        self.call::<_, ()>("/v3lockpb.Lock/Unlock", request).await
     }
 }

@@ -5,19 +5,14 @@
 //! `--stm-locker lock-client` or `lock-rpc` each transaction runs under a lock as well. A
 //! transaction's latency runs from taking the lock (or starting) to releasing it, retries
 //! included; `--rate` limits the attempts per second over all clients, as etcd's limiter does.
-//!
-//! # Layout
-//! - [`txn`]: one STM transaction at an isolation level.
-//! - [`lock`]: the session lease, the client-side mutex and the Lock service.
 
 pub mod lock;
 pub mod txn;
 
 use crate::conn::{channel_for, connect, kv_client, status_text, Conn};
-use crate::keys::{varint_key, Rng};
+use crate::keys::{random_bytes, varint_key, Rng};
 use crate::output::Out;
-use crate::report::Recorder;
-use crate::runner::{run_load, OpError, Plan, Worker};
+use crate::runner::{run_report, OpError, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -61,7 +56,6 @@ pub struct StmArgs {
     pub rate: u64,
 }
 
-/// What a transaction runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Locker {
     /// No lock: the STM's own conflict checks only.
@@ -132,7 +126,7 @@ impl StmArgs {
                 let lease = sessions.get(c).map_or(0, |s| s.lease);
                 StmWorker {
                     kv: kv_client(channel.clone()),
-                    rng: Rng::seeded(c as u64 + 1),
+                    rng: Rng::new(),
                     isolation,
                     lock: match locker {
                         Locker::Stm => Lock::None,
@@ -147,13 +141,10 @@ impl StmArgs {
                 }
             })
             .collect();
-        let rec = Arc::new(Recorder::new("stm", settings.clients, settings.sample));
-        let total =
-            run_load(settings, stop, Plan::new(self.total, 0), std::slice::from_ref(&rec), workers).await;
+        run_report(settings, stop, out, "stm", Plan::new(self.total, 0), workers, "").await;
         for s in sessions {
             s.close(settings.request_timeout).await;
         }
-        out.report("", rec.stats(total), "");
     }
 }
 
@@ -208,7 +199,7 @@ impl StmWorker {
     fn pick_keys(&mut self) -> Vec<Bytes> {
         let mut picked: Vec<u64> = Vec::with_capacity(self.per_txn);
         while picked.len() < self.per_txn {
-            let n = self.rng.below(self.keys);
+            let n = self.rng.u64(..self.keys);
             if !picked.contains(&n) {
                 picked.push(n);
             }
@@ -218,7 +209,7 @@ impl StmWorker {
 
     async fn transaction(&mut self) -> Result<(), OpError> {
         let keys = self.pick_keys();
-        let Self { kv, rng, isolation, lock, writes, val_size, limiter, .. } = self;
+        let Self { kv, isolation, lock, writes, val_size, limiter, .. } = self;
         match lock {
             Lock::None => {}
             Lock::Client(m) => m.lock().await.map_err(OpError::new)?,
@@ -227,7 +218,7 @@ impl StmWorker {
         let mut stm = Stm::new(kv, *isolation);
         let result = loop {
             limiter.wait().await;
-            match attempt(&mut stm, &keys, *writes, rng, *val_size).await {
+            match attempt(&mut stm, &keys, *writes, *val_size).await {
                 Ok(Commit::Done) => break Ok(()),
                 Ok(Commit::Retry) => continue,
                 Err(s) => break Err(OpError::from(s)),
@@ -248,7 +239,6 @@ async fn attempt(
     stm: &mut Stm<'_>,
     keys: &[Bytes],
     writes: usize,
-    rng: &mut Rng,
     val_size: usize,
 ) -> Result<Commit, tonic::Status> {
     stm.reset();
@@ -256,7 +246,7 @@ async fn attempt(
     for key in keys {
         stm.get(key).await?;
         if writes > 0 {
-            stm.put(key.clone(), Bytes::from(rng.bytes(val_size)));
+            stm.put(key.clone(), Bytes::from(random_bytes(val_size)));
             writes -= 1;
         }
     }

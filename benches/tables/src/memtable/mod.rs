@@ -6,12 +6,6 @@
 //! A row is measured on a fresh server (see `cmd::watch_memory`); its result is one JSON
 //! document. The plan and the table are computed from such documents, so a driver that restarts
 //! the server per row (`benches/watch-memory`) needs no arithmetic of its own.
-//!
-//! # Layout
-//! - `rows`: etcd's rows and the sets `--rows` names.
-//! - `result`: what a row measured, read back from its JSON document.
-//! - `plan`: whether a row fits the machine, from cost models.
-//! - `table`: the table, the fit under it, two servers side by side.
 
 mod plan;
 mod result;
