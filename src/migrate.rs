@@ -18,19 +18,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use actcd_proto::mvccpb::KeyValue;
-use actcd_store::auth_store::auth_state;
-use actcd_store::backend::codec::{self, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
-use actcd_store::backend::engine::{Engine, Family, WriteSet};
+use actcd_store::backend::etcd_records::{self, Import, ImportError};
 use actcd_store::mvcc::hash;
-use actcd_store::mvcc::revision::Revision;
 use actcd_store::{RocksEngine, StoreConfig, StoreCore, StoreError};
 
 use crate::etcd_file::backend::{BackendError, EtcdBackend};
-
-/// Records written per RocksDB batch: large enough that a batch's overhead vanishes, small
-/// enough that a batch holds a few MiB.
-const RECORDS_PER_BATCH: usize = 4096;
 
 /// `actcd migrate`'s arguments.
 #[derive(Debug, Parser)]
@@ -64,15 +56,8 @@ pub enum MigrateError {
     #[error("{0} exists and is not empty")]
     NotEmpty(PathBuf),
     /// etcd history actcd cannot hold.
-    #[error("revision {main}.{sub}: {why}")]
-    Unrepresentable {
-        /// The main revision.
-        main: i64,
-        /// The sub revision.
-        sub: i64,
-        /// Why.
-        why: String,
-    },
+    #[error(transparent)]
+    Import(#[from] ImportError),
     /// The written store does not hash or count as the file does.
     #[error("the migrated store does not match the etcd file: {0}")]
     Mismatch(String),
@@ -157,73 +142,33 @@ fn staging_dir(to: &Path) -> PathBuf {
     to.with_file_name(name)
 }
 
-/// Writes the history, the leases and the compaction into a store at `dir`.
+/// Writes the history, the leases, the auth store and the compaction into a store at `dir`.
 fn write_store(backend: &EtcdBackend, dir: &Path) -> Result<(), MigrateError> {
-    let engine = RocksEngine::open(dir)?;
+    let mut import = Import::new(RocksEngine::open(dir)?);
     let compacted = backend.compact_revision()?;
     let progress = indicatif::ProgressBar::new_spinner().with_message("records");
     progress.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {pos} {msg} ({per_sec}, {elapsed})")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
     );
-    let mut set = WriteSet::default();
-    let mut in_set = 0;
     let mut failed = None;
-    backend.records(&mut |record| {
-        let revision = Revision::new(record.main, record.sub);
-        let key = match revision.try_to_key_bytes() {
-            Ok(key) => key,
+    backend.records(
+        &mut |record| match import.record(record.main, record.sub, record.tombstone, record.kv) {
+            Ok(()) => {
+                progress.inc(1);
+                Ok(true)
+            }
             Err(e) => {
-                failed = Some(MigrateError::Unrepresentable {
-                    main: record.main,
-                    sub: record.sub,
-                    why: e.to_string(),
-                });
-                return Ok(false);
+                failed = Some(e);
+                Ok(false)
             }
-        };
-        // actcd's tombstones carry their revision as well as the key.
-        let kv = if record.tombstone {
-            KeyValue { key: record.kv.key, mod_revision: record.main, ..KeyValue::default() }
-        } else {
-            record.kv
-        };
-        set.put(Family::History, key.to_vec(), codec::encode_history_value(record.tombstone, &kv));
-        in_set += 1;
-        if in_set == RECORDS_PER_BATCH {
-            // Unsynced: the last batch's fsync makes all of them durable, and a crash before
-            // it leaves only the staging dir, which the next run removes.
-            if let Err(e) = engine.commit_by_log(&std::mem::take(&mut set)) {
-                failed = Some(e.into());
-                return Ok(false);
-            }
-            in_set = 0;
-        }
-        progress.inc(1);
-        Ok(true)
-    })?;
+        },
+    )?;
     progress.finish_and_clear();
     if let Some(err) = failed {
-        return Err(err);
+        return Err(err.into());
     }
-    for (id, ttl) in backend.leases()? {
-        set.put(Family::Lease, codec::encode_i64(id), codec::encode_i64(ttl));
-    }
-    let auth = backend.auth()?;
-    if let Some(enabled) = auth.enabled {
-        set.put(Family::Meta, auth_state::ENABLED_KEY.to_vec(), enabled);
-    }
-    if let Some(revision) = auth.revision {
-        set.put(Family::Meta, auth_state::REVISION_KEY.to_vec(), revision);
-    }
-    for (prefix, records) in [(auth_state::USER_PREFIX, auth.users), (auth_state::ROLE_PREFIX, auth.roles)] {
-        for (name, record) in records {
-            set.put(Family::Meta, [prefix, &name].concat(), record);
-        }
-    }
-    set.put(Family::Meta, COMPACTED_KEY.to_vec(), codec::encode_i64(compacted));
-    set.put(Family::Meta, FORMAT_KEY.to_vec(), FORMAT_VERSION.to_vec());
-    engine.commit(&set)?;
+    import.finish(&backend.leases()?, backend.auth()?, compacted)?;
     Ok(())
 }
 
@@ -240,15 +185,6 @@ fn check(backend: &EtcdBackend, dir: &Path) -> Result<Migrated, MigrateError> {
     if got.hash != expected {
         return Err(MigrateError::Mismatch(format!("HashKV {} where the file's is {expected}", got.hash)));
     }
-    let mut records = 0;
-    engine.scan(Family::History, &[], &mut |_, _| {
-        records += 1;
-        Ok(true)
-    })?;
-    let mut leases = 0;
-    engine.scan(Family::Lease, &[], &mut |_, _| {
-        leases += 1;
-        Ok(true)
-    })?;
+    let (records, leases) = etcd_records::counts(&engine)?;
     Ok(Migrated { records, leases, revision, compacted, hash: got.hash })
 }

@@ -20,6 +20,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use actcd_proto::mvccpb::KeyValue;
+use actcd_store::backend::etcd_records::{EtcdAuth, LeaseRecord};
 use actcd_store::mvcc::hash::{self, HashRecord, RecordVisitor};
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -62,30 +63,6 @@ pub struct EtcdRecord {
     pub tombstone: bool,
     /// The KeyValue as etcd stored it (a tombstone's holds only the key).
     pub kv: KeyValue,
-}
-
-/// etcd's `leasepb.Lease` as the `lease` bucket holds it (3.5 adds a remaining TTL, field 3,
-/// which 3.4 neither writes nor reads).
-#[derive(Clone, PartialEq, Message)]
-pub(super) struct LeaseRecord {
-    #[prost(int64, tag = "1")]
-    pub(super) id: i64,
-    #[prost(int64, tag = "2")]
-    pub(super) ttl: i64,
-}
-
-/// The auth store as etcd keeps it: `auth` (`authEnabled`, one byte; `authRevision`, u64
-/// big-endian), `authUsers` and `authRoles` (name -> `authpb.User` / `authpb.Role`).
-#[derive(Debug, Default)]
-pub struct EtcdAuth {
-    /// `authEnabled`, when etcd ever wrote it.
-    pub enabled: Option<Vec<u8>>,
-    /// `authRevision`, when etcd ever wrote it.
-    pub revision: Option<Vec<u8>>,
-    /// Users by name.
-    pub users: Vec<(Vec<u8>, Vec<u8>)>,
-    /// Roles by name.
-    pub roles: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 /// An etcd backend file, open for reading.

@@ -22,7 +22,7 @@ use crate::storage_row;
 use crate::storetable::{self, StoreResult, StoreRow};
 use crate::tablesdoc::{self, TablesDoc};
 use crate::units;
-use crate::watch_row::{self, RowOptions};
+use crate::watch_row::{self, deadline, RowOptions};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::cmd::range::RangeArgs;
 use actcd_bench::conn::{bounded, dial_one, kv_client};
@@ -470,15 +470,6 @@ pub fn row_stop(parent: &Stop) -> (Stop, JoinHandle<()>) {
         c.stop(p.reason().unwrap_or_else(|| "stopped".to_string()));
     });
     (child, forward)
-}
-
-/// Stops `stop` with a reason after `limit`.
-pub fn deadline(stop: &Stop, limit: Duration) -> JoinHandle<()> {
-    let stop = stop.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(limit).await;
-        stop.stop(format!("the row ran over the {limit:?} row time limit"));
-    })
 }
 
 impl Runner<'_> {

@@ -18,7 +18,6 @@
 //!
 //! `--table` prints the RESULTS in etcd's layout with the least-squares fit of c1, c2 and c3.
 
-use crate::measure::deadline;
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
 use crate::units;
@@ -391,6 +390,15 @@ pub async fn measure(
     drop(held);
     drop(channels);
     r
+}
+
+/// Stops `stop` with a reason after `limit`.
+pub fn deadline(stop: &Stop, limit: Duration) -> tokio::task::JoinHandle<()> {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(limit).await;
+        stop.stop(format!("the row ran over the {limit:?} row time limit"));
+    })
 }
 
 #[cfg(test)]

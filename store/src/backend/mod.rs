@@ -7,10 +7,14 @@
 //! - [`memory`]: a volatile engine for fuzzing and fast tests.
 //! - [`codec`]: the record formats and the format version.
 //! - [`recovery`]: what open reads back from the engine, checked.
+//! - [`etcd_records`]: the stores' records as etcd's backend buckets, out (snapshots) and in
+//!   (`actcd migrate`).
 //! - [`member`]: the cluster and member a data dir belongs to.
 
 pub mod codec;
 pub mod engine;
+#[cfg(feature = "rocksdb")]
+pub mod etcd_records;
 pub mod member;
 pub mod memory;
 #[cfg(feature = "rocksdb")]
