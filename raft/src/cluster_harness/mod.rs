@@ -10,6 +10,7 @@
 //! actor, no leadership follower. The membership changes go through etcd's checks
 //! ([`reconfig::check`]) and openraft's API as the server's reconfigurer makes them.
 
+mod history;
 mod network;
 mod tests;
 
