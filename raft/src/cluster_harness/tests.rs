@@ -136,6 +136,21 @@ async fn a_learner_added_after_a_snapshot_is_promoted_and_a_removed_voter_learns
     assert_eq!(cluster.refusal(another).await, Some(ReconfigError::TooManyLearners), "--max-learners 1");
     let publish = Change::Publish { id: 4, name: node(4).name, client_urls: Vec::new() };
     cluster.reconfigure(publish).await.expect("the learner publishes its name");
+    // Promoted only once the leader saw it match the log (etcd's readiness check): under load
+    // the leader's view of the learner may trail the publish above.
+    cluster
+        .member(leader)
+        .raft
+        .wait(Some(PATIENCE))
+        .metrics(
+            |m| {
+                let matched = m.replication.as_ref().and_then(|r| r.get(&4).copied().flatten());
+                matched.map(|l| l.index) >= m.last_log_index
+            },
+            "the learner matches the leader's log",
+        )
+        .await
+        .expect("the learner catches up");
 
     let index = cluster.reconfigure(Change::Promote { id: 4 }).await.expect("the learner is promoted");
     cluster.applied_everywhere(&[1, 2, 3, 4], index).await;
