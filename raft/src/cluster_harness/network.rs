@@ -5,7 +5,9 @@
 //!
 //! A member can be cut off ([`Network::cut`]): every message to or from it, and every answer
 //! to a message it sent before, is held for good, as a partition holds them (the sender's own
-//! timeout ends the wait, as it does over TCP). A member that was removed from the cluster is
+//! timeout ends the wait, as it does over TCP). The Raft messages to a member can be held
+//! ([`Network::hold`]) and let go later, so that it falls behind while its own calls go on. A
+//! member that was removed from the cluster is
 //! refused by its peers with etcd's words and learns it was removed, as the peer service and
 //! the peer transport do it.
 
@@ -25,6 +27,7 @@ use openraft::raft::{
 use openraft::{OptionalSend, Raft, Snapshot, Vote};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use tokio::sync::watch;
 
 use crate::removed::{Removed, REMOVED_TEXT};
 use crate::route::{Forwarded, LeaderLink, LinkError, Route};
@@ -74,12 +77,17 @@ struct State {
 
 /// The network of one harness cluster. Clones share it.
 #[derive(Clone, Default)]
-pub struct Network(Arc<Mutex<State>>);
+pub struct Network {
+    state: Arc<Mutex<State>>,
+    /// The members whose Raft messages wait at the door (see [`Network::hold`]); a watch, so
+    /// that the held messages go on when it changes.
+    held: Arc<watch::Sender<BTreeSet<u64>>>,
+}
 
 impl Network {
     fn state(&self) -> MutexGuard<'_, State> {
         // Plain maps, each change made whole: still right after a panicking test thread.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Makes member `id` reachable.
@@ -104,6 +112,28 @@ impl Network {
     /// Lets member `id`'s messages through again.
     pub fn heal(&self, id: u64) {
         self.state().cut.remove(&id);
+    }
+
+    /// Holds the Raft messages to member `id` (appends, votes, snapshots) until
+    /// [`Network::release`]: it falls behind the log, while its own calls to the leader go on.
+    /// openraft gives up on a held message after its timeout and sends it again.
+    pub fn hold(&self, id: u64) {
+        self.held.send_modify(|held| {
+            held.insert(id);
+        });
+    }
+
+    /// Lets the held Raft messages to member `id` through.
+    pub fn release(&self, id: u64) {
+        self.held.send_modify(|held| {
+            held.remove(&id);
+        });
+    }
+
+    /// Waits while the Raft messages to member `to` are held.
+    async fn unheld(&self, to: u64) {
+        // The sender lives in `self`: the wait ends only by a release.
+        let _ = self.held.subscribe().wait_for(|held| !held.contains(&to)).await;
     }
 
     /// Since when each peer has answered member `me` without a break.
@@ -209,6 +239,7 @@ impl PeerLink {
         Fut: Future<Output = Result<Resp, RaftError<u64>>>,
     {
         let (from, to) = (self.link.from, self.target);
+        self.link.net.unheld(to).await;
         let target = self.link.net.reach(from, to).await.map_err(Self::undelivered)?;
         let request = wire(request).map_err(Self::undelivered)?;
         let answer = call(target.raft, request).await;
@@ -225,6 +256,7 @@ impl PeerLink {
         snapshot: Snapshot<TypeConfig>,
     ) -> Result<Result<SnapshotResponse<u64>, Fatal<u64>>, Undelivered> {
         let (from, to) = (self.link.from, self.target);
+        self.link.net.unheld(to).await;
         let target = self.link.net.reach(from, to).await?;
         let (vote, meta) = wire(&(vote, snapshot.meta))?;
         let dir = target.snapshots.receiving_dir();

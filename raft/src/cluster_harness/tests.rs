@@ -45,13 +45,21 @@ fn others(cluster: &Cluster, id: u64) -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_at_a_follower_is_forwarded_to_the_leader_and_applied_on_every_member() {
+async fn a_write_at_a_follower_is_forwarded_to_the_leader_and_answered_once_applied_there_too() {
     let cluster = Cluster::start(3).await;
     let leader = cluster.leader().await;
     let follower = others(&cluster, leader)[0];
+    // The follower learns of the entry only once the leader applied it: an answer that did not
+    // wait for the follower's own apply would come before it has the write.
+    cluster.net.hold(follower);
+    let release = async {
+        eventually("the leader applies the write", || cluster.member(leader).view.revision() > 1).await;
+        cluster.net.release(follower);
+    };
 
-    let answer = cluster.member(follower).write(put("k", "v")).await.expect("the write is applied");
+    let (answer, ()) = tokio::join!(cluster.member(follower).write(put("k", "v")), release);
 
+    let answer = answer.expect("the write is applied");
     assert!(cluster.net.forwarded(follower) >= 1, "the follower forwarded the write");
     assert_eq!(cluster.net.forwarded(leader), 0, "the leader proposed it itself");
     assert_eq!(
