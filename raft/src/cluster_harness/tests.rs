@@ -44,11 +44,17 @@ fn others(cluster: &Cluster, id: u64) -> Vec<u64> {
     cluster.members().map(|m| m.id).filter(|m| *m != id).collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_at_a_follower_is_forwarded_to_the_leader_and_answered_once_applied_there_too() {
+/// A cluster of three, its leader and one of its followers.
+async fn three() -> (Cluster, u64, u64) {
     let cluster = Cluster::start(3).await;
     let leader = cluster.leader().await;
     let follower = others(&cluster, leader)[0];
+    (cluster, leader, follower)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_at_a_follower_is_forwarded_to_the_leader_and_answered_once_applied_there_too() {
+    let (cluster, leader, follower) = three().await;
     // The follower learns of the entry only once the leader applied it: an answer that did not
     // wait for the follower's own apply would come before it has the write.
     cluster.net.hold(follower);
@@ -77,9 +83,7 @@ async fn a_write_at_a_follower_is_forwarded_to_the_leader_and_answered_once_appl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_linearizable_read_at_a_follower_sees_a_write_acknowledged_before_it() {
-    let cluster = Cluster::start(3).await;
-    let leader = cluster.leader().await;
-    let follower = others(&cluster, leader)[0];
+    let (cluster, leader, follower) = three().await;
     // Cut off while the write commits with the other two: it cannot have it by chance.
     cluster.net.cut(follower);
     cluster.member(leader).write(put("k", "v")).await.expect("the write is applied");
