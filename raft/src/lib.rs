@@ -23,6 +23,7 @@
 //! - [`removed`]: the ids removed from the cluster, and this member learning it is one.
 //! - [`position`]: the applied log id and membership, written with the data they reflect.
 //! - [`snapshot_store`]: checkpoints of the state machine, built, kept and installed.
+//! - `cluster_harness` (tests): N members of the above on an in-memory network that cuts any off.
 //!
 //! Nothing here decides a write's outcome: every rule stays in the store core's apply, which
 //! sees the same commands in the same order on every member.
@@ -47,5 +48,7 @@ pub mod state_machine;
 pub mod types;
 pub mod wal;
 
+#[cfg(test)]
+mod cluster_harness;
 #[cfg(test)]
 mod storage_suite;

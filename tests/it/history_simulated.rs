@@ -75,7 +75,7 @@ pub fn simulated_history(seed: u64, clients: usize, calls: usize) -> Vec<Op> {
                 let request = if rng.percent(4) {
                     workload.compaction(workload.seen_revision - 20)
                 } else {
-                    workload.next()
+                    workload.next_call()
                 };
                 let timed_out = rng.percent(2);
                 in_flight.push(InFlight { client, call: now, request, outcome: None, timed_out });

@@ -68,7 +68,7 @@ fn client(endpoint: String, id: usize, clock: Clock, until: Instant) -> JoinHand
         let mut workload = Workload::new(id, 0x5eed);
         let mut ops = Vec::new();
         while Instant::now() < until {
-            let op = timed(&mut kv, clock, id, workload.next()).await;
+            let op = timed(&mut kv, clock, id, workload.next_call()).await;
             workload.observe(&op.outcome);
             let gone = matches!(op.outcome, Outcome::Unknown(_));
             ops.push(op);
@@ -105,7 +105,7 @@ pub(crate) fn cluster_client(
                 continue;
             };
             while !done() {
-                let op = timed(&mut kv, clock, as_client, workload.next()).await;
+                let op = timed(&mut kv, clock, as_client, workload.next_call()).await;
                 workload.observe(&op.outcome);
                 let unknown = matches!(op.outcome, Outcome::Unknown(_));
                 ops.push(op);

@@ -5,6 +5,10 @@
 // A failed unwrap is a failed test, which is what these tests want.
 #![allow(clippy::unwrap_used)]
 
+// The history, its checker and its workload live in the support crate, which the Raft crate's
+// in-process cluster tests use too; named here as the modules they were.
+use actcd_test_support::{history, history_check, history_workload};
+
 mod auth;
 mod auth_2026;
 mod auto_compaction;
@@ -23,11 +27,8 @@ mod faults;
 mod fsync_trace;
 mod gateway;
 mod harness;
-mod history;
 mod history_bugs;
-mod history_check;
 mod history_simulated;
-mod history_workload;
 mod hostile_frames;
 mod k8s;
 mod lease;

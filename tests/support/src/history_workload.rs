@@ -21,8 +21,10 @@ pub const KEYS: u64 = 12;
 
 /// The prefix every key shares, and its range end.
 pub const PREFIX: &str = "k/";
+/// The end of the range of [`PREFIX`].
 pub const PREFIX_END: &str = "k0";
 
+/// Key number `i`.
 pub fn key(i: u64) -> Bytes {
     Bytes::from(format!("k/{i:02}"))
 }
@@ -31,10 +33,12 @@ pub fn key(i: u64) -> Bytes {
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
+    /// The next number.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -66,6 +70,7 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The calls of client `client`, from a generator seeded with `seed` and the client.
     pub fn new(client: usize, seed: u64) -> Self {
         Workload {
             client,
@@ -85,7 +90,7 @@ impl Workload {
     }
 
     /// The next call.
-    pub fn next(&mut self) -> Request {
+    pub fn next_call(&mut self) -> Request {
         self.seq += 1;
         let roll = self.rng.below(100);
         match roll {

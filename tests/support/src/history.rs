@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-pub use actcd_test_support::etcd_model::{Request, Response};
+pub use crate::etcd_model::{Request, Response};
 
 /// Nanoseconds on the history's monotonic clock; `NEVER` is the return time of a call whose
 /// outcome is unknown (it may take effect at any time after its call).
@@ -16,6 +16,7 @@ pub const NEVER: Nanos = u64::MAX;
 /// How a call ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
+    /// Answered: the store's answer.
     Ok(Response),
     /// etcd's ErrCompacted: the revision asked for is below the compacted revision.
     Compacted,
@@ -44,11 +45,15 @@ impl Outcome {
 /// One call by one client.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Op {
+    /// Who made the call (a client whose call had an unknown outcome goes on under another id).
     pub client: usize,
+    /// When the call was made.
     pub call: Nanos,
     /// `NEVER` when the outcome is unknown.
     pub ret: Nanos,
+    /// What was asked.
     pub request: Request,
+    /// What came back.
     pub outcome: Outcome,
 }
 
@@ -109,10 +114,12 @@ pub fn show(b: &[u8]) -> String {
 pub struct Clock(Instant);
 
 impl Clock {
+    /// A clock starting now.
     pub fn start() -> Self {
         Clock(Instant::now())
     }
 
+    /// Nanoseconds since the clock started.
     pub fn now(&self) -> Nanos {
         self.0.elapsed().as_nanos() as Nanos
     }

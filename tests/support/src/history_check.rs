@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use actcd_proto::mvccpb::Event;
 
+use crate::etcd_model::{without_headers, Model};
 use crate::history::{Nanos, Op, Outcome, Request, NEVER};
-use actcd_test_support::etcd_model::{without_headers, Model};
 
 /// What made a revision.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -44,6 +44,7 @@ pub struct Verdict {
     pub checked: usize,
     /// Writes with unknown outcome, and how many of them took effect.
     pub unknown: usize,
+    /// Of the writes with unknown outcome, those the search found took effect.
     pub unknown_applied: usize,
 }
 
@@ -54,6 +55,7 @@ const SEARCH_BUDGET: usize = 2_000_000;
 /// Reported violations are capped; the count is not.
 const MAX_REPORTED: usize = 20;
 
+/// Checks `history` for linearizability against the model.
 pub fn check(history: &[Op]) -> Verdict {
     check_with_hints(history, &HashMap::new())
 }
