@@ -65,8 +65,8 @@ use crate::http::client_port::ClientHttpLayer;
 use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
-use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
-use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connections};
+use crate::transport::connection_budget::ConnectionBudget;
+use crate::transport::connections::{incoming, ConnInfo, Connections, SocketListener};
 use crate::transport::grpc_metrics::GrpcMetricsLayer;
 use crate::transport::range_backpressure::RangeBackpressureLayer;
 use crate::transport::tls::TlsServer;
@@ -428,7 +428,7 @@ impl PeerServing {
                 // streams, so a registry of their own that never holds an actor.
                 (Some(tls), true) => spawn_peer_server(
                     server,
-                    incoming_tls(listener, Arc::default(), Arc::clone(&self.budget), tls.clone()),
+                    incoming(listener, Arc::default(), Arc::clone(&self.budget), Some(tls.clone())),
                 ),
                 // Small Raft messages (heartbeats, one-write appends) leave at once.
                 _ => spawn_peer_server(
@@ -597,18 +597,10 @@ async fn serve(
     for (listener, is_tls) in metrics_listeners {
         let listener = TcpListener::from_std(listener).context("cannot serve on the metrics listener")?;
         tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving /metrics, /health, /livez, /readyz and /version");
-        let state = services.http_state();
-        let budget = Arc::clone(&services.budget);
-        match (&tls, is_tls) {
-            (Some(tls), true) => {
-                let listener = TlsBudgetedListener::new(listener, budget, tls.for_http1())
-                    .context("cannot serve on the metrics listener")?;
-                tokio::spawn(crate::http::serve_tls(listener, state));
-            }
-            _ => {
-                tokio::spawn(crate::http::serve(BudgetedListener { listener, budget }, state));
-            }
-        }
+        let tls = tls.as_ref().filter(|_| is_tls).map(TlsServer::for_http1);
+        let listener = SocketListener::new(listener, Arc::clone(&services.budget), tls)
+            .context("cannot serve on the metrics listener")?;
+        tokio::spawn(crate::http::serve(listener, services.http_state()));
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
@@ -619,16 +611,9 @@ async fn serve(
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
         let (connections, budget) = (Arc::clone(&services.connections), Arc::clone(&services.budget));
-        match (&tls, is_tls) {
-            (Some(tls), true) => {
-                let incoming = incoming_tls(listener, connections, budget, tls.clone());
-                servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
-            }
-            _ => {
-                let incoming = incoming(listener, connections, budget);
-                servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
-            }
-        }
+        let tls = tls.clone().filter(|_| is_tls);
+        let incoming = incoming(listener, connections, budget, tls);
+        servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
     }
     tokio::spawn(crate::systemd::ready_once_led(services.raft.clone()));
     let (removed, me) = services.removed.clone();
