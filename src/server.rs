@@ -3,6 +3,7 @@
 //! than this member), gRPC on every client URL (and /health, /version on the metrics URLs)
 //! until SIGINT or SIGTERM.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -10,11 +11,12 @@ use std::time::Duration;
 
 use actix::{Actor, Arbiter};
 use anyhow::Context;
+use futures::stream::BoxStream;
 use metrics_exporter_prometheus::PrometheusHandle;
 use openraft::Raft;
 use tokio::net::TcpListener;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
+use tower::ServiceBuilder;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
@@ -33,13 +35,6 @@ use actcd_actors::store::{RocksEngine, StoreConfig, StoreCore};
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
-use actcd_proto::etcdserverpb::{
-    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer,
-};
-use actcd_proto::health::health_server::HealthServer;
-use actcd_proto::v3electionpb::election_server::ElectionServer;
-use actcd_proto::v3lockpb::lock_server::LockServer;
 
 use crate::cluster::corrupt_check::Hasher;
 use crate::cluster::leadership::LeaseForward;
@@ -49,26 +44,25 @@ use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::cluster::reconfigure::Reconfigurer;
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
-use crate::grpc::health::HealthService;
-use crate::grpc::learner_gate::LearnerGateLayer;
+use crate::grpc::learner_gate::LearnerGate;
 use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::ClusterOps;
-use crate::grpc::range_answer::SendEncodedLayer;
+use crate::grpc::range_answer::send_encoded;
 use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::require_leader::RequireLeader;
 use crate::grpc::services::EtcdServices;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
-use crate::grpc::watch_route::WatchRoute;
-use crate::http::client_port::ClientHttpLayer;
+use crate::http::client_port::ClientHttp;
 use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
+use crate::transport::client_socket::ClientSocket;
 use crate::transport::connection_budget::ConnectionBudget;
 use crate::transport::connections::{incoming, ConnInfo, Connections, SocketListener};
-use crate::transport::grpc_metrics::GrpcMetricsLayer;
-use crate::transport::range_backpressure::RangeBackpressureLayer;
+use crate::transport::grpc_metrics::GrpcMetrics;
+use crate::transport::range_backpressure::RangeBackpressure;
 use crate::transport::tls::TlsServer;
 use crate::transport::tls_client::{self, TlsClient};
 
@@ -605,7 +599,6 @@ async fn serve(
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
     for (listener, is_tls) in listeners {
-        let router = grpc_router(config, &services);
         let mut shutdown = shutdown_rx.clone();
         let stop = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
@@ -613,7 +606,7 @@ async fn serve(
         let (connections, budget) = (Arc::clone(&services.connections), Arc::clone(&services.budget));
         let tls = tls.clone().filter(|_| is_tls);
         let incoming = incoming(listener, connections, budget, tls);
-        servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
+        servers.spawn(serve_client(config, &services, incoming, stop));
     }
     tokio::spawn(crate::systemd::ready_once_led(services.raft.clone()));
     let (removed, me) = services.removed.clone();
@@ -646,21 +639,13 @@ async fn serve(
     Ok(())
 }
 
-/// What every client request passes through, outermost first: the HTTP paths beside gRPC, the
-/// gRPC metrics, a learner's refusals, Range backpressure, Range answers sent from their
-/// encoded bytes.
-type ClientLayers = tower_layer::Stack<
-    SendEncodedLayer,
-    tower_layer::Stack<
-        RangeBackpressureLayer,
-        tower_layer::Stack<
-            LearnerGateLayer,
-            tower_layer::Stack<GrpcMetricsLayer, tower_layer::Stack<ClientHttpLayer, tower_layer::Identity>>,
-        >,
-    >,
->;
-
-fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server::Router<ClientLayers> {
+/// Serves gRPC, and HTTP beside it, on one client listener's sockets until `stop`.
+fn serve_client(
+    config: &Config,
+    services: &Services,
+    incoming: BoxStream<'static, std::io::Result<ClientSocket>>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = Result<(), tonic::transport::Error>> + Send + 'static {
     let etcd = &services.etcd;
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let gateway =
@@ -668,48 +653,23 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
     let http = crate::http::routes(services.http_state())
         .merge(crate::http::gateway::routes(gateway))
         .layer(axum::middleware::from_fn_with_state(Cors::new(&config.cors), crate::http::cors::apply));
-    // etcd checks require-leader metadata on every call (the Watch service checks its own,
-    // and watches its streams' leader too).
-    let leader = || services.require_leader.interceptor();
+    let identity = services.store.identity.clone();
+    // What every client request passes through, outermost first: the HTTP paths beside gRPC,
+    // the gRPC metrics, a learner's refusals, Range backpressure, Range answers sent from their
+    // encoded bytes.
+    let layers = ServiceBuilder::new()
+        .layer_fn(move |grpc| ClientHttp::new(grpc, http.clone()))
+        .layer_fn(GrpcMetrics::new)
+        .layer_fn(move |inner| LearnerGate::new(inner, identity.clone()))
+        .layer_fn(|inner| RangeBackpressure::new(inner, ConnInfo::range_slots_of))
+        .map_response(send_encoded);
     Server::builder()
         // HTTP/1.1 too: curl, probes and the JSON gateway speak it; gRPC needs HTTP/2 anyway.
         .accept_http1(true)
-        .layer(ClientHttpLayer::new(http))
-        .layer(GrpcMetricsLayer)
-        .layer(LearnerGateLayer(services.store.identity.clone()))
-        .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
-        .layer(SendEncodedLayer)
+        .layer(layers)
         .tcp_nodelay(true)
-        .add_service(InterceptedService::new(
-            KvServer::from_arc(Arc::clone(&etcd.kv)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(WatchRoute::new(Arc::clone(&etcd.watch), max_message))
-        .add_service(InterceptedService::new(
-            LeaseServer::from_arc(Arc::clone(&etcd.lease)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            ClusterServer::from_arc(Arc::clone(&etcd.maintenance)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            MaintenanceServer::from_arc(Arc::clone(&etcd.maintenance)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            AuthServer::from_arc(Arc::clone(&etcd.auth)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            LockServer::from_arc(Arc::clone(&etcd.lock)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            ElectionServer::from_arc(Arc::clone(&etcd.election)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(HealthServer::new(HealthService))
+        .add_routes(crate::grpc::api::routes(etcd, &services.require_leader, max_message))
+        .serve_with_incoming_shutdown(incoming, stop)
 }
 
 async fn shutdown_signal() {

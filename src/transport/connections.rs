@@ -44,7 +44,7 @@ pub struct ConnInfo {
 
 impl ConnInfo {
     /// The Range slots of the connection `extensions` came with: the function that
-    /// [`RangeBackpressureLayer::new`](super::range_backpressure::RangeBackpressureLayer::new)
+    /// [`RangeBackpressure::new`](super::range_backpressure::RangeBackpressure::new)
     /// is given.
     pub fn range_slots_of(extensions: &http::Extensions) -> Option<&RangeSlots> {
         extensions.get::<ConnInfo>().map(|conn| &conn.range_slots)

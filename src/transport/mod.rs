@@ -33,6 +33,7 @@
 //! - [`remote_san`]: a dialing member's certificate SANs against the address it came from.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
+//! - [`observed_body`]: the one body wrapper of the layers: a body with an observer beside it.
 //! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
 
 pub mod authority_fix;
@@ -42,6 +43,7 @@ pub mod connection_budget;
 pub mod connections;
 pub mod grpc_go_errors;
 pub mod grpc_metrics;
+pub mod observed_body;
 pub mod range_backpressure;
 pub mod remote_san;
 pub mod tls;
