@@ -2,6 +2,7 @@
 //! ...) and the peer URLs' (`--peer-cert-file` ...) differ only in their names and help, which
 //! [`FlagNames`] and the help lines here give.
 
+use std::ops::Deref;
 use std::path::PathBuf;
 
 use clap::{value_parser, Arg, ArgMatches, Args, Command, FromArgMatches};
@@ -40,22 +41,11 @@ static PEER_DECLARED: Declared = Declared {
     ],
 };
 
-/// One set of TLS flags: the peer URLs' when `PEER`, else the client URLs'.
-#[derive(Debug, Clone, Default)]
-pub struct TlsGroup<const PEER: bool> {
-    /// `--cert-file`.
-    pub cert_file: Option<PathBuf>,
-    /// `--key-file`.
-    pub key_file: Option<PathBuf>,
-    /// `--trusted-ca-file`.
-    pub trusted_ca_file: Option<PathBuf>,
-    /// `--client-cert-auth`.
-    pub client_cert_auth: bool,
-    /// `--client-crl-file`.
-    pub crl_file: Option<PathBuf>,
-    /// `--auto-tls`.
-    pub auto_tls: bool,
-}
+/// One set of TLS flags: the peer URLs' when `PEER`, else the client URLs'. It holds the
+/// set's own six flags (read through `Deref`); the cipher suites and versions both sets share,
+/// and the peers' allowed name, come with [`TlsGroup::flags`].
+#[derive(Debug, Clone)]
+pub struct TlsGroup<const PEER: bool>(TlsFlags);
 
 /// The client URLs' TLS flags.
 pub type ClientTls = TlsGroup<false>;
@@ -76,18 +66,18 @@ impl<const PEER: bool> TlsGroup<PEER> {
         Self::declared().names
     }
 
-    /// These flags over `shared` (the cipher suites and versions both sets use).
+    /// These flags with `shared`'s cipher suites, versions and allowed name.
     pub fn flags(&self, shared: TlsFlags) -> TlsFlags {
-        TlsFlags {
-            names: Self::names(),
-            cert_file: self.cert_file.clone(),
-            key_file: self.key_file.clone(),
-            trusted_ca_file: self.trusted_ca_file.clone(),
-            client_cert_auth: self.client_cert_auth,
-            crl_file: self.crl_file.clone(),
-            auto_tls: self.auto_tls,
-            ..shared
-        }
+        let TlsFlags { allowed_name, cipher_suites, min_version, max_version, .. } = shared;
+        TlsFlags { allowed_name, cipher_suites, min_version, max_version, ..self.0.clone() }
+    }
+}
+
+impl<const PEER: bool> Deref for TlsGroup<PEER> {
+    type Target = TlsFlags;
+
+    fn deref(&self) -> &TlsFlags {
+        &self.0
     }
 }
 
@@ -133,14 +123,16 @@ impl<const PEER: bool> FromArgMatches for TlsGroup<PEER> {
         let names = Self::names();
         let file = |flag| matches.get_one::<PathBuf>(long(flag)).cloned();
         let switch = |flag| matches.get_one::<bool>(long(flag)).copied().unwrap_or(false);
-        Ok(Self {
+        Ok(Self(TlsFlags {
+            names,
             cert_file: file(names.cert_file),
             key_file: file(names.key_file),
             trusted_ca_file: file(names.trusted_ca_file),
             client_cert_auth: switch(names.client_cert_auth),
             crl_file: file(names.crl_file),
             auto_tls: switch(names.auto_tls),
-        })
+            ..TlsFlags::default()
+        }))
     }
 
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
