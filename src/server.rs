@@ -3,31 +3,27 @@
 //! than this member), gRPC on every client URL (and /health, /version on the metrics URLs)
 //! until SIGINT or SIGTERM.
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, Arbiter};
+use actix::{Actor, Addr, Arbiter};
 use anyhow::Context;
+use futures::stream::BoxStream;
 use metrics_exporter_prometheus::PrometheusHandle;
 use openraft::Raft;
 use tokio::net::TcpListener;
-use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Server;
+use tower::ServiceBuilder;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
-use actcd_proto::etcdserverpb::{
-    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer, lease_server::LeaseServer,
-    maintenance_server::MaintenanceServer,
-};
-use actcd_proto::health::health_server::HealthServer;
-use actcd_proto::v3electionpb::election_server::ElectionServer;
-use actcd_proto::v3lockpb::lock_server::LockServer;
 use actcd_raft::fail_stop::FailStop;
 use actcd_raft::log_store::LogStore;
 use actcd_raft::proposer::Proposer;
@@ -36,10 +32,11 @@ use actcd_raft::reconfig::Rules;
 use actcd_raft::removed::{Removed, REMOVED_TEXT};
 use actcd_raft::route::Route;
 use actcd_raft::snapshot_store::SnapshotStore;
-use actcd_raft::state_machine::StateMachine;
+use actcd_raft::state_machine::{CoreHandle, StateMachine};
 use actcd_raft::types::{MemberNode, TypeConfig};
+use actcd_store::auto_compaction::AutoCompaction;
 use actcd_store::backend::member::{self, MemberIds};
-use actcd_store::{RocksEngine, StoreConfig, StoreCore};
+use actcd_store::{ReadView, RocksEngine, StoreConfig, StoreCore};
 
 use crate::cluster::corrupt_check::Hasher;
 use crate::cluster::leadership::LeaseForward;
@@ -47,28 +44,29 @@ use crate::cluster::move_leader::LeaderMover;
 use crate::cluster::peer_service::{Forwarding, PeerService};
 use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::cluster::reconfigure::Reconfigurer;
+use crate::cluster::start::Timing;
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
-use crate::grpc::health::HealthService;
-use crate::grpc::learner_gate::LearnerGateLayer;
+use crate::grpc::learner_gate::LearnerGate;
 use crate::grpc::lease::LeaseService;
 use crate::grpc::maintenance::ClusterOps;
-use crate::grpc::range_answer::SendEncodedLayer;
+use crate::grpc::range_answer::send_encoded;
 use crate::grpc::read_budget::ReadBudget;
 use crate::grpc::require_leader::RequireLeader;
 use crate::grpc::services::EtcdServices;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
-use crate::grpc::watch_route::WatchRoute;
-use crate::http::client_port::ClientHttpLayer;
+use crate::http::client_port::ClientHttp;
 use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
-use crate::transport::connection_budget::{BudgetedListener, ConnectionBudget, TlsBudgetedListener};
-use crate::transport::connections::{incoming, incoming_tls, ConnInfo, Connections};
-use crate::transport::grpc_metrics::GrpcMetricsLayer;
-use crate::transport::range_backpressure::RangeBackpressureLayer;
+use crate::membership::InitialCluster;
+use crate::transport::client_socket::ClientSocket;
+use crate::transport::connection_budget::ConnectionBudget;
+use crate::transport::connections::{incoming, ConnInfo, Connections, SocketListener};
+use crate::transport::grpc_metrics::GrpcMetrics;
+use crate::transport::range_backpressure::RangeBackpressure;
 use crate::transport::tls::TlsServer;
 use crate::transport::tls_client::{self, TlsClient};
 
@@ -87,78 +85,13 @@ const HAND_OVER: Duration = Duration::from_secs(5);
 /// room before it queues.
 const READS_WAITING: usize = 65_536;
 
-/// Runs the server until a shutdown signal.
+/// Runs the server until a shutdown signal: opens the storage, starts Raft over it, the actors
+/// and services on top, and serves.
 pub fn run(config: Config) -> anyhow::Result<()> {
-    let cluster = config.initial_cluster()?;
-    let auto_compaction = config.auto_compaction()?;
-    let tokens = Arc::new(Tokens::from_flag(&config.auth_token)?);
-    crate::c_heap::start_trimmer().context("cannot start the heap trimmer")?;
-    let client_urls = listen_urls(&config.listen_client_urls, "listen-client-urls")?;
-    let metrics_urls = if config.listen_metrics_urls.is_empty() {
-        Vec::new()
-    } else {
-        listen_urls(&config.listen_metrics_urls, "listen-metrics-urls")?
-    };
-    let tls = client_tls(&config, &client_urls, &metrics_urls)?;
-    let prometheus = crate::metrics::prometheus::install(config.quota_bytes())?;
-    // Ports are taken before anything starts, so a port in use is one clear error line.
-    let client_addrs: Vec<SocketAddr> = client_urls.iter().map(|(addr, _)| *addr).collect();
-    let client_listeners: Vec<_> =
-        bind_all(&client_addrs)?.into_iter().zip(client_urls.iter().map(|(_, tls)| *tls)).collect();
-    let metrics_addrs: Vec<SocketAddr> = metrics_urls.iter().map(|(addr, _)| *addr).collect();
-    let metrics_listeners: Vec<_> =
-        bind_all(&metrics_addrs)?.into_iter().zip(metrics_urls.iter().map(|(_, tls)| *tls)).collect();
-    let existing = config.initial_cluster_state == "existing";
-    let peer_tls = peer_tls(&config, &cluster)?;
-    std::fs::create_dir_all(&config.data_dir)
-        .with_context(|| format!("cannot create data dir {}", config.data_dir.display()))?;
-    let engine = RocksEngine::open(&config.data_dir)
-        .with_context(|| format!("cannot open data dir {}", config.data_dir.display()))?;
-    // Before anything reads the state: a snapshot install that a crash cut short left a mix.
-    let snapshots = SnapshotStore::open(config.data_dir.join("raft-snapshots"))
-        .map_err(|e| anyhow::anyhow!("cannot open the raft snapshots: {e}"))?;
-    if snapshots
-        .resume_install(&engine)
-        .map_err(|e| anyhow::anyhow!("cannot finish installing a snapshot: {e}"))?
-    {
-        tracing::info!("finished installing the snapshot a stop had cut short");
-    }
-    let ids = member_ids(&cluster, existing, &engine, peer_tls.as_ref().map(|(_, client)| client.clone()))?;
-    // A member alone has no peer to hear from, so it takes no peer port until it adds a member
-    // (single members side by side need no --listen-peer-urls of their own); one that ever had
-    // company, or joins, listens from the start.
-    let recorded_members = actcd_raft::position::recorded_position(&engine)
-        .map_err(|e| anyhow::anyhow!("cannot read the membership: {e}"))?
-        .1
-        .membership()
-        .nodes()
-        .count();
-    let company = cluster.members.len() > 1 || existing || recorded_members > 1;
-    let peer_urls = listen_urls(&config.listen_peer_urls, "listen-peer-urls")?;
-    let peer_listeners = if company { bind_peers(&peer_urls)? } else { Vec::new() };
-    let maintenance_engine = engine.clone();
-    let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
-    let fail_stop_tx = FailStop::new(fail_stop_tx);
-    // A member alone has no follower to write beside its fsync: a flush behind its append
-    // would only add a thread hop to every write (0.57 -> 0.67 ms at 1 x 1, benches/raft-path).
-    let leads_followers = company.then_some(ids.member_id);
-    let log = LogStore::open(&engine, leads_followers)
-        .map_err(|e| anyhow::anyhow!("cannot open the raft log: {e}"))?
-        .with_fail_stop(fail_stop_tx.clone());
-    let timing = config.raft_timing()?;
-    let store_config = StoreConfig {
-        max_txn_ops: config.max_txn_ops,
-        quota_bytes: config.quota_bytes(),
-        max_request_bytes: config.max_request_bytes,
-        member: Some(ids),
-        token_ttl: Duration::from_secs(config.auth_token_ttl),
-    };
-    let core = StoreCore::open(engine, store_config)
-        .with_context(|| format!("cannot load data dir {}", config.data_dir.display()))?;
-    let view = core.read_view();
+    let edge = Edge::take(&config)?;
+    let (mut storage, core) = Storage::open(&config, &edge)?;
     // Counted once storage is open, so that its descriptors are part of what is kept back.
     let budget = Arc::new(ConnectionBudget::for_this_process());
-
     let system = actix::System::with_tokio_rt(|| {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -166,67 +99,297 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .expect("the tokio runtime must start")
     });
     system.block_on(async move {
-        let identity = Identity::new(ids.cluster_id, ids.member_id);
-        // Each shard gets an arbiter (a thread) of its own: a shard's catch-up reads block only
-        // itself. Streams share a few.
+        let (watch_tree, _shard_threads) = WatchTree::start(&config, &storage.view);
+        let member = Member::start(&config, &edge, &mut storage, core, &watch_tree, &budget).await?;
+        let (services, _stream_threads) = start_services(&config, &edge, storage, watch_tree, member, budget);
+        serve(&config, services, edge.client_listeners, edge.tls, edge.metrics_listeners).await
+    })
+}
+
+/// What is read from the flags and taken before the storage opens, so that a bad flag or a
+/// port in use stops the start with one clear line before anything else starts.
+struct Edge {
+    cluster: InitialCluster,
+    auto_compaction: AutoCompaction,
+    tokens: Arc<Tokens>,
+    /// The https client and metrics URLs' TLS.
+    tls: Option<TlsServer>,
+    /// This member's peer listener and its dialer, if any peer URL is https.
+    peer_tls: Option<(TlsServer, TlsClient)>,
+    prometheus: PrometheusHandle,
+    client_listeners: Vec<(std::net::TcpListener, bool)>,
+    metrics_listeners: Vec<(std::net::TcpListener, bool)>,
+    /// `--initial-cluster-state existing`: joining a running cluster.
+    existing: bool,
+}
+
+impl Edge {
+    fn take(config: &Config) -> anyhow::Result<Self> {
+        let cluster = config.initial_cluster()?;
+        let auto_compaction = config.auto_compaction()?;
+        let tokens = Arc::new(Tokens::from_flag(&config.auth_token)?);
+        crate::c_heap::start_trimmer().context("cannot start the heap trimmer")?;
+        let client_urls = listen_urls(&config.listen_client_urls, "listen-client-urls")?;
+        let metrics_urls = if config.listen_metrics_urls.is_empty() {
+            Vec::new()
+        } else {
+            listen_urls(&config.listen_metrics_urls, "listen-metrics-urls")?
+        };
+        let tls = client_tls(config, &client_urls, &metrics_urls)?;
+        let prometheus = crate::metrics::prometheus::install(config.quota_bytes())?;
+        let client_listeners = bind_urls(&client_urls)?;
+        let metrics_listeners = bind_urls(&metrics_urls)?;
+        let peer_tls = peer_tls(config, &cluster)?;
+        let existing = config.initial_cluster_state == "existing";
+        Ok(Self {
+            cluster,
+            auto_compaction,
+            tokens,
+            tls,
+            peer_tls,
+            prometheus,
+            client_listeners,
+            metrics_listeners,
+            existing,
+        })
+    }
+
+    /// The first membership, the same on every member (the client URLs each publishes later);
+    /// a member that joins gets it from the leader instead.
+    fn first_membership(&self) -> Option<BTreeMap<u64, MemberNode>> {
+        let node = |m: &crate::membership::Member| MemberNode {
+            name: m.name.clone(),
+            peer_urls: m.peer_urls.clone(),
+            client_urls: Vec::new(),
+        };
+        let members = self.cluster.members.iter().map(|m| (m.id, node(m))).collect();
+        (!self.existing).then_some(members)
+    }
+
+    /// The peer dialer's TLS, if any.
+    fn peer_client(&self) -> Option<TlsClient> {
+        self.peer_tls.as_ref().map(|(_, client)| client.clone())
+    }
+}
+
+/// The data dir opened: the store, the Raft log and snapshots, this member's ids, and whether
+/// it has company (and so its peer ports).
+struct Storage {
+    engine: RocksEngine,
+    snapshots: SnapshotStore,
+    ids: MemberIds,
+    /// More members than this one, now, at the start or ever: it serves the peer transport.
+    company: bool,
+    peer_urls: Vec<(SocketAddr, bool)>,
+    peer_listeners: Vec<(std::net::TcpListener, bool)>,
+    fail_stop_tx: FailStop,
+    /// Gets the reason when the writer stops after a failed commit.
+    fail_stop: tokio::sync::oneshot::Receiver<String>,
+    log: LogStore,
+    timing: Timing,
+    view: ReadView<RocksEngine>,
+}
+
+impl Storage {
+    /// Opens the data dir; the store core goes apart, to the state machine.
+    fn open(config: &Config, edge: &Edge) -> anyhow::Result<(Self, StoreCore<RocksEngine>)> {
+        let data_dir = config.data_dir.display();
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data dir {data_dir}"))?;
+        let engine = RocksEngine::open(&config.data_dir)
+            .with_context(|| format!("cannot open data dir {data_dir}"))?;
+        // Before anything reads the state: a snapshot install that a crash cut short left a mix.
+        let snapshots = SnapshotStore::open(config.data_dir.join("raft-snapshots"))
+            .map_err(|e| anyhow::anyhow!("cannot open the raft snapshots: {e}"))?;
+        if snapshots
+            .resume_install(&engine)
+            .map_err(|e| anyhow::anyhow!("cannot finish installing a snapshot: {e}"))?
+        {
+            tracing::info!("finished installing the snapshot a stop had cut short");
+        }
+        let ids = member_ids(&edge.cluster, edge.existing, &engine, edge.peer_client())?;
+        // A member alone has no peer to hear from, so it takes no peer port until it adds a
+        // member (single members side by side need no --listen-peer-urls of their own); one that
+        // ever had company, or joins, listens from the start.
+        let recorded_members = actcd_raft::position::recorded_position(&engine)
+            .map_err(|e| anyhow::anyhow!("cannot read the membership: {e}"))?
+            .1
+            .membership()
+            .nodes()
+            .count();
+        let company = edge.cluster.members.len() > 1 || edge.existing || recorded_members > 1;
+        let peer_urls = listen_urls(&config.listen_peer_urls, "listen-peer-urls")?;
+        let peer_listeners = if company { bind_urls(&peer_urls)? } else { Vec::new() };
+        let (fail_stop_tx, fail_stop) = tokio::sync::oneshot::channel();
+        let fail_stop_tx = FailStop::new(fail_stop_tx);
+        // A member alone has no follower to write beside its fsync: a flush behind its append
+        // would only add a thread hop to every write (0.57 -> 0.67 ms at 1 x 1, benches/raft-path).
+        let leads_followers = company.then_some(ids.member_id);
+        let log = LogStore::open(&engine, leads_followers)
+            .map_err(|e| anyhow::anyhow!("cannot open the raft log: {e}"))?
+            .with_fail_stop(fail_stop_tx.clone());
+        let timing = config.raft_timing()?;
+        let store_config = StoreConfig {
+            max_txn_ops: config.max_txn_ops,
+            quota_bytes: config.quota_bytes(),
+            max_request_bytes: config.max_request_bytes,
+            member: Some(ids),
+            token_ttl: Duration::from_secs(config.auth_token_ttl),
+        };
+        let core = StoreCore::open(engine.clone(), store_config)
+            .with_context(|| format!("cannot load data dir {data_dir}"))?;
+        let view = core.read_view();
+        let storage = Self {
+            engine,
+            snapshots,
+            ids,
+            company,
+            peer_urls,
+            peer_listeners,
+            fail_stop_tx,
+            fail_stop,
+            log,
+            timing,
+            view,
+        };
+        Ok((storage, core))
+    }
+}
+
+/// The watch tree: its shards and the root the state machine sends applied batches to.
+struct WatchTree {
+    shards: Vec<Addr<WatchShard<RocksEngine>>>,
+    root: Addr<WatchRoot>,
+}
+
+impl WatchTree {
+    /// Starts the shards, each on an arbiter (a thread) of its own, so that a shard's catch-up
+    /// reads block only itself; the arbiters are kept for as long as the process serves.
+    fn start(config: &Config, view: &ReadView<RocksEngine>) -> (Self, Vec<Arbiter>) {
         let shard_config = ShardConfig {
             progress_interval: config.watch_progress_notify_interval,
             mailbox: config.mailboxes.watch_shard,
         };
-        let mut arbiters = Vec::new();
-        let shards: Vec<_> = (0..config.watch_shards)
-            .map(|index| {
-                let arbiter = Arbiter::new();
+        let arbiters: Vec<Arbiter> = (0..config.watch_shards).map(|_| Arbiter::new()).collect();
+        let shards: Vec<_> = arbiters
+            .iter()
+            .enumerate()
+            .map(|(index, arbiter)| {
                 let view = view.clone();
-                let shard = WatchShard::start_in_arbiter(&arbiter.handle(), move |_| {
+                WatchShard::start_in_arbiter(&arbiter.handle(), move |_| {
                     WatchShard::new(index, view, shard_config)
-                });
-                arbiters.push(arbiter);
-                shard
+                })
             })
             .collect();
-        let root = WatchRoot::new(
-            shards.iter().map(|s| s.clone().recipient()).collect(),
-            config.mailboxes.watch_root,
-        )
-        .start();
-        let state_machine = StateMachine::new(core, snapshots.clone(), Some(root.recipient()))
-            .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
-            .with_fail_stop(fail_stop_tx.clone())
-            .with_log(&log);
+        let recipients = shards.iter().map(|s| s.clone().recipient()).collect();
+        let root = WatchRoot::new(recipients, config.mailboxes.watch_root).start();
+        (Self { shards, root }, arbiters)
+    }
+}
+
+/// This member's Raft, started, and what runs beside it.
+struct Member {
+    identity: Identity,
+    raft: Raft<TypeConfig>,
+    route: Route,
+    reads: ReadBarrier,
+    writer: Proposer,
+    core: CoreHandle,
+    removed: Removed,
+    peers: Peers,
+    leases: Addr<LeaseActor>,
+    reconfigurer: Arc<Reconfigurer>,
+    hasher: Hasher,
+    forwarding: Forwarding,
+    mover: LeaderMover,
+}
+
+impl Member {
+    /// Starts Raft over the storage, the Proposer and the lessor beside it, serves the peer
+    /// transport, and (alone) waits to lead and publishes this member's client URLs.
+    async fn start(
+        config: &Config,
+        edge: &Edge,
+        storage: &mut Storage,
+        core: StoreCore<RocksEngine>,
+        watch_tree: &WatchTree,
+        budget: &Arc<ConnectionBudget>,
+    ) -> anyhow::Result<Self> {
+        let member = Self::start_raft(config, edge, storage, core, watch_tree).await?;
+        member.serve_peers(edge, storage, budget)?;
+        member.spawn_watchdogs(storage.timing);
+        if !storage.company {
+            crate::cluster::start::wait_for_leader(&member.raft, LEADER_WAIT).await?;
+        }
+        member.publish(config, edge, storage.company).await?;
+        tokio::spawn(crate::cluster::start::follow_term(member.raft.clone(), member.identity.clone()));
+        if config.initial_corrupt_check && storage.company {
+            crate::cluster::corrupt_check::initial(&member.route, &member.peers, &member.hasher).await?;
+        }
+        Ok(member)
+    }
+
+    /// Starts openraft over the log and the state machine, and the Proposer, the read barrier
+    /// and the lessor beside it.
+    async fn start_raft(
+        config: &Config,
+        edge: &Edge,
+        storage: &Storage,
+        core: StoreCore<RocksEngine>,
+        watch_tree: &WatchTree,
+    ) -> anyhow::Result<Self> {
+        let ids = storage.ids;
+        let identity = Identity::new(ids.cluster_id, ids.member_id);
+        let state_machine =
+            StateMachine::new(core, storage.snapshots.clone(), Some(watch_tree.root.clone().recipient()))
+                .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
+                .with_fail_stop(storage.fail_stop_tx.clone())
+                .with_log(&storage.log);
         let core = state_machine.core();
         let removed = state_machine.removed();
-        // The first membership is the same on every member (the client URLs each publishes
-        // later); a member that joins gets it from the leader instead.
-        let members = cluster
-            .members
-            .iter()
-            .map(|m| {
-                (
-                    m.id,
-                    MemberNode {
-                        name: m.name.clone(),
-                        peer_urls: m.peer_urls.clone(),
-                        client_urls: Vec::new(),
-                    },
-                )
-            })
-            .collect();
-        let member_id = identity.member_id;
-        let peers = Peers::new(
-            ids.cluster_id,
-            member_id,
-            peer_tls.as_ref().map(|(_, client)| client.clone()),
-            removed.clone(),
-        );
-        let first = (!existing).then_some(members);
+        let peers = Peers::new(ids.cluster_id, ids.member_id, edge.peer_client(), removed.clone());
+        let first = edge.first_membership();
+        let timing = storage.timing;
+        let log = storage.log.clone();
         let raft =
-            crate::cluster::start::start(member_id, first, timing, peers.clone(), log, state_machine).await?;
-        let route = Route::new(raft.clone(), member_id, Arc::new(peers.clone()), timing.request_timeout());
+            crate::cluster::start::start(ids.member_id, first, timing, peers.clone(), log, state_machine)
+                .await?;
+        let route =
+            Route::new(raft.clone(), ids.member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
         let writer = Proposer::start(route.clone(), config.mailboxes.proposer, config.batch_limit());
-        actcd_raft::applied_sync::start(maintenance_engine.clone(), fail_stop_tx.clone());
-        let alone = !company;
+        actcd_raft::applied_sync::start(storage.engine.clone(), storage.fail_stop_tx.clone());
+        let leases = Self::start_lessor(config, &route, &peers, &core, !storage.company)?;
+        let rules = Rules { strict: config.strict_reconfig_check, max_learners: config.max_learners };
+        let token = config.initial_cluster_token.clone();
+        let reconfigurer =
+            Arc::new(Reconfigurer::new(route.clone(), peers.clone(), removed.clone(), rules, token));
+        let mover = leader_mover(&route, &peers, timing);
+        Ok(Self {
+            identity,
+            raft,
+            route,
+            reads,
+            writer,
+            core,
+            removed,
+            peers,
+            leases,
+            reconfigurer,
+            hasher: Hasher::new(storage.engine.clone(), storage.view.clone()),
+            forwarding: Forwarding::default(),
+            mover,
+        })
+    }
+
+    /// The lessor, which follows this member's leadership: only a leader expires leases.
+    fn start_lessor(
+        config: &Config,
+        route: &Route,
+        peers: &Peers,
+        core: &CoreHandle,
+        alone: bool,
+    ) -> anyhow::Result<Addr<LeaseActor>> {
         let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));
         let leases = LeaseActor::new(
             Arc::new(route.clone()),
@@ -238,147 +401,161 @@ pub fn run(config: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot load the leases: {e}"))?
         .start();
         tokio::spawn(crate::cluster::leadership::follow(route.clone(), leases.clone()));
-        let rules = Rules { strict: config.strict_reconfig_check, max_learners: config.max_learners };
-        let reconfigurer = Arc::new(Reconfigurer::new(
-            route.clone(),
-            peers.clone(),
-            removed.clone(),
-            rules,
-            config.initial_cluster_token.clone(),
-        ));
-        let (route_for_peers, leases_for_peers, reconfigurer_for_peers, removed_for_peers) =
-            (route.clone(), leases.clone(), Arc::clone(&reconfigurer), removed.clone());
-        let snapshots_for_peers = snapshots.clone();
-        let hasher = Hasher::new(maintenance_engine.clone(), view.clone());
-        let hasher_for_peers = hasher.clone();
-        let forwarding = Forwarding::default();
-        let forwarding_for_peers = forwarding.clone();
+        Ok(leases)
+    }
+
+    /// Serves the peer transport now if the member has company, else once it adds a member.
+    fn serve_peers(
+        &self,
+        edge: &Edge,
+        storage: &mut Storage,
+        budget: &Arc<ConnectionBudget>,
+    ) -> anyhow::Result<()> {
+        let (route, leases, reconfigurer) =
+            (self.route.clone(), self.leases.clone(), Arc::clone(&self.reconfigurer));
+        let (removed, hasher, forwarding) =
+            (self.removed.clone(), self.hasher.clone(), self.forwarding.clone());
+        let (cluster_id, snapshots) = (storage.ids.cluster_id, storage.snapshots.clone());
         let peer_serving = PeerServing {
             service: Arc::new(move || PeerService {
-                route: route_for_peers.clone(),
-                cluster_id: ids.cluster_id,
-                snapshots: snapshots_for_peers.clone(),
-                leases: leases_for_peers.clone(),
-                reconfigurer: Arc::clone(&reconfigurer_for_peers),
-                removed: removed_for_peers.clone(),
-                hasher: hasher_for_peers.clone(),
-                forwarding: forwarding_for_peers.clone(),
+                route: route.clone(),
+                cluster_id,
+                snapshots: snapshots.clone(),
+                leases: leases.clone(),
+                reconfigurer: Arc::clone(&reconfigurer),
+                removed: removed.clone(),
+                hasher: hasher.clone(),
+                forwarding: forwarding.clone(),
             }),
-            tls: peer_tls.as_ref().map(|(tls, _)| tls.clone()),
-            budget: Arc::clone(&budget),
+            tls: edge.peer_tls.as_ref().map(|(tls, _)| tls.clone()),
+            budget: Arc::clone(budget),
         };
-        if company {
-            peer_serving.serve(peer_listeners)?;
-        } else {
-            let urls = peer_urls.clone();
-            reconfigurer.on_grow(Box::new(move || peer_serving.serve(bind_peers(&urls)?)));
+        if storage.company {
+            return peer_serving.serve(std::mem::take(&mut storage.peer_listeners));
         }
-        let lease_ms = crate::cluster::start::election_window(timing.election_ms).1;
-        let mover = LeaderMover::new(
-            route.clone(),
-            peers.clone(),
-            Duration::from_millis(lease_ms),
-            Duration::from_millis(timing.heartbeat_ms),
-            Duration::from_millis(timing.election_ms),
-        );
-        tokio::spawn(crate::cluster::check_quorum::run(
-            route.clone(),
-            Duration::from_millis(timing.heartbeat_ms),
-            Duration::from_millis(timing.election_ms),
-        ));
-        tokio::spawn(crate::cluster::peer_probe::run(
-            route.clone(),
-            peers.clone(),
-            removed.clone(),
-            Duration::from_millis(timing.election_ms),
-        ));
-        if alone {
-            crate::cluster::start::wait_for_leader(&raft, LEADER_WAIT).await?;
-        }
+        let urls = storage.peer_urls.clone();
+        self.reconfigurer.on_grow(Box::new(move || peer_serving.serve(bind_urls(&urls)?)));
+        Ok(())
+    }
+
+    /// Spawns the checks that run as long as the member: quorum, and its peers' reachability.
+    fn spawn_watchdogs(&self, timing: Timing) {
+        let (heartbeat, election) =
+            (Duration::from_millis(timing.heartbeat_ms), Duration::from_millis(timing.election_ms));
+        tokio::spawn(crate::cluster::check_quorum::run(self.route.clone(), heartbeat, election));
+        let (route, peers, removed) = (self.route.clone(), self.peers.clone(), self.removed.clone());
+        tokio::spawn(crate::cluster::peer_probe::run(route, peers, removed, election));
+    }
+
+    /// Publishes this member's name and client URLs into the membership.
+    async fn publish(&self, config: &Config, edge: &Edge, company: bool) -> anyhow::Result<()> {
         let own = MemberNode {
             name: config.name.clone(),
-            peer_urls: cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
+            peer_urls: edge.cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
             client_urls: config.advertise_client_urls.clone(),
         };
-        let publish = crate::cluster::reconfigure::publish(Arc::clone(&reconfigurer), route.clone(), own);
-        if alone {
-            // As etcd serves clients only once its member published its attributes: the first
-            // MemberList already shows this member's client URLs. Alone, that is one local
-            // membership entry.
-            tokio::time::timeout(LEADER_WAIT, publish)
-                .await
-                .context("cannot publish this member's client URLs into the membership")?;
-        } else {
+        let publish =
+            crate::cluster::reconfigure::publish(Arc::clone(&self.reconfigurer), self.route.clone(), own);
+        if company {
             tokio::spawn(publish);
+            return Ok(());
         }
-        tokio::spawn(crate::cluster::start::follow_term(raft.clone(), identity.clone()));
-        if config.initial_corrupt_check && company {
-            crate::cluster::corrupt_check::initial(&route, &peers, &hasher).await?;
-        }
-        let require_leader = RequireLeader::new(raft.clone(), Duration::from_millis(timing.election_ms));
-        let stream_arbiters: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
-        let store = StoreHandle {
-            view: view.clone(),
-            writer,
-            route,
-            reads,
-            core,
-            identity: identity.clone(),
-            max_txn_ops: config.max_txn_ops,
-            max_request_bytes: config.max_request_bytes,
-            read_budget: ReadBudget::new(config.read_budget_bytes),
-            tokens,
-            engine: maintenance_engine,
-        };
-        if !config.corrupt_check_time.is_zero() {
-            let check = crate::cluster::corrupt_check::periodic(
-                store.route.clone(),
-                peers,
-                hasher,
-                store.clone(),
-                config.corrupt_check_time,
-            );
-            tokio::spawn(check);
-        }
-        tokio::spawn(crate::cluster::auto_compaction::run(store.clone(), auto_compaction));
-        let stream_pool = ArbiterPool::new(stream_arbiters.iter().map(Arbiter::handle).collect());
-        let lease = Arc::new(LeaseService::new(store.clone(), leases, Arc::clone(&stream_pool)));
-        let connections = Arc::new(Connections::default());
-        let watch = Arc::new(WatchService {
-            arbiters: stream_pool,
-            shards,
-            view,
-            identity,
-            max_request_bytes: config.max_request_bytes,
-            connections: Arc::clone(&connections),
-            next_stream: AtomicU64::new(0),
-            leader: require_leader.clone(),
-            permit: crate::grpc::watch::watch_permit(store.view.clone(), Arc::clone(&store.tokens)),
-        });
-        let cluster_ops = ClusterOps { reconfigurer, mover: mover.clone() };
-        let etcd = Arc::new(EtcdServices::new(
-            &store,
-            watch,
-            lease,
-            config.quota_bytes(),
-            config.bcrypt_cost,
-            cluster_ops,
-        ));
-        let services = Services {
-            store,
-            etcd,
-            connections,
-            budget,
-            prometheus,
-            fail_stop,
-            require_leader,
-            raft: raft.clone(),
-            mover,
-            forwarding,
-            removed: (removed, member_id),
-        };
-        serve(&config, services, client_listeners, tls, metrics_listeners).await
-    })
+        // As etcd serves clients only once its member published its attributes: the first
+        // MemberList already shows this member's client URLs. Alone, that is one local
+        // membership entry.
+        tokio::time::timeout(LEADER_WAIT, publish)
+            .await
+            .context("cannot publish this member's client URLs into the membership")
+    }
+}
+
+/// The periodic corruption check (with the flag) and auto-compaction.
+fn spawn_store_tasks(config: &Config, edge: &Edge, store: &StoreHandle, peers: Peers, hasher: Hasher) {
+    if !config.corrupt_check_time.is_zero() {
+        let every = config.corrupt_check_time;
+        let check =
+            crate::cluster::corrupt_check::periodic(store.route.clone(), peers, hasher, store.clone(), every);
+        tokio::spawn(check);
+    }
+    tokio::spawn(crate::cluster::auto_compaction::run(store.clone(), edge.auto_compaction));
+}
+
+/// What hands the leadership over (on SIGTERM, and MoveLeader), with etcd's timing.
+fn leader_mover(route: &Route, peers: &Peers, timing: Timing) -> LeaderMover {
+    let lease_ms = crate::cluster::start::election_window(timing.election_ms).1;
+    LeaderMover::new(
+        route.clone(),
+        peers.clone(),
+        Duration::from_millis(lease_ms),
+        Duration::from_millis(timing.heartbeat_ms),
+        Duration::from_millis(timing.election_ms),
+    )
+}
+
+/// The services over the member, and their background tasks; the stream threads are kept for
+/// as long as the process serves.
+fn start_services(
+    config: &Config,
+    edge: &Edge,
+    storage: Storage,
+    watch_tree: WatchTree,
+    member: Member,
+    budget: Arc<ConnectionBudget>,
+) -> (Services, Vec<Arbiter>) {
+    let require_leader =
+        RequireLeader::new(member.raft.clone(), Duration::from_millis(storage.timing.election_ms));
+    let store = StoreHandle {
+        view: storage.view.clone(),
+        writer: member.writer,
+        route: member.route,
+        reads: member.reads,
+        core: member.core,
+        identity: member.identity.clone(),
+        max_txn_ops: config.max_txn_ops,
+        max_request_bytes: config.max_request_bytes,
+        read_budget: ReadBudget::new(config.read_budget_bytes),
+        tokens: Arc::clone(&edge.tokens),
+        engine: storage.engine,
+    };
+    spawn_store_tasks(config, edge, &store, member.peers, member.hasher);
+    let stream_threads: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
+    let stream_pool = ArbiterPool::new(stream_threads.iter().map(Arbiter::handle).collect());
+    let lease = Arc::new(LeaseService::new(store.clone(), member.leases, Arc::clone(&stream_pool)));
+    let connections = Arc::new(Connections::default());
+    let watch = Arc::new(WatchService {
+        arbiters: stream_pool,
+        shards: watch_tree.shards,
+        view: storage.view,
+        identity: member.identity,
+        max_request_bytes: config.max_request_bytes,
+        connections: Arc::clone(&connections),
+        next_stream: AtomicU64::new(0),
+        leader: require_leader.clone(),
+        permit: crate::grpc::watch::watch_permit(store.view.clone(), Arc::clone(&store.tokens)),
+    });
+    let cluster_ops = ClusterOps { reconfigurer: member.reconfigurer, mover: member.mover.clone() };
+    let etcd = Arc::new(EtcdServices::new(
+        &store,
+        watch,
+        lease,
+        config.quota_bytes(),
+        config.bcrypt_cost,
+        cluster_ops,
+    ));
+    let services = Services {
+        store,
+        etcd,
+        connections,
+        budget,
+        prometheus: edge.prometheus.clone(),
+        fail_stop: storage.fail_stop,
+        require_leader,
+        raft: member.raft,
+        mover: member.mover,
+        forwarding: member.forwarding,
+        removed: (member.removed, storage.ids.member_id),
+    };
+    (services, stream_threads)
 }
 
 /// Serves the peer transport on `incoming`'s connections until the process ends.
@@ -428,7 +605,7 @@ impl PeerServing {
                 // streams, so a registry of their own that never holds an actor.
                 (Some(tls), true) => spawn_peer_server(
                     server,
-                    incoming_tls(listener, Arc::default(), Arc::clone(&self.budget), tls.clone()),
+                    incoming(listener, Arc::default(), Arc::clone(&self.budget), Some(tls.clone())),
                 ),
                 // Small Raft messages (heartbeats, one-write appends) leave at once.
                 _ => spawn_peer_server(
@@ -441,8 +618,8 @@ impl PeerServing {
     }
 }
 
-/// Takes the ports of `--listen-peer-urls`.
-fn bind_peers(urls: &[(SocketAddr, bool)]) -> anyhow::Result<Vec<(std::net::TcpListener, bool)>> {
+/// Takes the ports of `urls`, each with whether it serves TLS.
+fn bind_urls(urls: &[(SocketAddr, bool)]) -> anyhow::Result<Vec<(std::net::TcpListener, bool)>> {
     let listeners = bind_all(&urls.iter().map(|(addr, _)| *addr).collect::<Vec<_>>())?;
     Ok(listeners.into_iter().zip(urls.iter().map(|(_, tls)| *tls)).collect())
 }
@@ -451,7 +628,7 @@ fn bind_peers(urls: &[(SocketAddr, bool)]) -> anyhow::Result<Vec<(std::net::TcpL
 /// to the data dir there); for a member joining an existing one, those the data dir holds, or
 /// on its first start those its peers know it by.
 fn member_ids(
-    cluster: &crate::membership::InitialCluster,
+    cluster: &InitialCluster,
     existing: bool,
     engine: &RocksEngine,
     tls: Option<TlsClient>,
@@ -549,10 +726,7 @@ fn client_tls(
 /// The TLS of the peer URLs, both ends, if any member's peer URL is https: this member's
 /// listener, and its dialer to the others. A certificate is needed as soon as one URL is
 /// https (a member dials every other's URL, and presents its certificate there).
-fn peer_tls(
-    config: &Config,
-    cluster: &crate::membership::InitialCluster,
-) -> anyhow::Result<Option<(TlsServer, TlsClient)>> {
+fn peer_tls(config: &Config, cluster: &InitialCluster) -> anyhow::Result<Option<(TlsServer, TlsClient)>> {
     let flags = config.peer_tls_flags()?;
     let https = |u: &&String| u.starts_with("https://");
     let listened = config.listen_peer_urls.iter().find(https);
@@ -597,38 +771,22 @@ async fn serve(
     for (listener, is_tls) in metrics_listeners {
         let listener = TcpListener::from_std(listener).context("cannot serve on the metrics listener")?;
         tracing::info!(addr = ?listener.local_addr().ok(), tls = is_tls, "serving /metrics, /health, /livez, /readyz and /version");
-        let state = services.http_state();
-        let budget = Arc::clone(&services.budget);
-        match (&tls, is_tls) {
-            (Some(tls), true) => {
-                let listener = TlsBudgetedListener::new(listener, budget, tls.for_http1())
-                    .context("cannot serve on the metrics listener")?;
-                tokio::spawn(crate::http::serve_tls(listener, state));
-            }
-            _ => {
-                tokio::spawn(crate::http::serve(BudgetedListener { listener, budget }, state));
-            }
-        }
+        let tls = tls.as_ref().filter(|_| is_tls).map(TlsServer::for_http1);
+        let listener = SocketListener::new(listener, Arc::clone(&services.budget), tls)
+            .context("cannot serve on the metrics listener")?;
+        tokio::spawn(crate::http::serve(listener, services.http_state()));
     }
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
     for (listener, is_tls) in listeners {
-        let router = grpc_router(config, &services);
         let mut shutdown = shutdown_rx.clone();
         let stop = async move {
             let _ = shutdown.wait_for(|stop| *stop).await;
         };
         let (connections, budget) = (Arc::clone(&services.connections), Arc::clone(&services.budget));
-        match (&tls, is_tls) {
-            (Some(tls), true) => {
-                let incoming = incoming_tls(listener, connections, budget, tls.clone());
-                servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
-            }
-            _ => {
-                let incoming = incoming(listener, connections, budget);
-                servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
-            }
-        }
+        let tls = tls.clone().filter(|_| is_tls);
+        let incoming = incoming(listener, connections, budget, tls);
+        servers.spawn(serve_client(config, &services, incoming, stop));
     }
     tokio::spawn(crate::systemd::ready_once_led(services.raft.clone()));
     let (removed, me) = services.removed.clone();
@@ -661,21 +819,13 @@ async fn serve(
     Ok(())
 }
 
-/// What every client request passes through, outermost first: the HTTP paths beside gRPC, the
-/// gRPC metrics, a learner's refusals, Range backpressure, Range answers sent from their
-/// encoded bytes.
-type ClientLayers = tower_layer::Stack<
-    SendEncodedLayer,
-    tower_layer::Stack<
-        RangeBackpressureLayer,
-        tower_layer::Stack<
-            LearnerGateLayer,
-            tower_layer::Stack<GrpcMetricsLayer, tower_layer::Stack<ClientHttpLayer, tower_layer::Identity>>,
-        >,
-    >,
->;
-
-fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server::Router<ClientLayers> {
+/// Serves gRPC, and HTTP beside it, on one client listener's sockets until `stop`.
+fn serve_client(
+    config: &Config,
+    services: &Services,
+    incoming: BoxStream<'static, std::io::Result<ClientSocket>>,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> impl Future<Output = Result<(), tonic::transport::Error>> + Send + 'static {
     let etcd = &services.etcd;
     let max_message = config.max_request_bytes + GRPC_OVERHEAD_BYTES;
     let gateway =
@@ -683,48 +833,23 @@ fn grpc_router(config: &Config, services: &Services) -> tonic::transport::server
     let http = crate::http::routes(services.http_state())
         .merge(crate::http::gateway::routes(gateway))
         .layer(axum::middleware::from_fn_with_state(Cors::new(&config.cors), crate::http::cors::apply));
-    // etcd checks require-leader metadata on every call (the Watch service checks its own,
-    // and watches its streams' leader too).
-    let leader = || services.require_leader.interceptor();
+    let identity = services.store.identity.clone();
+    // What every client request passes through, outermost first: the HTTP paths beside gRPC,
+    // the gRPC metrics, a learner's refusals, Range backpressure, Range answers sent from their
+    // encoded bytes.
+    let layers = ServiceBuilder::new()
+        .layer_fn(move |grpc| ClientHttp::new(grpc, http.clone()))
+        .layer_fn(GrpcMetrics::new)
+        .layer_fn(move |inner| LearnerGate::new(inner, identity.clone()))
+        .layer_fn(|inner| RangeBackpressure::new(inner, ConnInfo::range_slots_of))
+        .map_response(send_encoded);
     Server::builder()
         // HTTP/1.1 too: curl, probes and the JSON gateway speak it; gRPC needs HTTP/2 anyway.
         .accept_http1(true)
-        .layer(ClientHttpLayer::new(http))
-        .layer(GrpcMetricsLayer)
-        .layer(LearnerGateLayer(services.store.identity.clone()))
-        .layer(RangeBackpressureLayer::new(ConnInfo::range_slots_of))
-        .layer(SendEncodedLayer)
+        .layer(layers)
         .tcp_nodelay(true)
-        .add_service(InterceptedService::new(
-            KvServer::from_arc(Arc::clone(&etcd.kv)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(WatchRoute::new(Arc::clone(&etcd.watch), max_message))
-        .add_service(InterceptedService::new(
-            LeaseServer::from_arc(Arc::clone(&etcd.lease)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            ClusterServer::from_arc(Arc::clone(&etcd.maintenance)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            MaintenanceServer::from_arc(Arc::clone(&etcd.maintenance)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            AuthServer::from_arc(Arc::clone(&etcd.auth)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            LockServer::from_arc(Arc::clone(&etcd.lock)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(InterceptedService::new(
-            ElectionServer::from_arc(Arc::clone(&etcd.election)).max_decoding_message_size(max_message),
-            leader(),
-        ))
-        .add_service(HealthServer::new(HealthService))
+        .add_routes(crate::grpc::api::routes(etcd, &services.require_leader, max_message))
+        .serve_with_incoming_shutdown(incoming, stop)
 }
 
 async fn shutdown_signal() {

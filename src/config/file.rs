@@ -19,6 +19,8 @@ use std::path::Path;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::config::outcome::{LoadError, Note};
+use crate::config::tls_group::{ClientTls, PeerTls};
+use crate::transport::tls::FlagNames;
 
 /// What a key's value must be, by the Go type of etcd's field.
 #[derive(Clone, Copy)]
@@ -80,22 +82,20 @@ const KEYS: &[(&str, &str, Kind)] = &[
     ("read-budget-bytes", "read-budget-bytes", Kind::Count),
 ];
 
-/// `client-transport-security:` keys.
-const CLIENT_SECURITY: &[(&str, &str, Kind)] = &[
-    ("cert-file", "cert-file", Kind::Text),
-    ("key-file", "key-file", Kind::Text),
-    ("trusted-ca-file", "trusted-ca-file", Kind::Text),
-    ("client-cert-auth", "client-cert-auth", Kind::Switch),
-    ("auto-tls", "auto-tls", Kind::Switch),
-];
+/// A `*-transport-security:` map's keys, the same in both maps, onto one set of TLS flags.
+fn security(names: &FlagNames) -> Vec<(&'static str, &'static str, Kind)> {
+    let flag = |name: &'static str| name.trim_start_matches("--");
+    vec![
+        ("cert-file", flag(names.cert_file), Kind::Text),
+        ("key-file", flag(names.key_file), Kind::Text),
+        ("trusted-ca-file", flag(names.trusted_ca_file), Kind::Text),
+        ("client-cert-auth", flag(names.client_cert_auth), Kind::Switch),
+        ("auto-tls", flag(names.auto_tls), Kind::Switch),
+    ]
+}
 
-/// `peer-transport-security:` keys.
-const PEER_SECURITY: &[(&str, &str, Kind)] = &[
-    ("cert-file", "peer-cert-file", Kind::Text),
-    ("key-file", "peer-key-file", Kind::Text),
-    ("trusted-ca-file", "peer-trusted-ca-file", Kind::Text),
-    ("client-cert-auth", "peer-client-cert-auth", Kind::Switch),
-    ("auto-tls", "peer-auto-tls", Kind::Switch),
+/// `peer-transport-security:` keys beyond the shared ones.
+const PEER_ONLY: [(&str, &str, Kind); 2] = [
     ("allowed-cn", "peer-cert-allowed-cn", Kind::OneText),
     ("allowed-hostname", "peer-cert-allowed-hostname", Kind::OneText),
 ];
@@ -120,8 +120,11 @@ pub fn read(path: &Path) -> Result<FromFile, LoadError> {
             for (key, value) in map {
                 let key = key.as_str().ok_or_else(|| bad(format!("{key:?} is not a key name")))?;
                 match key {
-                    "client-transport-security" => flags.nested(key, value, CLIENT_SECURITY),
-                    "peer-transport-security" => flags.nested(key, value, PEER_SECURITY),
+                    "client-transport-security" => flags.nested(key, value, &security(ClientTls::names())),
+                    "peer-transport-security" => {
+                        let keys: Vec<_> = security(PeerTls::names()).into_iter().chain(PEER_ONLY).collect();
+                        flags.nested(key, value, &keys)
+                    }
                     _ => flags.key(key, key, value, KEYS),
                 }
                 .map_err(bad)?;

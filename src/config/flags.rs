@@ -13,13 +13,15 @@ use actcd_proto::go_duration;
 use actcd_raft::proposer::DEFAULT_BATCH_LIMIT;
 use actcd_store::auto_compaction::AutoCompaction;
 
+use crate::config::go_bool::GoBool;
+use crate::config::tls_group::{ClientTls, PeerTls};
 use crate::grpc::maintenance::SERVER_VERSION;
 use crate::membership::{
     BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
     DEFAULT_INITIAL_CLUSTER,
 };
 use crate::transport::cert_names::AllowedName;
-use crate::transport::tls::{TlsFlags, CLIENT_FLAGS, PEER_FLAGS};
+use crate::transport::tls::TlsFlags;
 use anyhow::{bail, Context};
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
@@ -59,7 +61,7 @@ pub struct Config {
     pub initial_cluster: String,
 
     /// Reject reconfiguration requests that would cause quorum loss.
-    #[arg(long = "strict-reconfig-check", num_args = 0..=1, require_equals = true, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long = "strict-reconfig-check", go_bool = true)]
     pub strict_reconfig_check: bool,
 
     /// The maximum number of learners in the cluster (etcd 3.6's flag; etcd 3.4 allows one).
@@ -67,7 +69,7 @@ pub struct Config {
     pub max_learners: usize,
 
     /// Check data corruption before serving any client/peer traffic.
-    #[arg(long = "experimental-initial-corrupt-check", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(long = "experimental-initial-corrupt-check", go_bool = false)]
     pub initial_corrupt_check: bool,
 
     /// Duration of time between cluster corruption check passes (0s: off).
@@ -168,29 +170,10 @@ pub struct Config {
     #[arg(long = "stream-threads", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
     pub stream_threads: usize,
 
-    /// Path to the client server TLS cert file.
-    #[arg(long = "cert-file")]
-    pub cert_file: Option<PathBuf>,
-
-    /// Path to the client server TLS key file.
-    #[arg(long = "key-file")]
-    pub key_file: Option<PathBuf>,
-
-    /// Path to the client server TLS trusted CA cert file.
-    #[arg(long = "trusted-ca-file")]
-    pub trusted_ca_file: Option<PathBuf>,
-
-    /// Enable client cert authentication.
-    #[arg(long = "client-cert-auth", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub client_cert_auth: bool,
-
-    /// Path to the client certificate revocation list file.
-    #[arg(long = "client-crl-file")]
-    pub client_crl_file: Option<PathBuf>,
-
-    /// Client TLS using generated certificates.
-    #[arg(long = "auto-tls", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub auto_tls: bool,
+    /// The client URLs' TLS: --cert-file, --key-file, --trusted-ca-file, --client-cert-auth,
+    /// --client-crl-file, --auto-tls.
+    #[command(flatten)]
+    pub client_tls: ClientTls,
 
     /// Comma-separated list of supported TLS cipher suites between client/server and peers (empty will be auto-populated by the TLS library).
     #[arg(long = "cipher-suites", value_delimiter = ',')]
@@ -204,25 +187,9 @@ pub struct Config {
     #[arg(long = "tls-max-version")]
     pub tls_max_version: Option<String>,
 
-    /// Path to the peer server TLS cert file.
-    #[arg(long = "peer-cert-file")]
-    pub peer_cert_file: Option<PathBuf>,
-
-    /// Path to the peer server TLS key file.
-    #[arg(long = "peer-key-file")]
-    pub peer_key_file: Option<PathBuf>,
-
-    /// Path to the peer server TLS trusted CA file.
-    #[arg(long = "peer-trusted-ca-file")]
-    pub peer_trusted_ca_file: Option<PathBuf>,
-
-    /// Enable peer client cert authentication.
-    #[arg(long = "peer-client-cert-auth", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub peer_client_cert_auth: bool,
-
-    /// Path to the peer certificate revocation list file.
-    #[arg(long = "peer-crl-file")]
-    pub peer_crl_file: Option<PathBuf>,
+    /// The peer URLs' TLS: the client URLs' flags with `peer-` before each name.
+    #[command(flatten)]
+    pub peer_tls: PeerTls,
 
     /// Allowed CN for inter peer authentication.
     #[arg(long = "peer-cert-allowed-cn")]
@@ -231,10 +198,6 @@ pub struct Config {
     /// Allowed TLS hostname for inter peer authentication.
     #[arg(long = "peer-cert-allowed-hostname")]
     pub peer_cert_allowed_hostname: Option<String>,
-
-    /// Peer TLS using self-generated certificates if --peer-key-file and --peer-cert-file are not provided.
-    #[arg(long = "peer-auto-tls", num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = clap::ArgAction::Set)]
-    pub peer_auto_tls: bool,
 
     /// Mailbox capacities of the long-lived actors (no flags: see [`Mailboxes`]).
     #[arg(skip)]
@@ -285,44 +248,29 @@ impl Config {
 
     /// The client URLs' TLS flags.
     pub fn tls_flags(&self) -> TlsFlags {
-        TlsFlags {
-            names: &CLIENT_FLAGS,
-            cert_file: self.cert_file.clone(),
-            key_file: self.key_file.clone(),
-            trusted_ca_file: self.trusted_ca_file.clone(),
-            client_cert_auth: self.client_cert_auth,
-            crl_file: self.client_crl_file.clone(),
-            auto_tls: self.auto_tls,
-            allowed_name: None,
-            ..self.shared_tls()
-        }
+        self.client_tls.flags(self.shared_tls())
     }
 
     /// The peer URLs' TLS flags. As on etcd, `--peer-auto-tls` without certificate files
     /// replaces the whole set: client certificates, the CA, the CRL and the allowed name go
     /// (self-signed members could not verify one another), and given files win over it.
     pub fn peer_tls_flags(&self) -> anyhow::Result<TlsFlags> {
-        let files = self.peer_cert_file.is_some() || self.peer_key_file.is_some();
-        if self.peer_auto_tls && files {
+        let peer = &self.peer_tls;
+        let files = peer.cert_file.is_some() || peer.key_file.is_some();
+        if peer.auto_tls && files {
             tracing::warn!("ignoring peer auto TLS since certs given");
         }
-        if self.peer_auto_tls && !files {
-            return Ok(TlsFlags { names: &PEER_FLAGS, auto_tls: true, ..self.shared_tls() });
+        if peer.auto_tls && !files {
+            return Ok(TlsFlags { names: PeerTls::names(), auto_tls: true, ..self.shared_tls() });
         }
-        Ok(TlsFlags {
-            names: &PEER_FLAGS,
-            cert_file: self.peer_cert_file.clone(),
-            key_file: self.peer_key_file.clone(),
-            trusted_ca_file: self.peer_trusted_ca_file.clone(),
-            client_cert_auth: self.peer_client_cert_auth,
-            crl_file: self.peer_crl_file.clone(),
-            auto_tls: false,
+        let shared = TlsFlags {
             allowed_name: AllowedName::from_flags(
                 self.peer_cert_allowed_cn.as_deref(),
                 self.peer_cert_allowed_hostname.as_deref(),
             )?,
             ..self.shared_tls()
-        })
+        };
+        Ok(TlsFlags { auto_tls: false, ..peer.flags(shared) })
     }
 
     /// What the client and the peer URLs share: etcd's cipher suites and versions are one

@@ -11,11 +11,15 @@
 //! - `environment`: ETCD_* variables read as flags; one that a flag shadows stops the start.
 //! - `file`: the YAML file's keys (etcd's, TLS nested as etcd nests it) read as flags.
 //! - `outcome`: what reading yields: the configuration and lines to log, or why not.
+//! - `go_bool`: a boolean flag as Go's `flag` package takes it.
+//! - `tls_group`: one set of TLS flags, for the client URLs and again for the peer URLs.
 
 mod environment;
 mod file;
 mod flags;
+mod go_bool;
 mod outcome;
+mod tls_group;
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -27,6 +31,7 @@ pub use flags::{
     DEFAULT_QUOTA_BYTES,
 };
 pub use outcome::{LoadError, Loaded, Note};
+pub use tls_group::{ClientTls, PeerTls, TlsGroup};
 
 /// The configuration from `args` (the command line, program name first) and `vars` (the
 /// process's environment), as etcd 3.4 reads its own: a config file wins over everything,

@@ -10,8 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tonic::body::Body;
-use tower_layer::Layer;
-use tower_service::Service;
+use tower::Service;
 
 use actcd_actors::identity::Identity;
 use actcd_proto::errors::EtcdError;
@@ -33,23 +32,18 @@ fn refused(path: &str) -> bool {
     !SERVED.contains(&path) && !path.starts_with("/grpc.health.v1.")
 }
 
-/// The layer, over this member's identity (which knows whether it is a learner).
-#[derive(Clone)]
-pub struct LearnerGateLayer(pub Identity);
-
-impl<S> Layer<S> for LearnerGateLayer {
-    type Service = LearnerGate<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        LearnerGate { inner, identity: self.0.clone() }
-    }
-}
-
 /// The service the layer wraps around the gRPC router.
 #[derive(Clone)]
 pub struct LearnerGate<S> {
     inner: S,
     identity: Identity,
+}
+
+impl<S> LearnerGate<S> {
+    /// Gates `inner` by this member's identity (which knows whether it is a learner).
+    pub fn new(inner: S, identity: Identity) -> Self {
+        Self { inner, identity }
+    }
 }
 
 impl<S> Service<http::Request<Body>> for LearnerGate<S>

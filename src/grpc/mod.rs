@@ -21,6 +21,7 @@
 //! - [`tokens`]: `--auth-token`: simple tokens or signed JWTs.
 //! - [`who`]: who sent a request (its token) and whether the auth state lets them.
 //! - [`health`]: the standard grpc.health.v1 service, which etcd serves on its client port too.
+//! - [`api`]: the served API declared once: each service and its gateway paths, one row each.
 //! - [`services`]: the one instance of each service, shared by every listener and the gateway.
 //! - [`store_handle`]: the read view, the typed write API and the engine every service reaches the store by.
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
@@ -28,6 +29,7 @@
 //! - [`require_leader`]: etcd's require-leader metadata: no leader, no answer but "no leader".
 //! - [`status`]: store errors as gRPC statuses, with etcd's codes and texts, and actcd's own.
 
+pub mod api;
 pub mod arbiter_pool;
 pub mod auth;
 pub mod concurrency;

@@ -4,7 +4,7 @@
 //!
 //! How it reaches the wire: tonic decodes the request and calls [`crate::grpc::kv`], which
 //! builds the message here ([`AnswerWriter`]) and hands tonic an empty RangeResponse carrying
-//! the pieces in its extensions; [`crate::transport::range_backpressure`], around the router,
+//! the pieces in its extensions; [`send_encoded`], around the router,
 //! swaps tonic's body for [`AnswerBody`], which sends the pieces. Errors take tonic's usual way.
 //!
 //! The message is written in pieces of [`PIECE_BYTES`], each exactly as large as it was
@@ -251,46 +251,12 @@ impl HttpBody for AnswerBody {
     }
 }
 
-/// Puts [`SendEncoded`] around the gRPC router.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SendEncodedLayer;
-
-impl<S> tower_layer::Layer<S> for SendEncodedLayer {
-    type Service = SendEncoded<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        SendEncoded { inner }
-    }
-}
-
 /// Sends an answer that left its [`EncodedAnswer`] in the response's extensions from those
-/// bytes, in place of the body tonic made for the empty message.
-#[derive(Debug, Clone)]
-pub struct SendEncoded<S> {
-    inner: S,
-}
-
-impl<S> tower_service::Service<http::Request<tonic::body::Body>> for SendEncoded<S>
-where
-    S: tower_service::Service<http::Request<tonic::body::Body>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<tonic::body::Body>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+/// bytes, in place of the body tonic made for the empty message: the tower layer around the
+/// gRPC router (a `map_response`).
+pub fn send_encoded(mut response: http::Response<tonic::body::Body>) -> http::Response<tonic::body::Body> {
+    if let Some(answer) = response.extensions_mut().remove::<EncodedAnswer>() {
+        *response.body_mut() = tonic::body::Body::new(AnswerBody::new(answer));
     }
-
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
-        let answered = self.inner.call(request);
-        Box::pin(async move {
-            let mut response = answered.await?;
-            if let Some(answer) = response.extensions_mut().remove::<EncodedAnswer>() {
-                *response.body_mut() = tonic::body::Body::new(AnswerBody::new(answer));
-            }
-            Ok(response)
-        })
-    }
+    response
 }

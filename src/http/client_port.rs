@@ -13,35 +13,20 @@ use actcd_proto::services;
 use axum::Router;
 use futures::future::Either;
 use tonic::body::Body;
-use tower_layer::Layer;
-use tower_service::Service;
+use tower::Service;
 
-/// Wraps the gRPC services of a client URL with the HTTP routes beside them.
-#[derive(Clone)]
-pub struct ClientHttpLayer {
-    routes: Router,
-}
-
-impl ClientHttpLayer {
-    /// `routes` answer every request that is not gRPC.
-    pub fn new(routes: Router) -> Self {
-        Self { routes }
-    }
-}
-
-impl<S> Layer<S> for ClientHttpLayer {
-    type Service = ClientHttp<S>;
-
-    fn layer(&self, grpc: S) -> Self::Service {
-        ClientHttp { grpc, routes: self.routes.clone() }
-    }
-}
-
-/// See [`ClientHttpLayer`].
+/// The gRPC services of a client URL with the HTTP routes beside them.
 #[derive(Clone)]
 pub struct ClientHttp<S> {
     grpc: S,
     routes: Router,
+}
+
+impl<S> ClientHttp<S> {
+    /// `routes` answer every request that is not for `grpc`.
+    pub fn new(grpc: S, routes: Router) -> Self {
+        Self { grpc, routes }
+    }
 }
 
 /// Whether `request` is for the gRPC services.

@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
 
-use crate::transport::connection_budget::{BudgetedListener, TlsBudgetedListener};
+use crate::transport::connections::SocketListener;
 use probes::{Probe, Selection};
 
 pub use state::HttpState;
@@ -49,14 +49,7 @@ pub fn routes(state: HttpState) -> Router {
 }
 
 /// Serves [`routes`] on a metrics URL until the listener fails.
-pub async fn serve(listener: BudgetedListener, state: HttpState) {
-    if let Err(err) = axum::serve(listener, routes(state)).await {
-        tracing::error!(%err, "metrics endpoint stopped");
-    }
-}
-
-/// [`serve`] on an https URL.
-pub async fn serve_tls(listener: TlsBudgetedListener, state: HttpState) {
+pub async fn serve(listener: SocketListener, state: HttpState) {
     if let Err(err) = axum::serve(listener, routes(state)).await {
         tracing::error!(%err, "metrics endpoint stopped");
     }

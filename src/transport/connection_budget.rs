@@ -7,13 +7,10 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
@@ -81,14 +78,17 @@ impl Drop for Permit {
 /// Accepts the next connection within the budget. Connections over it are closed as soon as
 /// they are accepted. Never fails: errors that concern one connection are skipped, others
 /// (EMFILE, ENFILE, ENOBUFS) are logged and retried after a growing pause.
-pub async fn accept(listener: &TcpListener, budget: &Arc<ConnectionBudget>) -> (Admitted, SocketAddr) {
+pub async fn accept(
+    listener: &TcpListener,
+    budget: &Arc<ConnectionBudget>,
+) -> (TcpStream, Permit, SocketAddr) {
     let mut backoff = MIN_ACCEPT_BACKOFF;
     loop {
         match listener.accept().await {
             Ok((stream, addr)) => {
                 backoff = MIN_ACCEPT_BACKOFF;
                 match budget.try_admit() {
-                    Some(permit) => return (Admitted { stream, _permit: permit }, addr),
+                    Some(permit) => return (stream, permit, addr),
                     None => {
                         metrics::counter!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS_REFUSED_TOTAL)
                             .increment(1);
@@ -113,76 +113,6 @@ fn concerns_one_connection(err: &io::Error) -> bool {
     )
 }
 
-/// An accepted socket holding its permit.
-pub struct Admitted {
-    stream: TcpStream,
-    _permit: Permit,
-}
-
-impl Admitted {
-    /// The socket.
-    pub fn stream(&self) -> &TcpStream {
-        &self.stream
-    }
-}
-
-impl AsyncRead for Admitted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Admitted {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-}
-
-/// A listener for axum (the metrics URLs) whose connections count against the budget.
-pub struct BudgetedListener {
-    /// The bound listener.
-    pub listener: TcpListener,
-    /// The budget shared with the gRPC listeners.
-    pub budget: Arc<ConnectionBudget>,
-}
-
-impl axum::serve::Listener for BudgetedListener {
-    type Io = Admitted;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Admitted, SocketAddr) {
-        accept(&self.listener, &self.budget).await
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
-    }
-}
-
 /// TLS handshakes under way at once on one listener. Past it, the accept loop waits for one to
 /// end: the sockets it has not taken wait in the kernel's backlog.
 const HANDSHAKES_IN_FLIGHT: usize = 256;
@@ -203,14 +133,14 @@ pub fn handshakes(
     listener: TcpListener,
     budget: Arc<ConnectionBudget>,
     tls: TlsServer,
-) -> mpsc::Receiver<(TlsStream<Admitted>, SocketAddr)> {
+) -> mpsc::Receiver<(TlsStream<TcpStream>, Permit)> {
     let (done, handed) = mpsc::channel(HANDSHAKES_DONE);
     let permits = Arc::new(Semaphore::new(HANDSHAKES_IN_FLIGHT));
     tokio::spawn(async move {
         while !done.is_closed() {
             let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
-            let (inner, peer) = accept(&listener, &budget).await;
-            let _ = inner.stream().set_nodelay(true);
+            let (inner, admitted, peer) = accept(&listener, &budget).await;
+            let _ = inner.set_nodelay(true);
             let (acceptor, done) = (tls.acceptor(), done.clone());
             let peers = tls.is_peer();
             tokio::spawn(async move {
@@ -218,7 +148,7 @@ pub fn handshakes(
                 let handshake = handshake(acceptor, inner, peer, peers);
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake).await {
                     Ok(Some(stream)) => {
-                        let _ = done.send((stream, peer)).await;
+                        let _ = done.send((stream, admitted)).await;
                     }
                     Ok(None) => {}
                     Err(_) => rejected(peers, peer, "TLS handshake timed out"),
@@ -242,10 +172,10 @@ fn rejected(peers: bool, remote: SocketAddr, error: &str) {
 /// address; a refusal is logged here and ends in `None`.
 async fn handshake(
     acceptor: tokio_rustls::TlsAcceptor,
-    inner: Admitted,
+    inner: TcpStream,
     peer: SocketAddr,
     peers: bool,
-) -> Option<TlsStream<Admitted>> {
+) -> Option<TlsStream<TcpStream>> {
     let stream = match acceptor.accept(inner).await {
         Ok(stream) => stream,
         Err(err) => {
@@ -263,35 +193,4 @@ async fn handshake(
         }
     }
     Some(stream)
-}
-
-/// A listener for axum (https metrics URLs): connections through their TLS handshake.
-pub struct TlsBudgetedListener {
-    handshaken: mpsc::Receiver<(TlsStream<Admitted>, SocketAddr)>,
-    local: SocketAddr,
-}
-
-impl TlsBudgetedListener {
-    /// Serves `tls` on `listener` within `budget`.
-    pub fn new(listener: TcpListener, budget: Arc<ConnectionBudget>, tls: TlsServer) -> io::Result<Self> {
-        let local = listener.local_addr()?;
-        Ok(Self { handshaken: handshakes(listener, budget, tls), local })
-    }
-}
-
-impl axum::serve::Listener for TlsBudgetedListener {
-    type Io = TlsStream<Admitted>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (TlsStream<Admitted>, SocketAddr) {
-        match self.handshaken.recv().await {
-            Some(accepted) => accepted,
-            // The accept task ended (only with the runtime): nothing more will come.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(self.local)
-    }
 }

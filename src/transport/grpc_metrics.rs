@@ -8,13 +8,14 @@ use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use http_body::{Body as HttpBody, Frame, SizeHint};
+use bytes::Bytes;
+use http_body::Frame;
 use metrics::{Counter, Histogram};
 use tonic::body::Body;
-use tower_layer::Layer;
-use tower_service::Service;
+use tower::Service;
 
 use crate::transport::grpc_go_errors;
+use crate::transport::observed_body::{observed, Observer};
 use actcd_proto::services::{self, Method, MethodKind};
 use actcd_store::metric_names as names;
 
@@ -143,22 +144,17 @@ pub fn preinitialise() {
     }
 }
 
-/// The layer.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct GrpcMetricsLayer;
-
-impl<S> Layer<S> for GrpcMetricsLayer {
-    type Service = GrpcMetrics<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        GrpcMetrics { inner }
-    }
-}
-
 /// The service the layer wraps around the gRPC router.
 #[derive(Debug, Clone)]
 pub struct GrpcMetrics<S> {
     inner: S,
+}
+
+impl<S> GrpcMetrics<S> {
+    /// Counts the calls `inner` answers.
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
 }
 
 /// A call in progress: its method's series and when it started.
@@ -208,7 +204,7 @@ where
         }
         // Cheap (shared bytes): kept to name an unknown method in its error.
         let uri = request.uri().clone();
-        let request = request.map(|body| Body::new(ReceivedBytes { inner: body }));
+        let request = request.map(|body| observed(body, ReceivedBytes));
         let future = self.inner.call(request);
         Box::pin(async move {
             let mut response = future.await?;
@@ -218,7 +214,7 @@ where
                 call.finish(code);
                 return Ok(response);
             }
-            Ok(response.map(|body| Body::new(Counted { inner: body, call: Pending(Some(call)) })))
+            Ok(response.map(|body| observed(body, Pending(Some(call)))))
         })
     }
 }
@@ -235,82 +231,32 @@ impl Drop for Pending {
     }
 }
 
-pin_project_lite::pin_project! {
-    /// A response body that reports its call's status when its trailers go out. Messages of a
-    /// stream are counted by DATA frames, one per message for messages up to the frame size.
-    struct Counted {
-        #[pin]
-        inner: Body,
-        call: Pending,
-    }
-}
-
-impl HttpBody for Counted {
-    type Data = <Body as HttpBody>::Data;
-    type Error = <Body as HttpBody>::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let this = self.project();
-        let polled = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(trailers) = frame.trailers_ref() {
-                if let Some(call) = this.call.0.take() {
-                    call.finish(code_of(trailers.get("grpc-status")).unwrap_or(UNKNOWN_CODE));
-                }
-            } else if let Some(data) = frame.data_ref() {
-                all_series().sent_bytes.increment(data.len() as u64);
+/// A response reports its call's status when its trailers go out. Messages of a stream are
+/// counted by DATA frames, one per message for messages up to the frame size.
+impl Observer for Pending {
+    fn frame(&mut self, frame: &Frame<Bytes>) {
+        if let Some(trailers) = frame.trailers_ref() {
+            if let Some(call) = self.0.take() {
+                call.finish(code_of(trailers.get("grpc-status")).unwrap_or(UNKNOWN_CODE));
             }
-            if let (Some(call), true) = (this.call.0.as_ref(), frame.is_data()) {
-                if matches!(call.kind(), MethodKind::BidiStream | MethodKind::ServerStream) {
-                    call.series.sent.increment(1);
-                }
+        } else if let Some(data) = frame.data_ref() {
+            all_series().sent_bytes.increment(data.len() as u64);
+        }
+        if let (Some(call), true) = (self.0.as_ref(), frame.is_data()) {
+            if matches!(call.kind(), MethodKind::BidiStream | MethodKind::ServerStream) {
+                call.series.sent.increment(1);
             }
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 
-pin_project_lite::pin_project! {
-    /// A request body that counts the bytes clients send (etcd's received bytes).
-    struct ReceivedBytes {
-        #[pin]
-        inner: Body,
-    }
-}
+/// Counts the bytes clients send (etcd's received bytes) as a request body goes by.
+struct ReceivedBytes;
 
-impl HttpBody for ReceivedBytes {
-    type Data = <Body as HttpBody>::Data;
-    type Error = <Body as HttpBody>::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = self.project().inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                all_series().received_bytes.increment(data.len() as u64);
-            }
+impl Observer for ReceivedBytes {
+    fn frame(&mut self, frame: &Frame<Bytes>) {
+        if let Some(data) = frame.data_ref() {
+            all_series().received_bytes.increment(data.len() as u64);
         }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

@@ -3,10 +3,11 @@
 //! passes through. A request goes
 //!
 //! ```text
-//!  TcpListener ─ accept(), within the ConnectionBudget ─▶ Admitted (holds a descriptor permit)
+//!  TcpListener ─ accept(), within the ConnectionBudget (a descriptor permit)
 //!    ─▶ (on an https URL: the TLS handshake, in a task of its own)
-//!    ─▶ TrackedStream (ConnInfo: the connection's id and Range slots; its drop ends the ConnActor;
-//!       its reads pass AuthorityFix, which strips a scheme from etcdctl 3.4's :authority)
+//!    ─▶ ClientSocket (the permit; ConnInfo: the connection's id and Range slots; its drop ends
+//!       the ConnActor; its reads pass AuthorityFix, which strips a scheme from etcdctl 3.4's
+//!       :authority; its small writes are coalesced)
 //!    ─▶ hyper, tonic ─▶ GrpcMetrics (series, grpc-go's texts) ─▶ RangeBackpressure ─▶ a service
 //! ```
 //!
@@ -17,9 +18,11 @@
 //! # Layout
 //! - [`connection_budget`]: client sockets (gRPC and metrics) within the descriptor limit, accept
 //!   errors backed off.
-//! - [`connections`]: connection ids, the sockets that report their own end, and the registry of
+//! - [`connections`]: connection ids, the stream of accepted sockets, and the registry of
 //!   connections that have a ConnActor.
-//! - [`write_coalescing`]: a connection's small writes of one burst sent in one syscall.
+//! - [`client_socket`]: one accepted socket with all its connection carries: the permit, the
+//!   id, the report of its end, the `:authority` fix, its small writes of one burst sent in one
+//!   syscall.
 //! - [`authority_fix`]: the scheme etcdctl 3.4 puts into the HTTP/2 `:authority`, taken out
 //!   before h2 refuses the stream.
 //! - [`tls`]: TLS listeners on the client and peer URLs from etcd's flags: certificates re-read
@@ -30,16 +33,18 @@
 //! - [`remote_san`]: a dialing member's certificate SANs against the address it came from.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
+//! - [`observed_body`]: the one body wrapper of the layers: a body with an observer beside it.
 //! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
 
 pub mod authority_fix;
 pub mod cert_names;
+pub mod client_socket;
 pub mod connection_budget;
 pub mod connections;
 pub mod grpc_go_errors;
 pub mod grpc_metrics;
+pub mod observed_body;
 pub mod range_backpressure;
 pub mod remote_san;
 pub mod tls;
 pub mod tls_client;
-pub mod write_coalescing;

@@ -19,11 +19,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http_body::{Body as HttpBody, Frame, SizeHint};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::body::Body;
-use tower_layer::Layer;
-use tower_service::Service;
+use tower::Service;
+
+use crate::transport::observed_body::{observed, Observer};
 
 /// Range answers a connection may hold undelivered: the bound is this many times the largest
 /// answer, per connection.
@@ -43,33 +43,19 @@ impl Default for RangeSlots {
 /// Finds the Range slots of the connection a request came on, in the request's extensions.
 pub type SlotsOf = fn(&http::Extensions) -> Option<&RangeSlots>;
 
-/// Puts [`RangeBackpressure`] around the gRPC router.
-#[derive(Debug, Clone, Copy)]
-pub struct RangeBackpressureLayer {
-    slots_of: SlotsOf,
-}
-
-impl RangeBackpressureLayer {
-    /// A layer that finds each request's slots with `slots_of`; a request that carries none
-    /// (it did not come through the tracked listener) is served without a bound.
-    pub fn new(slots_of: SlotsOf) -> Self {
-        Self { slots_of }
-    }
-}
-
-impl<S> Layer<S> for RangeBackpressureLayer {
-    type Service = RangeBackpressure<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RangeBackpressure { inner, slots_of: self.slots_of }
-    }
-}
-
 /// The service the layer wraps around the gRPC router.
 #[derive(Debug, Clone)]
 pub struct RangeBackpressure<S> {
     inner: S,
     slots_of: SlotsOf,
+}
+
+impl<S> RangeBackpressure<S> {
+    /// Bounds `inner`'s Ranges by the slots `slots_of` finds for each request; a request that
+    /// carries none (it did not come through the tracked listener) is served without a bound.
+    pub fn new(inner: S, slots_of: SlotsOf) -> Self {
+        Self { inner, slots_of }
+    }
 }
 
 impl<S> Service<http::Request<Body>> for RangeBackpressure<S>
@@ -97,37 +83,15 @@ where
             // The semaphore is never closed, so the permit is always granted.
             let permit = slots.acquire_owned().await.ok();
             let response = ready.call(request).await?;
-            Ok(response.map(|body| Body::new(Holding { inner: body, _permit: permit })))
+            Ok(response.map(|body| observed(body, Holding { _permit: permit })))
         })
     }
 }
 
-pin_project_lite::pin_project! {
-    /// An answer that keeps its slot until it is dropped: hyper drops it once it sent the
-    /// trailers, which it does only after the client made room for the data.
-    struct Holding {
-        #[pin]
-        inner: Body,
-        _permit: Option<OwnedSemaphorePermit>,
-    }
+/// What an answer holds beside its body: its slot, until the body is dropped. hyper drops it
+/// once it sent the trailers, which it does only after the client made room for the data.
+struct Holding {
+    _permit: Option<OwnedSemaphorePermit>,
 }
 
-impl HttpBody for Holding {
-    type Data = <Body as HttpBody>::Data;
-    type Error = <Body as HttpBody>::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        self.project().inner.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
+impl Observer for Holding {}

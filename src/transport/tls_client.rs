@@ -95,7 +95,7 @@ pub struct TlsConnector {
 
 type Dialing = Pin<Box<dyn Future<Output = io::Result<TokioIo<TlsStream<TcpStream>>>> + Send>>;
 
-impl tower_service::Service<http::Uri> for TlsConnector {
+impl tower::Service<http::Uri> for TlsConnector {
     type Response = TokioIo<TlsStream<TcpStream>>;
     type Error = io::Error;
     type Future = Dialing;

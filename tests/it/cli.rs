@@ -109,7 +109,7 @@ fn etcd_variables_fill_in_the_flags_not_given() {
     let c = &loaded.config;
     assert_eq!(c.name, "from-env");
     assert_eq!(c.listen_client_urls, ["http://127.0.0.1:1", "http://127.0.0.1:2"]);
-    assert!(c.client_cert_auth);
+    assert!(c.client_tls.client_cert_auth);
     assert_eq!(c.watch_progress_notify_interval, Duration::from_secs(90));
     assert_eq!(c.max_txn_ops, 7, "a flag with no variable is kept");
     assert!(loaded
@@ -165,12 +165,15 @@ fn a_config_file_overrules_flags_and_variables() {
     assert_eq!(c.listen_client_urls, ["http://127.0.0.1:3379", "http://127.0.0.1:3380"]);
     assert_eq!(c.watch_progress_notify_interval, Duration::from_millis(1500));
     assert_eq!(c.cipher_suites.len(), 2);
-    assert_eq!(c.cert_file.as_deref(), Some(std::path::Path::new("/c.crt")));
-    assert_eq!(c.key_file.as_deref(), Some(std::path::Path::new("/c.key")));
-    assert!(c.client_cert_auth && c.peer_auto_tls);
-    assert_eq!(c.peer_trusted_ca_file.as_deref(), Some(std::path::Path::new("/ca.crt")));
+    assert_eq!(c.client_tls.cert_file.as_deref(), Some(std::path::Path::new("/c.crt")));
+    assert_eq!(c.client_tls.key_file.as_deref(), Some(std::path::Path::new("/c.key")));
+    assert!(c.client_tls.client_cert_auth && c.peer_tls.auto_tls);
+    assert_eq!(c.peer_tls.trusted_ca_file.as_deref(), Some(std::path::Path::new("/ca.crt")));
     assert_eq!(c.peer_cert_allowed_cn.as_deref(), Some("member"));
-    assert!(c.trusted_ca_file.is_none() && !c.auto_tls, "client and peer TLS stay apart");
+    assert!(
+        c.client_tls.trusted_ca_file.is_none() && !c.client_tls.auto_tls,
+        "client and peer TLS stay apart"
+    );
     assert!(loaded
         .notes
         .iter()

@@ -36,7 +36,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{post, MethodRouter};
+use axum::routing::post;
 use axum::Router;
 use tonic::metadata::{MetadataMap, MetadataValue};
 use tonic::Status;
@@ -87,62 +87,34 @@ macro_rules! unary {
     };
 }
 
-fn calls() -> Router<Arc<Gateway>> {
-    let route =
-        |router: Router<Arc<Gateway>>, path: &str, call: MethodRouter<Arc<Gateway>>| router.route(path, call);
-    let mut r = Router::new();
-    r = route(r, "/kv/range", unary!(kv.range_message));
-    r = route(r, "/kv/put", unary!(kv.put));
-    r = route(r, "/kv/deleterange", unary!(kv.delete_range));
-    r = route(r, "/kv/txn", unary!(kv.txn));
-    r = route(r, "/kv/compaction", unary!(kv.compact));
-    r = route(r, "/watch", post(watch).fallback(method_not_allowed));
-    r = route(r, "/lease/keepalive", post(keep_alive).fallback(method_not_allowed));
-    r = route(r, "/maintenance/snapshot", server_stream!(maintenance.snapshot));
-    r = route(r, "/election/observe", server_stream!(election.observe));
-    r = route(r, "/lease/grant", unary!(lease.lease_grant));
-    // etcd 3.4 answers the lease calls under /v3/kv/lease/ too (their older paths).
-    for prefix in ["/lease", "/kv/lease"] {
-        r = route(r, &format!("{prefix}/revoke"), unary!(lease.lease_revoke));
-        r = route(r, &format!("{prefix}/timetolive"), unary!(lease.lease_time_to_live));
-        r = route(r, &format!("{prefix}/leases"), unary!(lease.lease_leases));
-    }
-    r = route(r, "/cluster/member/add", unary!(maintenance.member_add));
-    r = route(r, "/cluster/member/remove", unary!(maintenance.member_remove));
-    r = route(r, "/cluster/member/update", unary!(maintenance.member_update));
-    r = route(r, "/cluster/member/list", unary!(maintenance.member_list));
-    r = route(r, "/cluster/member/promote", unary!(maintenance.member_promote));
-    r = route(r, "/maintenance/alarm", unary!(maintenance.alarm));
-    r = route(r, "/maintenance/status", unary!(maintenance.status));
-    r = route(r, "/maintenance/defragment", unary!(maintenance.defragment));
-    // etcd 3.4 gives Hash and HashKV this one path; Hash, registered first, answers it.
-    r = route(r, "/maintenance/hash", unary!(maintenance.hash));
-    r = route(r, "/maintenance/transfer-leadership", unary!(maintenance.move_leader));
-    r = route(r, "/auth/enable", unary!(auth.auth_enable));
-    r = route(r, "/auth/disable", unary!(auth.auth_disable));
-    r = route(r, "/auth/status", unary!(auth.auth_status));
-    r = route(r, "/auth/authenticate", unary!(auth.authenticate));
-    r = route(r, "/auth/user/add", unary!(auth.user_add));
-    r = route(r, "/auth/user/get", unary!(auth.user_get));
-    r = route(r, "/auth/user/list", unary!(auth.user_list));
-    r = route(r, "/auth/user/delete", unary!(auth.user_delete));
-    r = route(r, "/auth/user/changepw", unary!(auth.user_change_password));
-    r = route(r, "/auth/user/grant", unary!(auth.user_grant_role));
-    r = route(r, "/auth/user/revoke", unary!(auth.user_revoke_role));
-    r = route(r, "/auth/role/add", unary!(auth.role_add));
-    r = route(r, "/auth/role/get", unary!(auth.role_get));
-    r = route(r, "/auth/role/list", unary!(auth.role_list));
-    r = route(r, "/auth/role/delete", unary!(auth.role_delete));
-    r = route(r, "/auth/role/grant", unary!(auth.role_grant_permission));
-    r = route(r, "/auth/role/revoke", unary!(auth.role_revoke_permission));
-    r = route(r, "/lock/lock", unary!(lock.lock));
-    r = route(r, "/lock/unlock", unary!(lock.unlock));
-    r = route(r, "/election/campaign", unary!(election.campaign));
-    r = route(r, "/election/proclaim", unary!(election.proclaim));
-    r = route(r, "/election/leader", unary!(election.leader));
-    r = route(r, "/election/resign", unary!(election.resign));
-    r.fallback(not_found)
+/// One row's route: how its call goes (see `crate::grpc::api::etcd_api`).
+macro_rules! route {
+    (unary $service:ident . $call:ident) => {
+        unary!($service.$call)
+    };
+    (stream $service:ident . $call:ident) => {
+        server_stream!($service.$call)
+    };
+    (handler $service:ident . $call:ident) => {
+        post($call).fallback(method_not_allowed)
+    };
 }
+
+/// Writes [`calls`] from the API's table.
+macro_rules! gateway_calls {
+    (@service $router:ident $field:ident $($method:ident $path:literal => $kind:ident $call:ident,)*) => {
+        $(let $router = $router.route($path, route!($kind $field.$call));)*
+    };
+    ($($service:literal $server:ident $field:ident { $($rows:tt)* })*) => {
+        /// Every path of the table, relative to /v3.
+        fn calls() -> Router<Arc<Gateway>> {
+            let router = Router::new();
+            $(gateway_calls!(@service router $field $($rows)*);)*
+            router.fallback(not_found)
+        }
+    };
+}
+crate::grpc::api::etcd_api!(gateway_calls);
 
 /// The gateway's paths under /v3 and /v3beta.
 pub fn routes(gateway: Arc<Gateway>) -> Router {
