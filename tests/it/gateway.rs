@@ -361,3 +361,14 @@ async fn cors_headers_are_etcds() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(r#"URL address does not have the form "host:port": http://a.example"#), "{err}");
 }
+
+/// The API table (src/grpc/api.rs) that registers the services and generates these routes names
+/// only methods the protos declare.
+#[test]
+fn every_api_row_names_a_method_of_the_protos() {
+    let paths = actcd::grpc::api::paths();
+    assert!(paths.len() > 40, "only {} rows", paths.len());
+    for path in paths {
+        assert!(actcd_proto::services::method_of_path(&path).is_some(), "{path}");
+    }
+}
