@@ -3,7 +3,7 @@
 //! It is a migration ([`crate::migrate`]): the SHA-256 is verified first, the store is
 //! written beside the target and renamed in only once it hashes as the file does, so a
 //! damaged file never becomes a data dir. The restored dir belongs to no member until one
-//! starts on it (see `store::mvcc::member`).
+//! starts on it (see `actcd_store::backend::member`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
