@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
 
-use crate::transport::connections::SocketListener;
+use crate::transport::listener::SocketListener;
 use probes::{Probe, Selection};
 
 pub use state::HttpState;

@@ -1,29 +1,18 @@
 //! Seeing each client connection's birth and death under tonic: the server accepts from our own
-//! listener stream, whose sockets ([`ClientSocket`]: plain, or through their TLS handshake) carry
-//! a connection id and the connection's Range slots and tell the registry here when they are
-//! dropped, that is, when the connection is gone.
+//! listener stream (`super::listener`), whose sockets carry a connection id and the
+//! connection's Range slots and tell the registry here when they are dropped, that is, when the
+//! connection is gone.
 
 use std::collections::HashMap;
-use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use actix::Addr;
-use futures::stream::BoxStream;
-use futures::StreamExt;
-use tokio::net::TcpListener;
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_util::either::Either;
 
 use actcd_actors::conn::actor::ConnActor;
 use actcd_actors::conn::messages::ConnectionClosed;
 
-use crate::transport::cert_names::common_name;
-use crate::transport::client_socket::ClientSocket;
-use crate::transport::connection_budget::{accept, handshakes, ConnectionBudget};
 use crate::transport::range_backpressure::RangeSlots;
-use crate::transport::tls::TlsServer;
 
 /// A connection's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -83,75 +72,5 @@ impl Connections {
     /// True when no connection has an actor.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Accepted sockets within the budget (through their TLS handshake on an https URL, see
-/// [`handshakes`]), registered in `registry`, as a stream for tonic's `serve_with_incoming`. It
-/// never yields an error: tonic retries a failed accept at once, which on EMFILE would spin;
-/// [`accept`] backs off.
-pub fn incoming(
-    listener: TcpListener,
-    registry: Arc<Connections>,
-    budget: Arc<ConnectionBudget>,
-    tls: Option<TlsServer>,
-) -> BoxStream<'static, io::Result<ClientSocket>> {
-    let Some(tls) = tls else {
-        return futures::stream::unfold(
-            (listener, registry, budget),
-            |(listener, registry, budget)| async move {
-                let (wire, permit, _) = accept(&listener, &budget).await;
-                // Small requests and responses must not wait for Nagle.
-                let _ = wire.set_nodelay(true);
-                let socket = ClientSocket::new(Either::Left(wire), Some(permit), &registry, None);
-                Some((Ok(socket), (listener, registry, budget)))
-            },
-        )
-        .boxed();
-    };
-    let cn_is_user = tls.cn_is_user();
-    ReceiverStream::new(handshakes(listener, budget, tls))
-        .map(move |(stream, permit)| {
-            let common_name = cn_is_user
-                .then(|| stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?)))
-                .flatten();
-            Ok(ClientSocket::new(Either::Right(Box::new(stream)), Some(permit), &registry, common_name))
-        })
-        .boxed()
-}
-
-/// A listener for axum (the metrics URLs): [`incoming`]'s sockets.
-pub struct SocketListener {
-    sockets: BoxStream<'static, io::Result<ClientSocket>>,
-    local: SocketAddr,
-}
-
-impl SocketListener {
-    /// Serves `listener` within `budget`, with `tls` on an https URL. Its connections have
-    /// no streams, so a registry of their own that never holds an actor.
-    pub fn new(
-        listener: TcpListener,
-        budget: Arc<ConnectionBudget>,
-        tls: Option<TlsServer>,
-    ) -> io::Result<Self> {
-        let local = listener.local_addr()?;
-        Ok(Self { sockets: incoming(listener, Arc::default(), budget, tls), local })
-    }
-}
-
-impl axum::serve::Listener for SocketListener {
-    type Io = ClientSocket;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (ClientSocket, SocketAddr) {
-        match self.sockets.next().await {
-            Some(Ok(socket)) => (socket, self.local),
-            // The accept task ended (only with the runtime): nothing more will come.
-            _ => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        Ok(self.local)
     }
 }

@@ -18,8 +18,8 @@
 //! # Layout
 //! - [`connection_budget`]: client sockets (gRPC and metrics) within the descriptor limit, accept
 //!   errors backed off.
-//! - [`connections`]: connection ids, the stream of accepted sockets, and the registry of
-//!   connections that have a ConnActor.
+//! - [`connections`]: connection ids and the registry of connections that have a ConnActor.
+//! - [`listener`]: the stream of accepted sockets (tonic's incoming, axum's listener).
 //! - [`client_socket`]: one accepted socket with all its connection carries: the permit, the
 //!   id, the report of its end, the `:authority` fix, its small writes of one burst sent in one
 //!   syscall.
@@ -43,6 +43,7 @@ pub mod connection_budget;
 pub mod connections;
 pub mod grpc_go_errors;
 pub mod grpc_metrics;
+pub mod listener;
 pub mod observed_body;
 pub mod range_backpressure;
 pub mod remote_san;
