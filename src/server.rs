@@ -474,11 +474,11 @@ impl Member {
 fn spawn_store_tasks(config: &Config, edge: &Edge, store: &StoreHandle, peers: Peers, hasher: Hasher) {
     if !config.corrupt_check_time.is_zero() {
         let every = config.corrupt_check_time;
-        let check =
-            crate::cluster::corrupt_check::periodic(store.route.clone(), peers, hasher, store.clone(), every);
-        tokio::spawn(check);
+        let (route, writer) = (store.route.clone(), store.writer.clone());
+        tokio::spawn(crate::cluster::corrupt_check::periodic(route, peers, hasher, writer, every));
     }
-    tokio::spawn(crate::cluster::auto_compaction::run(store.clone(), edge.auto_compaction));
+    let (route, view, writer) = (store.route.clone(), store.view.clone(), store.writer.clone());
+    tokio::spawn(crate::cluster::auto_compaction::run(route, view, writer, edge.auto_compaction));
 }
 
 /// What hands the leadership over (on SIGTERM, and MoveLeader), with etcd's timing.

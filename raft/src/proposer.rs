@@ -123,6 +123,13 @@ impl Proposer {
             StoreError::Stopped("the proposer is gone".into())
         })
     }
+
+    /// Submits `command` and waits for its answer, once it is applied.
+    pub async fn write(&self, command: Command) -> Result<CommandResponse, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        self.submit(Write { command, reply }).await?;
+        answer.await.map_err(|_| StoreError::Stopped("writer dropped the request".into()))?
+    }
 }
 
 /// The task: takes writes into the queue, proposes batches, answers them as they come back.

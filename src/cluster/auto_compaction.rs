@@ -6,15 +6,25 @@
 use std::time::Duration;
 
 use actcd_proto::etcdserverpb::CompactionRequest;
+use actcd_raft::proposer::Proposer;
+use actcd_raft::route::Route;
+use actcd_store::apply::command::WriteRequest;
 use actcd_store::auth_store::Caller;
 use actcd_store::auto_compaction::{AutoCompaction, Periodic, Revision, REVISION_INTERVAL};
-use actcd_store::{Command, StoreError};
+use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 use tokio::time::{interval, Instant, MissedTickBehavior};
 
-use crate::grpc::store_handle::StoreHandle;
+/// What the schedule reads and writes through.
+struct Store {
+    route: Route,
+    view: ReadView<RocksEngine>,
+    writer: Proposer,
+}
 
-/// Compacts on `schedule` until the process ends.
-pub async fn run(store: StoreHandle, schedule: AutoCompaction) {
+/// Compacts on `schedule` until the process ends: asks `route` whether this member leads,
+/// reads the revisions from `view`, and proposes the compactions through `writer`.
+pub async fn run(route: Route, view: ReadView<RocksEngine>, writer: Proposer, schedule: AutoCompaction) {
+    let store = Store { route, view, writer };
     match schedule {
         AutoCompaction::Off => {}
         AutoCompaction::Periodic(retention) => periodic(store, retention).await,
@@ -22,11 +32,11 @@ pub async fn run(store: StoreHandle, schedule: AutoCompaction) {
     }
 }
 
-fn leads(store: &StoreHandle) -> bool {
+fn leads(store: &Store) -> bool {
     store.route.raft().metrics().borrow().current_leader == Some(store.route.member_id())
 }
 
-async fn periodic(store: StoreHandle, retention: Duration) {
+async fn periodic(store: Store, retention: Duration) {
     let mut schedule = Periodic::new(retention, Instant::now().into_std(), store.view.revision());
     let mut ticks = ticker(schedule.sample_interval());
     loop {
@@ -41,7 +51,7 @@ async fn periodic(store: StoreHandle, retention: Duration) {
     }
 }
 
-async fn revision(store: StoreHandle, retention: i64) {
+async fn revision(store: Store, retention: i64) {
     let mut schedule = Revision::new(retention);
     let mut ticks = ticker(REVISION_INTERVAL);
     loop {
@@ -65,10 +75,10 @@ fn ticker(period: Duration) -> tokio::time::Interval {
 }
 
 /// Compacts to `target`: true when done, or when a client's compaction went past it.
-async fn compact(store: &StoreHandle, target: i64) -> bool {
+async fn compact(store: &Store, target: i64) -> bool {
     let request = CompactionRequest { revision: target, physical: false };
     let command = Command::Compact(request).from_caller(Caller::Member);
-    match store.propose::<CompactionRequest>(command).await {
+    match store.writer.write(command).await.and_then(CompactionRequest::response) {
         Ok(_) | Err(StoreError::Compacted) => {
             tracing::info!(revision = target, "completed auto compaction");
             true

@@ -17,14 +17,15 @@ use anyhow::bail;
 
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
+use actcd_raft::proposer::Proposer;
 use actcd_raft::route::Route;
 use actcd_raft::types::MemberNode;
+use actcd_store::apply::command::WriteRequest;
 use actcd_store::auth_store::Caller;
 use actcd_store::mvcc::hash::{self, KvHash};
 use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 
 use super::peers::Peers;
-use crate::grpc::store_handle::StoreHandle;
 
 /// HashKV of this member's store, for the checks and for peers that ask.
 #[derive(Clone)]
@@ -98,8 +99,9 @@ pub async fn initial(route: &Route, peers: &Peers, hasher: &Hasher) -> anyhow::R
     Ok(())
 }
 
-/// The leader's periodic check, every `every`, until the process ends.
-pub async fn periodic(route: Route, peers: Peers, hasher: Hasher, store: StoreHandle, every: Duration) {
+/// The leader's periodic check, every `every`, until the process ends; alarms are proposed
+/// through `writer`.
+pub async fn periodic(route: Route, peers: Peers, hasher: Hasher, writer: Proposer, every: Duration) {
     let mut ticks = tokio::time::interval(every);
     ticks.tick().await;
     loop {
@@ -114,8 +116,8 @@ pub async fn periodic(route: Route, peers: Peers, hasher: Hasher, store: StoreHa
                 member_id: id,
                 alarm: AlarmType::Corrupt as i32,
             };
-            let raised =
-                store.propose::<AlarmRequest>(Command::Alarm(alarm).from_caller(Caller::Member)).await;
+            let command = Command::Alarm(alarm).from_caller(Caller::Member);
+            let raised = writer.write(command).await.and_then(AlarmRequest::response);
             if let Err(err) = raised {
                 tracing::warn!(%err, "cannot raise the CORRUPT alarm");
             }

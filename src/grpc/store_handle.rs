@@ -4,12 +4,10 @@
 //! and the state machine checks it, applies it and answers once its entry is committed and
 //! applied, so a service only decodes, submits and encodes.
 
-use tokio::sync::oneshot;
 use tonic::{Request, Status};
 
 use actcd_actors::identity::Identity;
 use actcd_raft::proposer::Proposer;
-use actcd_raft::proposer::Write;
 use actcd_raft::read_barrier::ReadBarrier;
 use actcd_raft::route::Route;
 use actcd_raft::state_machine::CoreHandle;
@@ -82,10 +80,7 @@ impl StoreHandle {
 
     /// Proposes `command`, checked and sent as `R`, and waits for its durable answer.
     pub async fn propose<R: WriteRequest>(&self, command: Command) -> Result<R::Response, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.writer.submit(Write { command, reply }).await?;
-        let answer = answer.await.map_err(|_| StoreError::Stopped("writer dropped the request".into()))?;
-        R::response(answer?)
+        R::response(self.writer.write(command).await?)
     }
 
     /// Whether this member is a learner (a non-voter), as its Raft membership says.

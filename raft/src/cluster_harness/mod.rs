@@ -20,10 +20,9 @@ use std::time::{Duration, Instant};
 
 use openraft::{ChangeMembers, Config, Raft, SnapshotPolicy};
 use tempfile::TempDir;
-use tokio::sync::oneshot;
 
 use crate::log_store::LogStore;
-use crate::proposer::{Proposer, Write, DEFAULT_BATCH_LIMIT};
+use crate::proposer::{Proposer, DEFAULT_BATCH_LIMIT};
 use crate::read_barrier::ReadBarrier;
 use crate::reconfig::{self, Change, Health, Members, Progress, ReconfigError, Rules, HEALTH_INTERVAL};
 use crate::removed::Removed;
@@ -119,9 +118,7 @@ impl Member {
     /// Writes `command` through this member, as a client's write to it goes: its answer once
     /// applied here.
     pub async fn write(&self, command: Command) -> Result<CommandResponse, StoreError> {
-        let (reply, answer) = oneshot::channel();
-        self.writes.submit(Write { command, reply }).await?;
-        answer.await.map_err(|_| StoreError::Stopped("the proposer dropped the write".into()))?
+        self.writes.write(command).await
     }
 
     /// The last log index this member applied.
