@@ -4,16 +4,14 @@
 //! them; `http` reads the store through `grpc`'s handle (and the version Maintenance
 //! reports) and takes its sockets from `transport`'s budget; the `grpc` services read what
 //! `transport` leaves in each request; both name the served methods from the list the protos
-//! generate (`actcd_proto::services`). `config` takes its value types from `membership` and
-//! `transport` and the version it prints from `grpc`. `snapshot` restores through `migrate`;
-//! `migrate` reads, and `grpc`'s Snapshot writes, through `etcd_file`, which imports no other
-//! module.
+//! generate (`actcd_proto::services`). `config` takes its value types from `transport` (the
+//! initial cluster's from `actcd_raft`) and the version it prints from `grpc`. `snapshot`
+//! restores through `migrate`; `migrate` reads, and `grpc`'s Snapshot writes, through
+//! `etcd_file`, which imports no other module.
 //!
 //! # Layout
 //! - [`config`]: etcd's flags, ETCD_* variables and YAML config file.
 //! - [`c_heap`]: glibc's heap (RocksDB's): large blocks mmapped, free memory given back when idle.
-//! - [`membership`]: the initial cluster from etcd's bootstrap flags, and etcd's member and
-//!   cluster ids.
 //! - [`cluster`]: openraft started over the store's log and state machine, with etcd's timing flags.
 //! - [`server`]: process wiring: store, Raft, Proposer, watch tree, listeners, shutdown.
 //! - [`http`]: HTTP on the client and metrics URLs: /livez, /readyz, /health, /version, /metrics.
@@ -33,7 +31,6 @@ pub mod config;
 pub mod etcd_file;
 pub mod grpc;
 pub mod http;
-pub mod membership;
 pub mod metrics;
 pub mod migrate;
 pub mod server;

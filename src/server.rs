@@ -24,6 +24,7 @@ use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
+use actcd_raft::cluster::initial_cluster::{self, InitialCluster};
 use actcd_raft::fail_stop::FailStop;
 use actcd_raft::log_store::LogStore;
 use actcd_raft::proposer::Proposer;
@@ -61,7 +62,6 @@ use crate::http::client_port::ClientHttp;
 use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
-use crate::membership::InitialCluster;
 use crate::transport::client_socket::ClientSocket;
 use crate::transport::connection_budget::ConnectionBudget;
 use crate::transport::connections::{ConnInfo, Connections};
@@ -158,7 +158,7 @@ impl Edge {
     /// The first membership, the same on every member (the client URLs each publishes later);
     /// a member that joins gets it from the leader instead.
     fn first_membership(&self) -> Option<BTreeMap<u64, MemberNode>> {
-        let node = |m: &crate::membership::Member| MemberNode {
+        let node = |m: &initial_cluster::Member| MemberNode {
             name: m.name.clone(),
             peer_urls: m.peer_urls.clone(),
             client_urls: Vec::new(),

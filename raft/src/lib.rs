@@ -33,6 +33,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod applied_sync;
+pub mod cluster;
 pub mod fail_stop;
 pub mod failpoints;
 pub mod log_durability;

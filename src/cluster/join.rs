@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+use actcd_raft::cluster::initial_cluster::InitialCluster;
 use actcd_raft::removed::{Removed, REMOVED_TEXT};
 use actcd_store::backend::member::MemberIds;
 
 use super::peers::Peers;
-use crate::membership::InitialCluster;
 use crate::transport::tls_client::TlsClient;
 
 /// How long a joining member keeps asking its peers.

@@ -76,7 +76,7 @@ impl Reconfigurer {
     /// member's id.
     pub async fn add(&self, peer_urls: Vec<String>, learner: bool) -> Result<u64, StoreError> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let id = crate::membership::added_member_id(&peer_urls, &self.token, now);
+        let id = actcd_raft::cluster::initial_cluster::added_member_id(&peer_urls, &self.token, now);
         self.change(Change::Add { id, peer_urls, learner }).await?;
         Ok(id)
     }

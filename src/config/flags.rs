@@ -16,12 +16,12 @@ use actcd_store::auto_compaction::AutoCompaction;
 use crate::config::go_bool::GoBool;
 use crate::config::tls_group::{ClientTls, PeerTls};
 use crate::grpc::maintenance::SERVER_VERSION;
-use crate::membership::{
+use crate::transport::cert_names::AllowedName;
+use crate::transport::tls::TlsFlags;
+use actcd_raft::cluster::initial_cluster::{
     BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
     DEFAULT_INITIAL_CLUSTER,
 };
-use crate::transport::cert_names::AllowedName;
-use crate::transport::tls::TlsFlags;
 use anyhow::{bail, Context};
 use clap::builder::RangedU64ValueParser;
 use clap::Parser;
@@ -236,14 +236,13 @@ impl Config {
     }
 
     /// The cluster this member bootstraps into, from the bootstrap flags as etcd reads them.
-    /// Joining a running cluster (member add) is refused until membership changes exist.
     pub fn initial_cluster(&self) -> anyhow::Result<InitialCluster> {
-        InitialCluster::from_flags(BootstrapFlags {
+        Ok(InitialCluster::from_flags(BootstrapFlags {
             name: &self.name,
             initial_cluster: &self.initial_cluster,
             advertise_peer_urls: &self.initial_advertise_peer_urls,
             token: &self.initial_cluster_token,
-        })
+        })?)
     }
 
     /// The client URLs' TLS flags.

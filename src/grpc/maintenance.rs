@@ -108,7 +108,7 @@ impl MaintenanceService {
 fn peer_urls(urls: &[String]) -> Result<Vec<String>, Status> {
     let mut parsed: Vec<String> = urls
         .iter()
-        .map(|u| crate::membership::normalize(u))
+        .map(|u| actcd_raft::cluster::initial_cluster::normalize(u))
         .collect::<Result<_, _>>()
         .map_err(|_| EtcdError::MemberBadUrls.status())?;
     if parsed.is_empty() {

@@ -111,10 +111,9 @@ fn bootstrap_flags_it_cannot_follow_are_refused_in_one_line() {
     }
 }
 
-/// The derivation itself, without a server (moved from src/membership.rs, whose unit tests
-/// did not run: the actcd lib builds no test binary of its own).
+/// The derivation itself (`actcd_raft::cluster::initial_cluster`), without a server.
 mod derivation {
-    use actcd::membership::{
+    use actcd_raft::cluster::initial_cluster::{
         BootstrapFlags, InitialCluster, DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN,
         DEFAULT_INITIAL_CLUSTER, DEFAULT_NAME,
     };

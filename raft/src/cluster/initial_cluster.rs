@@ -19,8 +19,47 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Result};
 use sha1::{Digest, Sha1};
+
+/// Why the bootstrap flags, or a peer URL, are refused: etcd's words where etcd has them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InitialClusterError {
+    /// `--name` is not among `--initial-cluster`'s names.
+    #[error("couldn't find local name {0:?} in the initial cluster configuration")]
+    NameMissing(String),
+    /// `--initial-cluster` lists this member on other URLs than it advertises.
+    #[error(
+        "--initial-cluster has {name}={listed} but missing from --initial-advertise-peer-urls={advertised}"
+    )]
+    NotAdvertised {
+        /// `--name`.
+        name: String,
+        /// Its URLs in `--initial-cluster`.
+        listed: String,
+        /// `--initial-advertise-peer-urls`.
+        advertised: String,
+    },
+    /// A member of `--initial-cluster` that is not `name=URL`.
+    #[error("--initial-cluster: {0:?} is not name=URL")]
+    NotNameUrl(String),
+    /// `--initial-cluster` is empty.
+    #[error("--initial-cluster: no member given")]
+    NoMember,
+    /// A URL without `scheme://`.
+    #[error("URL {0:?} has no scheme (http:// or https://)")]
+    NoScheme(String),
+    /// A URL of another scheme than http or https.
+    #[error("URL scheme must be http or https: {0:?}")]
+    Scheme(String),
+    /// A URL with a path.
+    #[error("URL must not contain a path: {0:?}")]
+    Path(String),
+    /// A URL whose address is not `host:port`.
+    #[error("URL address does not have the form \"host:port\": {0:?}")]
+    HostPort(String),
+}
+
+type Result<T> = std::result::Result<T, InitialClusterError>;
 
 /// etcd's default `--initial-cluster`.
 pub const DEFAULT_INITIAL_CLUSTER: &str = "default=http://localhost:2380";
@@ -81,18 +120,17 @@ impl InitialCluster {
         };
         let named = parse(&text)?;
         let Some(own) = named.get(flags.name) else {
-            bail!("couldn't find local name {:?} in the initial cluster configuration", flags.name);
+            return Err(InitialClusterError::NameMissing(flags.name.to_string()));
         };
         let mut advertised: Vec<String> =
             flags.advertise_peer_urls.iter().map(|u| normalize(u)).collect::<Result<_>>()?;
         advertised.sort();
         if *own != advertised {
-            bail!(
-                "--initial-cluster has {}={} but missing from --initial-advertise-peer-urls={}",
-                flags.name,
-                own.join(","),
-                advertised.join(",")
-            );
+            return Err(InitialClusterError::NotAdvertised {
+                name: flags.name.to_string(),
+                listed: own.join(","),
+                advertised: advertised.join(","),
+            });
         }
         let mut members: Vec<Member> = named
             .into_iter()
@@ -118,12 +156,12 @@ fn parse(text: &str) -> Result<BTreeMap<String, Vec<String>>> {
     let mut named: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for pair in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let Some((name, url)) = pair.split_once('=') else {
-            bail!("--initial-cluster: {pair:?} is not name=URL");
+            return Err(InitialClusterError::NotNameUrl(pair.to_string()));
         };
         named.entry(name.to_string()).or_default().push(normalize(url)?);
     }
     if named.is_empty() {
-        bail!("--initial-cluster: no member given");
+        return Err(InitialClusterError::NoMember);
     }
     for urls in named.values_mut() {
         urls.sort();
@@ -136,17 +174,17 @@ fn parse(text: &str) -> Result<BTreeMap<String, Vec<String>>> {
 pub fn normalize(url: &str) -> Result<String> {
     let url = url.trim();
     let Some((scheme, rest)) = url.split_once("://") else {
-        bail!("URL {url:?} has no scheme (http:// or https://)");
+        return Err(InitialClusterError::NoScheme(url.to_string()));
     };
     if !matches!(scheme, "http" | "https") {
-        bail!("URL scheme must be http or https: {url:?}");
+        return Err(InitialClusterError::Scheme(url.to_string()));
     }
     let host_port = rest.trim_end_matches('/');
     if host_port.contains('/') {
-        bail!("URL must not contain a path: {url:?}");
+        return Err(InitialClusterError::Path(url.to_string()));
     }
     if host_port.rsplit_once(':').is_none_or(|(_, port)| port.parse::<u16>().is_err()) {
-        bail!("URL address does not have the form \"host:port\": {url:?}");
+        return Err(InitialClusterError::HostPort(url.to_string()));
     }
     Ok(format!("{scheme}://{host_port}"))
 }
