@@ -12,8 +12,8 @@
 //! # Layout
 //! - [`config`]: etcd's flags, ETCD_* variables and YAML config file.
 //! - [`c_heap`]: glibc's heap (RocksDB's): large blocks mmapped, free memory given back when idle.
-//! - [`cluster`]: openraft started over the store's log and state machine, with etcd's timing flags.
-//! - [`server`]: process wiring: store, Raft, Proposer, watch tree, listeners, shutdown.
+//! - [`server`]: process wiring: store, Raft (`actcd_raft`'s cluster and peer transport),
+//!   Proposer, watch tree, listeners, shutdown.
 //! - [`http`]: HTTP on the client and metrics URLs: /livez, /readyz, /health, /version, /metrics.
 //! - [`metrics`]: the Prometheus recorder and the series sampled at scrape time.
 //! - [`grpc`]: the etcd gRPC services and the one mapping of store errors to gRPC statuses.
@@ -26,7 +26,6 @@
 #![deny(missing_docs)]
 
 pub mod c_heap;
-pub mod cluster;
 pub mod config;
 pub mod etcd_file;
 pub mod grpc;

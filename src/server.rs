@@ -24,9 +24,17 @@ use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
+use actcd_raft::cluster::corrupt_check::Hasher;
 use actcd_raft::cluster::initial_cluster::{self, InitialCluster};
+use actcd_raft::cluster::leadership::LeaseForward;
+use actcd_raft::cluster::move_leader::LeaderMover;
+use actcd_raft::cluster::reconfigure::Reconfigurer;
+use actcd_raft::cluster::start::Timing;
 use actcd_raft::fail_stop::FailStop;
 use actcd_raft::log_store::LogStore;
+use actcd_raft::network::peer_service::{Forwarding, PeerService};
+use actcd_raft::network::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
+use actcd_raft::network::tls_connector::TlsConnector;
 use actcd_raft::proposer::Proposer;
 use actcd_raft::read_barrier::ReadBarrier;
 use actcd_raft::reconfig::Rules;
@@ -39,13 +47,6 @@ use actcd_store::auto_compaction::AutoCompaction;
 use actcd_store::backend::member::{self, MemberIds};
 use actcd_store::{ReadView, RocksEngine, StoreConfig, StoreCore};
 
-use crate::cluster::corrupt_check::Hasher;
-use crate::cluster::leadership::LeaseForward;
-use crate::cluster::move_leader::LeaderMover;
-use crate::cluster::peer_service::{Forwarding, PeerService};
-use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
-use crate::cluster::reconfigure::Reconfigurer;
-use crate::cluster::start::Timing;
 use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::learner_gate::LearnerGate;
@@ -69,7 +70,7 @@ use crate::transport::grpc_metrics::GrpcMetrics;
 use crate::transport::listener::{incoming, SocketListener};
 use crate::transport::range_backpressure::RangeBackpressure;
 use crate::transport::tls::TlsServer;
-use crate::transport::tls_client::{self, TlsClient};
+use crate::transport::tls_client;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
@@ -116,7 +117,7 @@ struct Edge {
     /// The https client and metrics URLs' TLS.
     tls: Option<TlsServer>,
     /// This member's peer listener and its dialer, if any peer URL is https.
-    peer_tls: Option<(TlsServer, TlsClient)>,
+    peer_tls: Option<(TlsServer, TlsConnector)>,
     prometheus: PrometheusHandle,
     client_listeners: Vec<(std::net::TcpListener, bool)>,
     metrics_listeners: Vec<(std::net::TcpListener, bool)>,
@@ -168,7 +169,7 @@ impl Edge {
     }
 
     /// The peer dialer's TLS, if any.
-    fn peer_client(&self) -> Option<TlsClient> {
+    fn peer_client(&self) -> Option<TlsConnector> {
         self.peer_tls.as_ref().map(|(_, client)| client.clone())
     }
 }
@@ -320,12 +321,12 @@ impl Member {
         member.serve_peers(edge, storage, budget)?;
         member.spawn_watchdogs(storage.timing);
         if !storage.company {
-            crate::cluster::start::wait_for_leader(&member.raft, LEADER_WAIT).await?;
+            actcd_raft::cluster::start::wait_for_leader(&member.raft, LEADER_WAIT).await?;
         }
         member.publish(config, edge, storage.company).await?;
-        tokio::spawn(crate::cluster::start::follow_term(member.raft.clone(), member.identity.clone()));
+        tokio::spawn(actcd_raft::cluster::start::follow_term(member.raft.clone(), member.identity.clone()));
         if config.initial_corrupt_check && storage.company {
-            crate::cluster::corrupt_check::initial(&member.route, &member.peers, &member.hasher).await?;
+            actcd_raft::cluster::corrupt_check::initial(&member.route, &member.peers, &member.hasher).await?;
         }
         Ok(member)
     }
@@ -352,9 +353,15 @@ impl Member {
         let first = edge.first_membership();
         let timing = storage.timing;
         let log = storage.log.clone();
-        let raft =
-            crate::cluster::start::start(ids.member_id, first, timing, peers.clone(), log, state_machine)
-                .await?;
+        let raft = actcd_raft::cluster::start::start(
+            ids.member_id,
+            first,
+            timing,
+            peers.clone(),
+            log,
+            state_machine,
+        )
+        .await?;
         let route =
             Route::new(raft.clone(), ids.member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
@@ -401,7 +408,7 @@ impl Member {
         )
         .map_err(|e| anyhow::anyhow!("cannot load the leases: {e}"))?
         .start();
-        tokio::spawn(crate::cluster::leadership::follow(route.clone(), leases.clone()));
+        tokio::spawn(actcd_raft::cluster::leadership::follow(route.clone(), leases.clone()));
         Ok(leases)
     }
 
@@ -435,7 +442,9 @@ impl Member {
             return peer_serving.serve(std::mem::take(&mut storage.peer_listeners));
         }
         let urls = storage.peer_urls.clone();
-        self.reconfigurer.on_grow(Box::new(move || peer_serving.serve(bind_urls(&urls)?)));
+        self.reconfigurer.on_grow(Box::new(move || {
+            bind_urls(&urls).and_then(|listeners| peer_serving.serve(listeners)).map_err(|e| format!("{e:#}"))
+        }));
         Ok(())
     }
 
@@ -443,9 +452,9 @@ impl Member {
     fn spawn_watchdogs(&self, timing: Timing) {
         let (heartbeat, election) =
             (Duration::from_millis(timing.heartbeat_ms), Duration::from_millis(timing.election_ms));
-        tokio::spawn(crate::cluster::check_quorum::run(self.route.clone(), heartbeat, election));
+        tokio::spawn(actcd_raft::cluster::check_quorum::run(self.route.clone(), heartbeat, election));
         let (route, peers, removed) = (self.route.clone(), self.peers.clone(), self.removed.clone());
-        tokio::spawn(crate::cluster::peer_probe::run(route, peers, removed, election));
+        tokio::spawn(actcd_raft::cluster::peer_probe::run(route, peers, removed, election));
     }
 
     /// Publishes this member's name and client URLs into the membership.
@@ -455,8 +464,11 @@ impl Member {
             peer_urls: edge.cluster.own().map(|m| m.peer_urls.clone()).unwrap_or_default(),
             client_urls: config.advertise_client_urls.clone(),
         };
-        let publish =
-            crate::cluster::reconfigure::publish(Arc::clone(&self.reconfigurer), self.route.clone(), own);
+        let publish = actcd_raft::cluster::reconfigure::publish(
+            Arc::clone(&self.reconfigurer),
+            self.route.clone(),
+            own,
+        );
         if company {
             tokio::spawn(publish);
             return Ok(());
@@ -475,15 +487,15 @@ fn spawn_store_tasks(config: &Config, edge: &Edge, store: &StoreHandle, peers: P
     if !config.corrupt_check_time.is_zero() {
         let every = config.corrupt_check_time;
         let (route, writer) = (store.route.clone(), store.writer.clone());
-        tokio::spawn(crate::cluster::corrupt_check::periodic(route, peers, hasher, writer, every));
+        tokio::spawn(actcd_raft::cluster::corrupt_check::periodic(route, peers, hasher, writer, every));
     }
     let (route, view, writer) = (store.route.clone(), store.view.clone(), store.writer.clone());
-    tokio::spawn(crate::cluster::auto_compaction::run(route, view, writer, edge.auto_compaction));
+    tokio::spawn(actcd_raft::cluster::auto_compaction::run(route, view, writer, edge.auto_compaction));
 }
 
 /// What hands the leadership over (on SIGTERM, and MoveLeader), with etcd's timing.
 fn leader_mover(route: &Route, peers: &Peers, timing: Timing) -> LeaderMover {
-    let lease_ms = crate::cluster::start::election_window(timing.election_ms).1;
+    let lease_ms = actcd_raft::cluster::start::election_window(timing.election_ms).1;
     LeaderMover::new(
         route.clone(),
         peers.clone(),
@@ -632,7 +644,7 @@ fn member_ids(
     cluster: &InitialCluster,
     existing: bool,
     engine: &RocksEngine,
-    tls: Option<TlsClient>,
+    tls: Option<TlsConnector>,
 ) -> anyhow::Result<MemberIds> {
     let stored = member::stored(engine).context("cannot read the data dir's member ids")?;
     if !existing {
@@ -650,7 +662,7 @@ fn member_ids(
         return Ok(ids);
     }
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let ids = runtime.block_on(crate::cluster::join::discover(cluster, tls))?;
+    let ids = runtime.block_on(actcd_raft::cluster::join::discover(cluster, tls))?;
     tracing::info!(
         cluster = %format!("{:x}", ids.cluster_id),
         member = %format!("{:x}", ids.member_id),
@@ -727,7 +739,7 @@ fn client_tls(
 /// The TLS of the peer URLs, both ends, if any member's peer URL is https: this member's
 /// listener, and its dialer to the others. A certificate is needed as soon as one URL is
 /// https (a member dials every other's URL, and presents its certificate there).
-fn peer_tls(config: &Config, cluster: &InitialCluster) -> anyhow::Result<Option<(TlsServer, TlsClient)>> {
+fn peer_tls(config: &Config, cluster: &InitialCluster) -> anyhow::Result<Option<(TlsServer, TlsConnector)>> {
     let flags = config.peer_tls_flags()?;
     let https = |u: &&String| u.starts_with("https://");
     let listened = config.listen_peer_urls.iter().find(https);

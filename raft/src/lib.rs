@@ -23,6 +23,9 @@
 //! - [`removed`]: the ids removed from the cluster, and this member learning it is one.
 //! - [`position`]: the applied log id and membership, written with the data they reflect.
 //! - [`snapshot_store`]: checkpoints of the state machine, built, kept and installed.
+//! - [`network`]: the peer transport between members, both halves, and snapshots streamed.
+//! - [`cluster`]: a member's Raft started with etcd's flags and ids, its membership changes, and
+//!   the watchdogs beside it (CheckQuorum, peer probes, corruption checks, auto-compaction).
 //! - `cluster_harness` (tests): N members of the above on an in-memory network that cuts any off.
 //!
 //! Nothing here decides a write's outcome: every rule stays in the store core's apply, which
@@ -38,6 +41,7 @@ pub mod fail_stop;
 pub mod failpoints;
 pub mod log_durability;
 pub mod log_store;
+pub mod network;
 pub mod position;
 pub mod proposer;
 pub mod read_barrier;

@@ -290,7 +290,7 @@ impl Config {
     }
 
     /// The Raft timing flags, checked as etcd checks them.
-    pub fn raft_timing(&self) -> anyhow::Result<crate::cluster::start::Timing> {
+    pub fn raft_timing(&self) -> anyhow::Result<actcd_raft::cluster::start::Timing> {
         if self.election_timeout < 5 * self.heartbeat_interval {
             bail!(
                 "--election-timeout[{}ms] should be at least as 5 times as --heartbeat-interval[{}ms]",
@@ -298,7 +298,7 @@ impl Config {
                 self.heartbeat_interval
             );
         }
-        Ok(crate::cluster::start::Timing {
+        Ok(actcd_raft::cluster::start::Timing {
             heartbeat_ms: self.heartbeat_interval,
             election_ms: self.election_timeout,
             snapshot_count: self.snapshot_count,

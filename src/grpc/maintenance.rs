@@ -29,13 +29,13 @@ use actcd_proto::etcdserverpb::{
 use actcd_store::RocksEngine;
 use sha2::{Digest, Sha256};
 
-use crate::cluster::move_leader::LeaderMover;
-use crate::cluster::reconfigure::Reconfigurer;
 use crate::etcd_file::export::{EtcdExport, ExportError};
 use crate::grpc::status::{
     raw_auth_status, snapshot_failed, task_status, to_status, unknown_alarm_action, Unsupported,
 };
 use crate::grpc::store_handle::StoreHandle;
+use actcd_raft::cluster::move_leader::LeaderMover;
+use actcd_raft::cluster::reconfigure::Reconfigurer;
 
 /// The version actcd reports: clients gate features (such as progress requests) on a
 /// 3.6-series server.

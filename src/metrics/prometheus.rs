@@ -59,7 +59,7 @@ pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
         )?
         .install_recorder()
         .context("cannot install the metrics recorder")?;
-    // No leader until openraft names one (`cluster::start::follow_term` keeps these).
+    // No leader until openraft names one (`actcd_raft::cluster::start::follow_term` keeps these).
     metrics::gauge!(actcd_store::metric_names::ETCD_SERVER_HAS_LEADER).set(0.0);
     metrics::gauge!(actcd_store::metric_names::ETCD_SERVER_IS_LEADER).set(0.0);
     metrics::counter!(actcd_store::metric_names::ETCD_SERVER_LEADER_CHANGES_SEEN_TOTAL).absolute(0);

@@ -27,8 +27,8 @@
 //!   before h2 refuses the stream.
 //! - [`tls`]: TLS listeners on the client and peer URLs from etcd's flags: certificates re-read
 //!   on change, client certificates, cipher suites and versions.
-//! - [`tls_client`]: the dialing side of peer TLS (a member's own certificate, the listener's
-//!   checked), as a connector for tonic's channels.
+//! - [`tls_client`]: the dialing side of peer TLS from the flags (a member's own certificate, how
+//!   the listener's is checked), handed to the peer transport's dialer in `actcd_raft`.
 //! - [`cert_names`]: a certificate's Common Name, and the allowed CN or host name of a peer.
 //! - [`remote_san`]: a dialing member's certificate SANs against the address it came from.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.

@@ -7,12 +7,12 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use actcd::cluster::snapshot_stream::{receive, send};
 use actcd_proto::actcdpeerpb::SnapshotChunk;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{
     HashKvRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest, StatusRequest, StatusResponse,
 };
+use actcd_raft::network::snapshot_stream::{receive, send};
 use actcd_raft::snapshot_store::META_FILE;
 use actcd_raft::types::SnapshotFiles;
 use actcd_test_support::server::{Kind, Launch};

@@ -337,7 +337,7 @@ async fn a_partitioned_leader_serves_no_linearizable_read_and_rejoins() {
 }
 
 /// A leader steps down once it has not heard from a quorum for an election timeout (etcd's
-/// CheckQuorum; openraft 0.9 has none: src/cluster/check_quorum.rs), and then names no leader.
+/// CheckQuorum; openraft 0.9 has none: raft/src/cluster/check_quorum.rs), and then names no leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioned_leader_steps_down() {
     let cut = leader_partition(Kind::Actcd).await;

@@ -74,7 +74,7 @@ async fn peer_client(
     let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
         .unwrap()
         .connect_timeout(Duration::from_secs(3))
-        .connect_with_connector_lazy(tls.connector());
+        .connect_with_connector_lazy(tls);
     PeerClient::new(channel)
 }
 

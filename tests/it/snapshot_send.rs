@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use actcd::cluster::snapshot_stream::{bounded, counted, SendProgress, Stalled};
 use actcd_proto::actcdpeerpb::SnapshotChunk;
+use actcd_raft::network::snapshot_stream::{bounded, counted, SendProgress, Stalled};
 
 const IDLE: Duration = Duration::from_millis(200);
 const INSTALL: Duration = Duration::from_millis(400);

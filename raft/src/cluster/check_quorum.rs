@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use actcd_raft::route::Route;
+use crate::route::Route;
 use openraft::raft::VoteRequest;
 use openraft::{ServerState, Vote};
 

@@ -26,17 +26,17 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
 
+use crate::reconfig::{Change, Members};
+use crate::removed::{Removed, REMOVED_TEXT};
+use crate::route::{Forwarded, LeaderLink, LinkError};
+use crate::types::{decode, encode, MemberNode, Proposal, TypeConfig};
 use actcd_proto::actcdpeerpb::peer_client::PeerClient;
 use actcd_proto::actcdpeerpb::Frame;
-use actcd_raft::reconfig::{Change, Members};
-use actcd_raft::removed::{Removed, REMOVED_TEXT};
-use actcd_raft::route::{Forwarded, LeaderLink, LinkError};
-use actcd_raft::types::{decode, encode, MemberNode, Proposal, TypeConfig};
 use actcd_store::mvcc::hash::KvHash;
 use actcd_store::StoreError;
 
 use super::snapshot_stream;
-use crate::transport::tls_client::TlsClient;
+use super::tls_connector::TlsConnector;
 
 /// The largest peer message either side takes: an append of `MAX_PAYLOAD_ENTRIES` entries of
 /// full batches stays below it (see `start::MAX_PAYLOAD_ENTRIES`).
@@ -47,7 +47,7 @@ pub const MAX_PEER_MESSAGE: usize = 1 << 30;
 /// every 64 KiB (HTTP/2's default).
 pub const PEER_WINDOW: u32 = 16 << 20;
 
-/// How long a peer may take to answer a probe (see [`super::peer_probe`]).
+/// How long a peer may take to answer a probe (see [`crate::cluster::peer_probe`]).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long connecting to a peer may take before the call counts as unreachable.
@@ -68,7 +68,7 @@ pub struct Peers {
     me: u64,
     channels: Arc<Mutex<HashMap<u64, (String, Channel)>>>,
     /// How to dial an https peer URL (`--peer-*` flags), if any is.
-    tls: Option<TlsClient>,
+    tls: Option<TlsConnector>,
     /// Since when each peer has answered this member's Raft messages without a break (etcd's
     /// ActiveSince), for the membership checks; a peer that failed a call is absent.
     active: Arc<Mutex<HashMap<u64, Instant>>>,
@@ -79,7 +79,7 @@ pub struct Peers {
 impl Peers {
     /// The peers of member `me` of cluster `cluster_id`, dialed through `tls` where their
     /// URL is https.
-    pub fn new(cluster_id: u64, me: u64, tls: Option<TlsClient>, removed: Removed) -> Self {
+    pub fn new(cluster_id: u64, me: u64, tls: Option<TlsConnector>, removed: Removed) -> Self {
         Self { cluster_id, me, channels: Arc::default(), tls, active: Arc::default(), removed }
     }
 
@@ -124,7 +124,7 @@ impl Peers {
             (None, _) => endpoint(url.to_string())?.connect_lazy(),
             // tonic is given the URL as http: the connector adds the TLS.
             (Some(rest), Some(tls)) => {
-                endpoint(format!("http://{rest}"))?.connect_with_connector_lazy(tls.connector())
+                endpoint(format!("http://{rest}"))?.connect_with_connector_lazy(tls.clone())
             }
             (Some(_), None) => {
                 return Err(network_error(format!(
@@ -258,7 +258,7 @@ impl Peers {
     }
 
     /// Asks member `target` for the membership over its usual channel, noting whether it
-    /// answered (see [`super::peer_probe`]); `None` when it did not.
+    /// answered (see [`crate::cluster::peer_probe`]); `None` when it did not.
     pub async fn probe(&self, target: (u64, MemberNode)) -> Option<Members> {
         let mut client = self.client(target.0, &target.1).ok()?;
         let frame = self.frame(&()).ok()?;

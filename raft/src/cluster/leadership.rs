@@ -9,14 +9,14 @@ use std::time::Duration;
 use actix::Addr;
 use futures::future::BoxFuture;
 
+use crate::route::Route;
+use crate::types::MemberNode;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::leader::LeaseLeader;
 use actcd_actors::lease::messages::{Demote, Promote};
-use actcd_raft::route::Route;
-use actcd_raft::types::MemberNode;
 use actcd_store::StoreError;
 
-use super::peers::Peers;
+use crate::network::peers::Peers;
 
 /// A new leader that could not confirm its leadership tries again after this long.
 const RETRY: Duration = Duration::from_millis(100);

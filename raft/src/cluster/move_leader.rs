@@ -29,11 +29,11 @@
 
 use std::time::Duration;
 
-use actcd_raft::reconfig::ReconfigError;
-use actcd_raft::route::Route;
+use crate::reconfig::ReconfigError;
+use crate::route::Route;
 use actcd_store::StoreError;
 
-use super::peers::Peers;
+use crate::network::peers::Peers;
 
 /// How often the leader looks at the transferee's progress and the new leadership.
 const POLL: Duration = Duration::from_millis(10);
@@ -100,7 +100,7 @@ impl LeaderMover {
     }
 
     /// Steps 2 to 6; a transferee that cannot be reached is waited for like one that loses.
-    async fn hand_over(&self, target: u64, node: actcd_raft::types::MemberNode) {
+    async fn hand_over(&self, target: u64, node: crate::types::MemberNode) {
         let raft = self.route.raft();
         // 2: the transferee's log matches the leader's.
         loop {

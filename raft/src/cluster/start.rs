@@ -6,15 +6,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
-use openraft::{Config as RaftConfig, Raft, SnapshotPolicy};
+use openraft::error::{Fatal, InitializeError, RaftError};
+use openraft::metrics::WaitError;
+use openraft::{Config as RaftConfig, ConfigError, Raft, SnapshotPolicy};
 
+use crate::log_store::LogStore;
+use crate::state_machine::{SnapshotDue, StateMachine};
+use crate::types::{MemberNode, TypeConfig};
 use actcd_actors::identity::Identity;
-use actcd_raft::log_store::LogStore;
-use actcd_raft::state_machine::{SnapshotDue, StateMachine};
-use actcd_raft::types::{MemberNode, TypeConfig};
 
-use super::peers::Peers;
+use crate::network::peers::Peers;
 
 /// etcd's timing flags, as openraft takes them.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +37,26 @@ impl Timing {
     }
 }
 
+/// Why this member's Raft did not start, or found no leader.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// openraft refused the timing the flags gave.
+    #[error("invalid raft timing")]
+    Timing(#[source] ConfigError),
+    /// openraft did not start over the log and the state machine.
+    #[error("cannot start raft")]
+    Start(#[source] Fatal<u64>),
+    /// openraft stopped before it said whether it holds a cluster.
+    #[error("raft stopped")]
+    Stopped(#[source] Fatal<u64>),
+    /// openraft refused the first membership.
+    #[error("cannot form the cluster")]
+    Form(#[source] RaftError<u64, InitializeError<u64, MemberNode>>),
+    /// No leader within the wait.
+    #[error("no leader within {0:?}")]
+    NoLeader(Duration, #[source] WaitError),
+}
+
 /// Entries kept in the log behind a snapshot, for a follower slightly behind to catch up from
 /// without a snapshot. etcd keeps 5000 requests; an entry of ours carries a batch of up to
 /// `--backend-batch-limit` writes, so fewer entries keep about as many writes under load.
@@ -43,7 +64,7 @@ const LOG_KEPT_AFTER_SNAPSHOT: u64 = 500;
 
 /// Entries one append message carries at most. An entry holds up to `--backend-batch-limit`
 /// writes; fewer entries than openraft's default 300 keep one message well below
-/// [`super::peers::MAX_PEER_MESSAGE`] under load.
+/// [`crate::network::peers::MAX_PEER_MESSAGE`] under load.
 pub const MAX_PAYLOAD_ENTRIES: u64 = 64;
 
 /// openraft's election timeouts (min, max) for etcd's `--election-timeout`. A follower of an
@@ -68,7 +89,7 @@ pub async fn start(
     peers: Peers,
     log: LogStore,
     state_machine: StateMachine,
-) -> anyhow::Result<Raft<TypeConfig>> {
+) -> Result<Raft<TypeConfig>, StartError> {
     let config = RaftConfig {
         cluster_name: "actcd".into(),
         heartbeat_interval: timing.heartbeat_ms,
@@ -81,13 +102,13 @@ pub async fn start(
         max_payload_entries: MAX_PAYLOAD_ENTRIES,
         ..RaftConfig::default()
     };
-    let config = Arc::new(config.validate().context("invalid raft timing")?);
+    let config = Arc::new(config.validate().map_err(StartError::Timing)?);
     let due = SnapshotDue::default();
     let state_machine = state_machine.with_snapshot_count(timing.snapshot_count, Arc::clone(&due));
-    let raft = Raft::new(member_id, config, peers, log, state_machine).await.context("cannot start raft")?;
+    let raft = Raft::new(member_id, config, peers, log, state_machine).await.map_err(StartError::Start)?;
     if let Some(members) = first {
-        if !raft.is_initialized().await.context("raft stopped")? {
-            raft.initialize(members).await.context("cannot form the cluster")?;
+        if !raft.is_initialized().await.map_err(StartError::Stopped)? {
+            raft.initialize(members).await.map_err(StartError::Form)?;
         }
     }
     let trigger = raft.clone();
@@ -105,11 +126,11 @@ pub async fn start(
 
 /// Waits until `raft` knows a leader (a single member elects itself at once; the members of
 /// a new cluster once a quorum of them runs), or fails after `leader_wait`.
-pub async fn wait_for_leader(raft: &Raft<TypeConfig>, leader_wait: Duration) -> anyhow::Result<()> {
+pub async fn wait_for_leader(raft: &Raft<TypeConfig>, leader_wait: Duration) -> Result<(), StartError> {
     raft.wait(Some(leader_wait))
         .metrics(|m| m.current_leader.is_some(), "a leader")
         .await
-        .with_context(|| format!("no leader within {leader_wait:?}"))?;
+        .map_err(|e| StartError::NoLeader(leader_wait, e))?;
     Ok(())
 }
 

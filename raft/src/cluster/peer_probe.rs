@@ -15,10 +15,10 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use actcd_raft::removed::Removed;
-use actcd_raft::route::Route;
+use crate::removed::Removed;
+use crate::route::Route;
 
-use super::peers::Peers;
+use crate::network::peers::Peers;
 
 /// Until the Raft stops or this member is removed: every `interval`, asks each other member
 /// for the membership.

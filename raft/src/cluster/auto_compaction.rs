@@ -5,9 +5,9 @@
 
 use std::time::Duration;
 
+use crate::proposer::Proposer;
+use crate::route::Route;
 use actcd_proto::etcdserverpb::CompactionRequest;
-use actcd_raft::proposer::Proposer;
-use actcd_raft::route::Route;
 use actcd_store::apply::command::WriteRequest;
 use actcd_store::auth_store::Caller;
 use actcd_store::auto_compaction::{AutoCompaction, Periodic, Revision, REVISION_INTERVAL};

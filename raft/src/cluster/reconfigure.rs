@@ -24,20 +24,21 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::ChangeMembers;
 
-use actcd_raft::reconfig::{self, Change, Health, Members, Progress, ReconfigError, Rules};
-use actcd_raft::removed::Removed;
-use actcd_raft::route::{write_refusal, Route};
-use actcd_raft::types::MemberNode;
+use crate::reconfig::{self, Change, Health, Members, Progress, ReconfigError, Rules};
+use crate::removed::Removed;
+use crate::route::{write_refusal, Route};
+use crate::types::MemberNode;
 use actcd_store::StoreError;
 
-use super::peers::Peers;
+use crate::network::peers::Peers;
 
 /// How long a member waits before it asks again a leader that could not take a change yet.
 const RETRY: Duration = Duration::from_millis(100);
 
 /// Started once, the first time a member alone adds another: its peer listener (a member
 /// alone takes no peer port, so that single members side by side need none of their own).
-pub type Grow = Box<dyn FnOnce() -> anyhow::Result<()> + Send>;
+/// Its failure is the words MemberAdd's caller reads.
+pub type Grow = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
 /// Makes membership changes, one at a time.
 pub struct Reconfigurer {
@@ -76,7 +77,7 @@ impl Reconfigurer {
     /// member's id.
     pub async fn add(&self, peer_urls: Vec<String>, learner: bool) -> Result<u64, StoreError> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let id = actcd_raft::cluster::initial_cluster::added_member_id(&peer_urls, &self.token, now);
+        let id = crate::cluster::initial_cluster::added_member_id(&peer_urls, &self.token, now);
         self.change(Change::Add { id, peer_urls, learner }).await?;
         Ok(id)
     }
@@ -168,9 +169,7 @@ impl Reconfigurer {
     fn start_peer_listener(&self) -> Result<(), StoreError> {
         let grow = self.grow.lock().unwrap_or_else(|p| p.into_inner()).take();
         match grow {
-            Some(grow) => {
-                grow().map_err(|e| StoreError::Stopped(format!("cannot serve the peer URLs: {e:#}")))
-            }
+            Some(grow) => grow().map_err(|e| StoreError::Stopped(format!("cannot serve the peer URLs: {e}"))),
             None => Ok(()),
         }
     }

@@ -13,19 +13,28 @@
 
 use std::time::Duration;
 
-use anyhow::bail;
-
+use crate::proposer::Proposer;
+use crate::route::Route;
+use crate::types::MemberNode;
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
-use actcd_raft::proposer::Proposer;
-use actcd_raft::route::Route;
-use actcd_raft::types::MemberNode;
 use actcd_store::apply::command::WriteRequest;
 use actcd_store::auth_store::Caller;
 use actcd_store::mvcc::hash::{self, KvHash};
 use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 
-use super::peers::Peers;
+use crate::network::peers::Peers;
+
+/// Why the start-up check failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CorruptError {
+    /// This member's own hash could not be taken.
+    #[error(transparent)]
+    Hash(#[from] StoreError),
+    /// A reachable peer's history differs from this member's (`.0`).
+    #[error("{0:x} found data inconsistency with peers")]
+    Inconsistent(u64),
+}
 
 /// HashKV of this member's store, for the checks and for peers that ask.
 #[derive(Clone)]
@@ -90,10 +99,10 @@ async fn mismatched(route: &Route, peers: &Peers, mine: KvHash) -> Vec<(u64, KvH
 }
 
 /// The start-up check: fails when a reachable peer's history differs from this member's.
-pub async fn initial(route: &Route, peers: &Peers, hasher: &Hasher) -> anyhow::Result<()> {
+pub async fn initial(route: &Route, peers: &Peers, hasher: &Hasher) -> Result<(), CorruptError> {
     let mine = hasher.hash_at(0).await?;
     if !mismatched(route, peers, mine).await.is_empty() {
-        bail!("{:x} found data inconsistency with peers", route.member_id());
+        return Err(CorruptError::Inconsistent(route.member_id()));
     }
     tracing::info!(revision = mine.hash_revision, "initial corruption check passed");
     Ok(())

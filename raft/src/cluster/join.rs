@@ -7,26 +7,44 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context};
-
-use actcd_raft::cluster::initial_cluster::InitialCluster;
-use actcd_raft::removed::{Removed, REMOVED_TEXT};
+use crate::cluster::initial_cluster::InitialCluster;
+use crate::network::peers::Peers;
+use crate::network::tls_connector::TlsConnector;
+use crate::removed::{Removed, REMOVED_TEXT};
 use actcd_store::backend::member::MemberIds;
-
-use super::peers::Peers;
-use crate::transport::tls_client::TlsClient;
 
 /// How long a joining member keeps asking its peers.
 const ASK_FOR: Duration = Duration::from_secs(30);
 
-/// The ids of this member of the cluster that `initial` names, as its other members know it.
-pub async fn discover(initial: &InitialCluster, tls: Option<TlsClient>) -> anyhow::Result<MemberIds> {
-    let own = initial.own().context("this member is not in --initial-cluster")?;
+/// Why a member cannot join.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// `--initial-cluster` does not name this member.
+    #[error("this member is not in --initial-cluster")]
+    NotListed,
+    /// `--initial-cluster` names no other member to ask.
+    #[error("--initial-cluster-state existing: --initial-cluster names no other member to join through")]
+    NoPeer,
+    /// The cluster removed the member on these peer URLs.
+    #[error("{REMOVED_TEXT}")]
+    Removed,
+    /// The cluster has no member on this member's peer URLs.
+    #[error("error validating peerURLs: the cluster has no member on {0} (add it with MemberAdd first)")]
+    NotAdded(String),
+    /// No peer answered; the last failure.
+    #[error("cannot reach the cluster to join through any of --initial-cluster's peers ({0})")]
+    Unreachable(String),
+}
+
+/// The ids of this member of the cluster that `initial` names, as its other members know it;
+/// https peers are dialed through `tls`.
+pub async fn discover(initial: &InitialCluster, tls: Option<TlsConnector>) -> Result<MemberIds, JoinError> {
+    let own = initial.own().ok_or(JoinError::NotListed)?;
     let peers = Peers::new(0, 0, tls, Removed::default());
     let urls: Vec<&String> =
         initial.members.iter().filter(|m| m.id != own.id).flat_map(|m| &m.peer_urls).collect();
     if urls.is_empty() {
-        bail!("--initial-cluster-state existing: --initial-cluster names no other member to join through");
+        return Err(JoinError::NoPeer);
     }
     let deadline = tokio::time::Instant::now() + ASK_FOR;
     let mut last = String::new();
@@ -40,12 +58,9 @@ pub async fn discover(initial: &InitialCluster, tls: Option<TlsClient>) -> anyho
                         theirs == own.peer_urls
                     });
                     return match found {
-                        Some((id, _)) if members.removed.contains(id) => bail!("{REMOVED_TEXT}"),
+                        Some((id, _)) if members.removed.contains(id) => Err(JoinError::Removed),
                         Some((id, _)) => Ok(MemberIds { cluster_id, member_id: *id }),
-                        None => bail!(
-                            "error validating peerURLs: the cluster has no member on {} (add it with MemberAdd first)",
-                            own.peer_urls.join(",")
-                        ),
+                        None => Err(JoinError::NotAdded(own.peer_urls.join(","))),
                     };
                 }
                 Err(err) => last = format!("{url}: {err}"),
@@ -53,5 +68,5 @@ pub async fn discover(initial: &InitialCluster, tls: Option<TlsClient>) -> anyho
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    bail!("cannot reach the cluster to join through any of --initial-cluster's peers ({last})")
+    Err(JoinError::Unreachable(last))
 }

@@ -13,35 +13,39 @@ use tonic::{Request, Response, Status, Streaming};
 
 use actix::Addr;
 
+use crate::reconfig::{Change, Members};
+use crate::removed::{Removed, REMOVED_TEXT};
+use crate::route::Route;
+use crate::snapshot_store::SnapshotStore;
+use crate::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::messages::{Remaining, Renew};
 use actcd_proto::actcdpeerpb::peer_server::Peer;
 use actcd_proto::actcdpeerpb::{Frame, SnapshotChunk};
-use actcd_raft::reconfig::{Change, Members};
-use actcd_raft::removed::{Removed, REMOVED_TEXT};
-use actcd_raft::route::Route;
-use actcd_raft::snapshot_store::SnapshotStore;
-use actcd_raft::types::{decode, encode, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use actcd_store::StoreError;
 
-use super::corrupt_check::Hasher;
-use super::reconfigure::Reconfigurer;
 use super::snapshot_stream;
+use crate::cluster::corrupt_check::Hasher;
+use crate::cluster::reconfigure::Reconfigurer;
 
-/// What a member answers its peers: Raft's messages go to `route`'s Raft, received snapshots
-/// are unpacked among `snapshots`, lease questions go to `leases`, membership changes to
-/// `reconfigurer`; frames of other clusters than `cluster_id` and of `removed` members are
-/// refused; `hasher` answers the corruption checks; `forwarding` counts the followers' calls
-/// being served.
+/// What a member answers its peers.
 pub struct PeerService {
-    pub(crate) route: Route,
-    pub(crate) cluster_id: u64,
-    pub(crate) snapshots: SnapshotStore,
-    pub(crate) leases: Addr<LeaseActor>,
-    pub(crate) reconfigurer: std::sync::Arc<Reconfigurer>,
-    pub(crate) removed: Removed,
-    pub(crate) hasher: Hasher,
-    pub(crate) forwarding: Forwarding,
+    /// Where Raft's messages and the forwarded calls go.
+    pub route: Route,
+    /// Frames of other clusters are refused.
+    pub cluster_id: u64,
+    /// Where received snapshots are unpacked.
+    pub snapshots: SnapshotStore,
+    /// What answers the lease questions.
+    pub leases: Addr<LeaseActor>,
+    /// What makes the membership changes.
+    pub reconfigurer: std::sync::Arc<Reconfigurer>,
+    /// Frames of these members are refused.
+    pub removed: Removed,
+    /// What answers the corruption checks.
+    pub hasher: Hasher,
+    /// Counts the followers' calls being served.
+    pub forwarding: Forwarding,
 }
 
 /// The followers' writes and read index requests this member is serving: a leader that hands

@@ -33,9 +33,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::Status;
 
+use crate::snapshot_store::META_FILE;
+use crate::types::SnapshotFiles;
 use actcd_proto::actcdpeerpb::SnapshotChunk;
-use actcd_raft::snapshot_store::META_FILE;
-use actcd_raft::types::SnapshotFiles;
 
 /// The most file bytes one chunk carries.
 const PIECE: usize = 1 << 20;
