@@ -83,6 +83,17 @@ pub enum LinkError {
     Failed(StoreError),
 }
 
+impl LinkError {
+    /// The error of a call that its caller does not try again: one never sent found no leader
+    /// to take it.
+    pub fn into_store_error(self) -> StoreError {
+        match self {
+            Self::NotSent => StoreError::NoLeader,
+            Self::Failed(err) => err,
+        }
+    }
+}
+
 /// How long a member waits before it retries a call the leader could not take: about a
 /// heartbeat, the time a new leader needs to make itself known once elected.
 const RETRY: Duration = Duration::from_millis(100);

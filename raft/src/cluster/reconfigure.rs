@@ -19,18 +19,18 @@
 //! giving an address to another node).
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use openraft::ChangeMembers;
 
+use crate::network::peers::Peers;
 use crate::reconfig::{self, Change, Health, Members, Progress, ReconfigError, Rules};
 use crate::removed::Removed;
 use crate::route::{write_refusal, Route};
 use crate::types::MemberNode;
 use actcd_store::StoreError;
-
-use crate::network::peers::Peers;
 
 /// How long a member waits before it asks again a leader that could not take a change yet.
 const RETRY: Duration = Duration::from_millis(100);
@@ -40,10 +40,39 @@ const RETRY: Duration = Duration::from_millis(100);
 /// Its failure is the words MemberAdd's caller reads.
 pub type Grow = Box<dyn FnOnce() -> Result<(), String> + Send>;
 
+/// What a membership change needs of the way to the other members: since when each has
+/// answered without a break (etcd's health checks count on it), and the way to hand a change
+/// to the leader. The peer transport is one; the test harness's in-memory network another.
+pub trait ChangeLink: Send + Sync + 'static {
+    /// Since when each peer has answered this member without a break.
+    fn active_since(&self) -> BTreeMap<u64, Instant>;
+
+    /// Has `leader` check and make `change`: the log index of the entry that completed it.
+    fn reconfigure(
+        &self,
+        leader: (u64, MemberNode),
+        change: &Change,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+}
+
+impl ChangeLink for Peers {
+    fn active_since(&self) -> BTreeMap<u64, Instant> {
+        Peers::active_since(self)
+    }
+
+    fn reconfigure(
+        &self,
+        leader: (u64, MemberNode),
+        change: &Change,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        Peers::reconfigure(self, leader, change)
+    }
+}
+
 /// Makes membership changes, one at a time.
-pub struct Reconfigurer {
+pub struct Reconfigurer<L: ChangeLink = Peers> {
     route: Route,
-    peers: Peers,
+    peers: L,
     removed: Removed,
     rules: Rules,
     /// `--initial-cluster-token`, which a new member's id is derived from.
@@ -52,10 +81,10 @@ pub struct Reconfigurer {
     grow: Mutex<Option<Grow>>,
 }
 
-impl Reconfigurer {
+impl<L: ChangeLink> Reconfigurer<L> {
     /// Changes the membership of `route`'s Raft under `rules`, with `peers`' connection health
     /// and the `removed` ids; new member ids from `token`.
-    pub fn new(route: Route, peers: Peers, removed: Removed, rules: Rules, token: String) -> Self {
+    pub fn new(route: Route, peers: L, removed: Removed, rules: Rules, token: String) -> Self {
         Self {
             route,
             peers,

@@ -7,8 +7,8 @@
 //! partitions) stays with the process level tests.
 //!
 //! Nothing of the server's edge runs here (it is in the server package): no gRPC, no lease
-//! actor, no leadership follower. The membership changes go through etcd's checks
-//! ([`reconfig::check`]) and openraft's API as the server's reconfigurer makes them.
+//! actor, no leadership follower. The membership changes are the server's own: each member's
+//! [`Reconfigurer`], over the in-memory network.
 
 mod history;
 mod network;
@@ -18,15 +18,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use openraft::{ChangeMembers, Config, Raft, SnapshotPolicy};
+use openraft::{Config, Raft, SnapshotPolicy};
 use tempfile::TempDir;
 
+use crate::cluster::reconfigure::Reconfigurer;
 use crate::log_store::LogStore;
 use crate::proposer::{Proposer, DEFAULT_BATCH_LIMIT};
 use crate::read_barrier::ReadBarrier;
-use crate::reconfig::{self, Change, Health, Members, Progress, ReconfigError, Rules, HEALTH_INTERVAL};
+use crate::reconfig::{Change, ReconfigError, Rules};
 use crate::removed::Removed;
-use crate::route::{write_refusal, Route};
+use crate::route::Route;
 use crate::snapshot_store::SnapshotStore;
 use crate::state_machine::{CoreHandle, StateMachine};
 use crate::types::{MemberNode, TypeConfig};
@@ -74,6 +75,8 @@ pub struct Member {
     pub core: CoreHandle,
     /// The ids its state machine knows were removed, itself included once it learns it.
     pub removed: Removed,
+    /// Where its membership changes are made, or handed to the leader.
+    reconfigurer: Arc<Reconfigurer<Link>>,
     /// Its data dir, removed with the member. RocksDB over tmpfs where there is one: the fsyncs
     /// cost nothing there, and nothing here outlives the process.
     _dir: TempDir,
@@ -108,11 +111,14 @@ impl Member {
         let config = Arc::new(config.validate().expect("a valid raft config"));
         let link = Link { net: net.clone(), from: id };
         let raft = Raft::new(id, config, link.clone(), log, state_machine).await.expect("raft starts");
-        let route = Route::new(raft.clone(), id, Arc::new(link), REQUEST_TIMEOUT);
-        net.register(id, raft.clone(), route.clone(), removed.clone(), snapshots);
+        let route = Route::new(raft.clone(), id, Arc::new(link.clone()), REQUEST_TIMEOUT);
+        // The tests choose the new members' ids: no token to derive them from.
+        let reconfigurer =
+            Arc::new(Reconfigurer::new(route.clone(), link, removed.clone(), RULES, String::new()));
+        net.register(id, raft.clone(), route.clone(), removed.clone(), snapshots, Arc::clone(&reconfigurer));
         let reads = ReadBarrier::start(route.clone(), MAILBOX);
         let writes = Proposer::start(route.clone(), MAILBOX, DEFAULT_BATCH_LIMIT);
-        Self { id, raft, route, reads, writes, view, core, removed, _dir: dir }
+        Self { id, raft, route, reads, writes, view, core, removed, reconfigurer, _dir: dir }
     }
 
     /// Writes `command` through this member, as a client's write to it goes: its answer once
@@ -234,50 +240,10 @@ impl Cluster {
         .await;
     }
 
-    /// Checks `change` by etcd's rules on the leader and makes it, as the server's reconfigurer
-    /// does: the log index of the entry that completed it. The leader's clock is taken
-    /// [`HEALTH_INTERVAL`] ahead, so that a peer that answers counts as healthy without the
-    /// test waiting five seconds; one that does not answer is unhealthy all the same.
+    /// Checks `change` by etcd's rules and makes it, on the leader's [`Reconfigurer`]: the log
+    /// index of the entry that completed it.
     pub async fn reconfigure(&self, change: Change) -> Result<u64, StoreError> {
-        let leader = self.member(self.leader().await);
-        let me = leader.id;
-        let (members, progress) = {
-            let metrics = leader.raft.metrics();
-            let metrics = metrics.borrow();
-            let members = Members::of(metrics.membership_config.membership(), leader.removed.ids());
-            let matched = metrics
-                .replication
-                .as_ref()
-                .map(|r| r.iter().map(|(id, log)| (*id, log.map_or(0, |l| l.index))).collect())
-                .unwrap_or_default();
-            (members, Progress { leader: metrics.last_log_index.unwrap_or(0), matched })
-        };
-        let health =
-            Health { me, active_since: self.net.active_since(me), now: Instant::now() + HEALTH_INTERVAL };
-        reconfig::check(&change, &members, RULES, &health, &progress).map_err(StoreError::Reconfig)?;
-        let node = reconfig::changed_node(&change, members.nodes.get(&change.id())).unwrap_or_default();
-        let raft = &leader.raft;
-        let one = |id: u64| BTreeSet::from([id]);
-        let made = match change {
-            Change::Add { id, learner: true, .. } => raft.add_learner(id, node, false).await,
-            Change::Add { id, learner: false, .. } => {
-                raft.change_membership(ChangeMembers::AddVoters(BTreeMap::from([(id, node)])), false).await
-            }
-            Change::Remove { id } if members.is_learner(id) => {
-                raft.change_membership(ChangeMembers::RemoveNodes(one(id)), false).await
-            }
-            Change::Remove { id } => {
-                raft.change_membership(ChangeMembers::RemoveVoters(one(id)), false).await
-            }
-            Change::Promote { id } => {
-                raft.change_membership(ChangeMembers::AddVoterIds(one(id)), false).await
-            }
-            Change::Update { id, .. } | Change::Publish { id, .. } => {
-                raft.change_membership(ChangeMembers::SetNodes(BTreeMap::from([(id, node)])), false).await
-            }
-        };
-        let index = made.map_err(|e| write_refusal(&e))?.log_id.index;
-        Ok(index)
+        self.member(self.leader().await).reconfigurer.apply(change).await
     }
 
     /// The refusal [`Cluster::reconfigure`] answers `change` with, if any.

@@ -1,7 +1,8 @@
 //! The in-memory network between the harness's members: openraft's messages (append, vote,
-//! full snapshot) and a follower's calls to its leader ([`LeaderLink`]) delivered to the target
-//! member's `Raft` and `Route` directly, each message through the same postcard encoding as the
-//! peer transport's frames, so that what a member receives is what it would read off the wire.
+//! full snapshot), a follower's calls to its leader ([`LeaderLink`]) and the membership changes
+//! it hands the leader ([`ChangeLink`]) delivered to the target member's `Raft`, `Route` and
+//! `Reconfigurer` directly, each message through the same postcard encoding as the peer
+//! transport's frames, so that what a member receives is what it would read off the wire.
 //!
 //! A member can be cut off ([`Network::cut`]): every message to or from it, and every answer
 //! to a message it sent before, is held for good, as a partition holds them (the sender's own
@@ -29,6 +30,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::watch;
 
+use crate::cluster::reconfigure::{ChangeLink, Reconfigurer};
+use crate::reconfig::{Change, HEALTH_INTERVAL};
 use crate::removed::{Removed, REMOVED_TEXT};
 use crate::route::{Forwarded, LeaderLink, LinkError, Route};
 use crate::snapshot_store::SnapshotStore;
@@ -62,6 +65,7 @@ struct Endpoint {
     route: Route,
     removed: Removed,
     snapshots: SnapshotStore,
+    reconfigurer: Arc<Reconfigurer<Link>>,
 }
 
 #[derive(Default)]
@@ -98,8 +102,9 @@ impl Network {
         route: Route,
         removed: Removed,
         snapshots: SnapshotStore,
+        reconfigurer: Arc<Reconfigurer<Link>>,
     ) {
-        self.state().members.insert(id, Endpoint { raft, route, removed, snapshots });
+        self.state().members.insert(id, Endpoint { raft, route, removed, snapshots, reconfigurer });
     }
 
     /// Cuts member `id` off: from now on nothing reaches it or leaves it.
@@ -326,11 +331,11 @@ impl RaftNetwork<TypeConfig> for PeerLink {
 }
 
 impl Link {
-    /// A call to the leader through `call` on its Route, the answer back to this member.
+    /// A call to the leader through `call` on its endpoint, the answer back to this member.
     fn to_leader<T, Call, Fut>(&self, leader: u64, call: Call) -> BoxFuture<'static, Result<T, LinkError>>
     where
         T: Serialize + DeserializeOwned + Send + 'static,
-        Call: FnOnce(Route) -> Fut + Send + 'static,
+        Call: FnOnce(Endpoint) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T, StoreError>> + Send,
     {
         let (net, from) = (self.net.clone(), self.from);
@@ -342,7 +347,7 @@ impl Link {
                 Err(Undelivered::Absent(_)) => return Err(LinkError::NotSent),
                 Err(err) => return Err(failed(err)),
             };
-            let answer = call(target.route).await;
+            let answer = call(target).await;
             net.answer_back(from, leader).await;
             wire(&answer).map_err(failed)?.map_err(LinkError::Failed)
         })
@@ -358,13 +363,36 @@ impl LeaderLink for Link {
         // Encoded now, as the peer transport does: the caller may send it again.
         let proposal = wire(proposal);
         *self.net.state().forwarded.entry(self.from).or_default() += 1;
-        self.to_leader(leader.0, async move |route| {
+        self.to_leader(leader.0, async move |target| {
             let proposal = proposal.map_err(|e| StoreError::Stopped(e.to_string()))?;
-            route.propose_forwarded(proposal).await
+            target.route.propose_forwarded(proposal).await
         })
     }
 
     fn read_index(&self, leader: (u64, MemberNode)) -> BoxFuture<'static, Result<u64, LinkError>> {
-        self.to_leader(leader.0, async |route| route.read_index_forwarded().await)
+        self.to_leader(leader.0, async |target| target.route.read_index_forwarded().await)
+    }
+}
+
+impl ChangeLink for Link {
+    /// Each peer's ActiveSince, taken [`HEALTH_INTERVAL`] earlier than it began: a peer that
+    /// answers counts as healthy at once, and the tests need not wait five seconds for it; one
+    /// that does not answer is unhealthy all the same.
+    fn active_since(&self) -> BTreeMap<u64, Instant> {
+        let since = self.net.active_since(self.from);
+        since.into_iter().map(|(id, t)| (id, t.checked_sub(HEALTH_INTERVAL).unwrap_or(t))).collect()
+    }
+
+    fn reconfigure(
+        &self,
+        leader: (u64, MemberNode),
+        change: &Change,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
+        let change = wire(change);
+        let asked = self.to_leader(leader.0, async move |target| {
+            let change = change.map_err(|e| StoreError::Stopped(e.to_string()))?;
+            target.reconfigurer.apply(change).await
+        });
+        async move { asked.await.map_err(LinkError::into_store_error) }
     }
 }

@@ -211,11 +211,8 @@ impl Peers {
         request: &Req,
         call: impl AsyncFnOnce(PeerClient<Channel>, Frame) -> Result<tonic::Response<Frame>, tonic::Status>,
     ) -> Result<T, StoreError> {
-        match self.to_leader(&leader, self.frame(request), StoreError::Timeout, call).await {
-            Ok(answer) => Ok(answer),
-            Err(LinkError::NotSent) => Err(StoreError::NoLeader),
-            Err(LinkError::Failed(err)) => Err(err),
-        }
+        let answer = self.to_leader(&leader, self.frame(request), StoreError::Timeout, call).await;
+        answer.map_err(LinkError::into_store_error)
     }
 
     /// Renews lease `id` on the leader.
