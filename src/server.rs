@@ -168,9 +168,9 @@ impl Edge {
         (!self.existing).then_some(members)
     }
 
-    /// The peer dialer's TLS, if any.
-    fn peer_client(&self) -> Option<TlsConnector> {
-        self.peer_tls.as_ref().map(|(_, client)| client.clone())
+    /// The dialer of https peer URLs, if any peer URL is.
+    fn peer_dialer(&self) -> Option<TlsConnector> {
+        self.peer_tls.as_ref().map(|(_, dialer)| dialer.clone())
     }
 }
 
@@ -209,7 +209,7 @@ impl Storage {
         {
             tracing::info!("finished installing the snapshot a stop had cut short");
         }
-        let ids = member_ids(&edge.cluster, edge.existing, &engine, edge.peer_client())?;
+        let ids = member_ids(&edge.cluster, edge.existing, &engine, edge.peer_dialer())?;
         // A member alone has no peer to hear from, so it takes no peer port until it adds a
         // member (single members side by side need no --listen-peer-urls of their own); one that
         // ever had company, or joins, listens from the start.
@@ -349,7 +349,7 @@ impl Member {
                 .with_log(&storage.log);
         let core = state_machine.core();
         let removed = state_machine.removed();
-        let peers = Peers::new(ids.cluster_id, ids.member_id, edge.peer_client(), removed.clone());
+        let peers = Peers::new(ids.cluster_id, ids.member_id, edge.peer_dialer(), removed.clone());
         let first = edge.first_membership();
         let timing = storage.timing;
         let log = storage.log.clone();

@@ -39,7 +39,7 @@ use super::snapshot_stream;
 use super::tls_connector::TlsConnector;
 
 /// The largest peer message either side takes: an append of `MAX_PAYLOAD_ENTRIES` entries of
-/// full batches stays below it (see `start::MAX_PAYLOAD_ENTRIES`).
+/// full batches stays below it (see [`crate::cluster::start::MAX_PAYLOAD_ENTRIES`]).
 pub const MAX_PEER_MESSAGE: usize = 1 << 30;
 
 /// HTTP/2 flow-control window of peer streams and connections, both ways: an append of a
