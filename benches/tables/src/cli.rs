@@ -57,14 +57,6 @@ enum Load {
 }
 
 impl Run for Load {
-    fn name(&self) -> &'static str {
-        match self {
-            Load::Measure(_) => "measure",
-            Load::WatchMemory(_) => "watch-memory",
-            Load::Fanout(_) => "fanout",
-        }
-    }
-
     async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         match self {
             Load::Measure(a) => a.run(settings, stop, out).await,
@@ -93,9 +85,9 @@ pub fn main() {
         Ok(settings) => match cli.command {
             Command::Compare(a) => a.run(),
             Command::WatchMemory(a) if a.offline() => a.run_offline(),
-            Command::WatchMemory(a) => execute("actcd-tables", &settings, Load::WatchMemory(a)),
-            Command::Measure(a) => execute("actcd-tables", &settings, Load::Measure(a)),
-            Command::Fanout(a) => execute("actcd-tables", &settings, Load::Fanout(a)),
+            Command::WatchMemory(a) => execute("actcd-tables", name, &settings, Load::WatchMemory(a)),
+            Command::Measure(a) => execute("actcd-tables", name, &settings, Load::Measure(a)),
+            Command::Fanout(a) => execute("actcd-tables", name, &settings, Load::Fanout(a)),
         },
     };
     std::process::exit(code);

@@ -14,7 +14,7 @@
 use crate::measure::{out_dir, row_stop};
 use crate::server::{default_binary, Spec};
 use crate::stamp::Utc;
-use actcd_bench::cmd::watch_fanout::WatchFanoutArgs;
+use actcd_bench::cmd::watch_fanout::{Shape, WatchFanoutArgs};
 use actcd_bench::output::{Document, Out};
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
@@ -123,14 +123,16 @@ impl FanoutArgs {
     fn load(&self, run: &str) -> WatchFanoutArgs {
         let latency = run == "latency";
         WatchFanoutArgs {
-            watchers: self.watchers,
-            keys: self.keys,
-            streams: self.streams,
-            puts: if latency { self.latency_puts } else { self.puts },
+            shape: Shape {
+                watchers: self.watchers,
+                keys: self.keys,
+                streams: self.streams,
+                puts: if latency { self.latency_puts } else { self.puts },
+                put_clients: self.put_clients,
+                val_size: self.val_size,
+            },
             put_rate: if latency { self.latency_rate } else { 0 },
-            put_clients: self.put_clients,
             key_size: 32,
-            val_size: self.val_size,
         }
     }
 

@@ -2,7 +2,6 @@
 //! the load client (`actcd-bench`'s library) from this separate process and reading the
 //! server's memory from `/proc`, as etcd's benchmarks do. Its own crate because it is a second
 //! product beside the load client: starting and stopping servers, fitting, tables, charts.
-#![deny(missing_docs)]
 
 pub mod chart;
 pub mod cli;
@@ -18,5 +17,4 @@ pub mod stamp;
 pub mod storage_row;
 pub mod storetable;
 pub mod tablesdoc;
-pub mod units;
 pub mod watch_row;

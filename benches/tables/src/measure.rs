@@ -21,13 +21,13 @@ use crate::stamp::Utc;
 use crate::storage_row;
 use crate::storetable::{self, StoreResult, StoreRow};
 use crate::tablesdoc::{self, TablesDoc};
-use crate::units;
 use crate::watch_row::{self, deadline, RowOptions};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::cmd::range::RangeArgs;
 use actcd_bench::conn::{bounded, dial_one, kv_client};
-use actcd_bench::cpu::{self, ClientCpu};
+use actcd_bench::format as units;
 use actcd_bench::output::Out;
+use actcd_bench::output::{cpu_now, ClientCpu};
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
 use actcd_proto::etcdserverpb::PutRequest;
@@ -465,8 +465,7 @@ pub fn row_stop(parent: &Stop) -> (Stop, JoinHandle<()>) {
     let child = Stop::new();
     let (p, c) = (parent.clone(), child.clone());
     let forward = tokio::spawn(async move {
-        let mut rx = p.subscribe();
-        Stop::stopped(&mut rx).await;
+        p.stopped().await;
         c.stop(p.reason().unwrap_or_else(|| "stopped".to_string()));
     });
     (child, forward)
@@ -596,19 +595,9 @@ impl Runner<'_> {
                 self.settings(&server.endpoints, run.conns, run.clients, self.base.request_timeout);
             let (stop, forward) = row_stop(self.stop);
             let out = Out::new(&run.name(), &settings);
-            let (cpu_start, started) = (cpu::now(), Instant::now());
+            let (cpu_start, started) = (cpu_now(), Instant::now());
             if run.op == Op::Put {
-                let a = PutArgs {
-                    key_size: qpstable::KEY_SIZE,
-                    val_size: qpstable::VAL_SIZE,
-                    rate: 0,
-                    total: run.total,
-                    key_space_size: run.total,
-                    sequential_keys: true,
-                    compact_interval: Duration::ZERO,
-                    compact_index_delta: 1000,
-                    check_hashkv: false,
-                };
+                let a = PutArgs::sequential(qpstable::KEY_SIZE, qpstable::VAL_SIZE, run.total, run.total);
                 a.run(&settings, &stop, &out).await;
             } else {
                 if !key_written {
@@ -617,18 +606,8 @@ impl Runner<'_> {
                     }
                     key_written = true;
                 }
-                let a = RangeArgs {
-                    key: RANGE_KEY.to_string(),
-                    end: None,
-                    total: run.total,
-                    rate: 0,
-                    consistency: if run.op == Op::RangeSerializable { "s" } else { "l" }.to_string(),
-                    limit: 0,
-                    count_only: false,
-                    keys_only: false,
-                    prefix: false,
-                    stream: false,
-                };
+                let consistency = if run.op == Op::RangeSerializable { "s" } else { "l" };
+                let a = RangeArgs::of_key(RANGE_KEY, consistency, run.total);
                 a.run(&settings, &stop, &out).await;
             }
             let client_cores =
@@ -674,6 +653,7 @@ async fn put_range_key(settings: &Settings) -> Result<(), String> {
     };
     bounded(settings.request_timeout, kv_client(dial_one(settings).await?).put(req))
         .await
+        .map_err(String::from)
         .map_err(|e| format!("putting the key the ranges read: {e}"))?;
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! tables (writes: keys, conns, clients, QPS, average latency, RSS; reads: requests, conns,
 //! clients, consistency, QPS, average latency).
 
-use crate::units::{count, mb};
+use actcd_bench::format::{count, mb};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

@@ -30,17 +30,7 @@ pub async fn measure(
         return r;
     }
     let out = Out::new("put", settings);
-    let load = PutArgs {
-        key_size: row.key_size,
-        val_size: row.val_size,
-        rate: 0,
-        total: row.puts(),
-        key_space_size: row.keys,
-        sequential_keys: true,
-        compact_interval: Duration::ZERO,
-        compact_index_delta: 0,
-        check_hashkv: false,
-    };
+    let load = PutArgs::sequential(row.key_size, row.val_size, row.puts(), row.keys);
     load.run(settings, stop, &out).await;
     if let Some(stats) = out.document().reports.first() {
         r.puts_done = stats.requests;
@@ -80,9 +70,11 @@ async fn count_keys(settings: &Settings) -> Result<(u64, u64), String> {
     let counted = bounded(bound, kv_client(channel.clone()).range(all))
         .await
         .map_err(|e| format!("counting the keys: {e}"))?
+        .into_inner()
         .count;
     let status = bounded(bound, MaintenanceClient::new(channel).status(StatusRequest {}))
         .await
-        .map_err(|e| format!("Status: {e}"))?;
+        .map_err(|e| format!("Status: {e}"))?
+        .into_inner();
     Ok((u64::try_from(counted).unwrap_or(0), u64::try_from(status.db_size).unwrap_or(0)))
 }

@@ -6,7 +6,7 @@
 
 use crate::fit::fit;
 use crate::outcome::Outcome;
-use crate::units::{count, mb, parse_count, per_item};
+use actcd_bench::format::{count, mb, parse_count, per_item};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 

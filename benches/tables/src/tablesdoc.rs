@@ -5,7 +5,7 @@ use crate::chart::{self, Series};
 use crate::memtable::{self, RowResult};
 use crate::qpstable::{self, QpsResult, QpsRun};
 use crate::storetable::{self, StoreResult, StoreRow};
-use crate::units;
+use actcd_bench::format as units;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

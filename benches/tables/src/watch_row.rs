@@ -20,9 +20,9 @@
 
 use crate::memtable::{self, Limits, Machine, Models, Row, RowResult, Verdict};
 use crate::outcome::Outcome;
-use crate::units;
 use actcd_bench::conn::dial;
 use actcd_bench::conn::Conn;
+use actcd_bench::format as units;
 use actcd_bench::output::Out;
 use actcd_bench::progress::Progress;
 use actcd_bench::report::Recorder;
@@ -309,7 +309,7 @@ pub async fn measure(
         match dial(settings, n).await {
             Ok(c) => channels.extend(c),
             Err(errors) => {
-                let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+                let first = errors.first().cloned().unwrap_or_default();
                 stop.stop(format!(
                     "{first} ({} of a batch of {n} connections failed after {} connected)",
                     errors.len(),
@@ -320,7 +320,7 @@ pub async fn measure(
     }
     r.conns_opened = channels.len() as u64;
 
-    let rec = Arc::new(Recorder::new("watch-create", 16, settings.sample));
+    let rec = Arc::new(Recorder::new("watch-create", settings.sample));
     let mut held: Vec<OpenStream> = Vec::new();
     if !stop.is_stopped() {
         let progress = {
@@ -348,7 +348,6 @@ pub async fn measure(
                 async move { open_stream(i, channel, keys, &plan, &rec, &stop).await }
             })
             .buffer_unordered(a.open_concurrency);
-        let mut stop_rx = stop.subscribe();
         loop {
             tokio::select! {
                 next = streams.next() => match next {
@@ -356,7 +355,7 @@ pub async fn measure(
                     Some(None) => {}
                     None => break,
                 },
-                _ = Stop::stopped(&mut stop_rx) => break,
+                _ = stop.stopped() => break,
             }
         }
         drop(streams);

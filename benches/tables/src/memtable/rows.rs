@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::{count, parse_count};
+use actcd_bench::format::{count, parse_count};
 
 /// One row: clients (one connection each) × watch streams per client × watches per stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::{Row, RowResult};
 use crate::fit::{fit, predict};
-use crate::units::{count, mb, per_item};
+use actcd_bench::format::{count, mb, per_item};
 
 /// One step of a row shape: from `from` to `to` watches per stream at the same clients and
 /// streams per client, the server's RSS growth divided by the watches added. Unlike c3 (fitted
