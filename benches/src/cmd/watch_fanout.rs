@@ -26,7 +26,7 @@ pub struct Shape {
     /// Watched keys; the puts go to them in turn.
     #[arg(long, default_value_t = 1)]
     pub keys: usize,
-    /// Watch streams (spread over --clients, which spread over --conns).
+    /// Watch streams (spread over the clients, which spread over the connections).
     #[arg(long, default_value_t = 100)]
     pub streams: usize,
     /// Puts to the watched keys.
