@@ -20,9 +20,9 @@ use actcd_proto::etcdserverpb::watch_request::RequestUnion;
 use actcd_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchRequest};
 use bytes::Bytes;
 use futures::channel::mpsc::{self, Sender};
-use futures::SinkExt;
+use futures::{SinkExt, StreamExt};
 use std::future::Future;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -125,33 +125,50 @@ pub async fn open_stream(
     Some(OpenStream { index, requests: tx, responses })
 }
 
-/// Opens `streams` streams (stream `s` on client `s mod clients`), creating on each the watches
-/// `keys_of(s)` lists, with progress over all watches. The creation report is printed when
-/// `always_report`, or when a creation failed. Returns the open streams, or `None` when none
-/// opened or the run stopped.
+/// Opens `streams` streams (stream `s` on client `s mod clients`), `concurrency` at a time,
+/// creating on stream `s` the watches `keys_of(s)` lists (`watches` in all), with progress and
+/// a stall watchdog over them. Prints the creation report when `always_report`, or when a
+/// creation failed. Returns the streams that opened (the run is stopped when none did) and the
+/// watches created.
 pub async fn open_streams(
     (settings, stop, out): (&Settings, &Stop, &Out),
     channels: &[Conn],
-    streams: usize,
+    (streams, watches, concurrency): (usize, u64, usize),
     keys_of: impl Fn(usize) -> Vec<Bytes>,
-    prev_kv: bool,
-    always_report: bool,
-) -> Option<Vec<OpenStream>> {
+    (prev_kv, always_report): (bool, bool),
+) -> (Vec<OpenStream>, u64) {
     let rec = Arc::new(Recorder::new("watch-create", settings.sample));
-    let total: u64 = (0..streams).map(|s| keys_of(s).len() as u64).sum();
+    let (start, opening) = (Instant::now(), Arc::new(AtomicBool::new(true)));
     let progress = {
         let r = rec.clone();
-        Progress::start(settings, total, move || r.completed())
+        Progress::start(settings, watches, move || r.completed())
     };
-    let start = Instant::now();
+    let dog = {
+        let (r, opening) = (rec.clone(), opening.clone());
+        watchdog(stop.clone(), settings.stall_timeout, "watch creation", move || {
+            (r.completed(), opening.load(Ordering::Relaxed))
+        })
+    };
     let plan = StreamPlan { prev_kv, timeout: settings.request_timeout };
-    let mut set = JoinSet::new();
-    for s in 0..streams {
-        let (channel, keys) = (channel_for(channels, s % settings.clients), keys_of(s));
-        let (rec, stop) = (rec.clone(), stop.clone());
-        set.spawn(async move { open_stream(s, channel, keys, &plan, &rec, &stop).await });
+    let mut opened = futures::stream::iter(0..streams)
+        .map(|s| {
+            let (channel, keys, rec) = (channel_for(channels, s % settings.clients), keys_of(s), rec.clone());
+            async move { open_stream(s, channel, keys, &plan, &rec, stop).await }
+        })
+        .buffer_unordered(concurrency);
+    let mut open = Vec::with_capacity(streams);
+    loop {
+        tokio::select! {
+            next = opened.next() => match next {
+                Some(stream) => open.extend(stream),
+                None => break,
+            },
+            _ = stop.stopped() => break,
+        }
     }
-    let mut open: Vec<OpenStream> = set.join_all().await.into_iter().flatten().collect();
+    drop(opened);
+    opening.store(false, Ordering::Relaxed);
+    dog.abort();
     open.sort_by_key(|s| s.index);
     progress.finish(rec.completed());
     let created = rec.stats(start.elapsed());
@@ -161,7 +178,7 @@ pub async fn open_streams(
     if open.is_empty() {
         stop.stop("no watch stream could be opened");
     }
-    (!stop.is_stopped()).then_some(open)
+    (open, rec.succeeded())
 }
 
 /// Receives events on `stream` until `remaining` reaches zero, recording each event's latency

@@ -72,11 +72,12 @@ impl WatchArgs {
         // Watch g (stream g / per-stream, in order) watches keys[g mod keys].
         let per = a.watch_per_stream;
         let keys_of = |s: usize| (s * per..(s + 1) * per).map(|g| keys[g % keys.len()].clone()).collect();
-        let Some(streams) =
-            open_streams((settings, stop, out), &channels, a.streams, keys_of, false, true).await
-        else {
+        let opening = (a.streams, (a.streams * per) as u64, a.streams);
+        let (streams, _) =
+            open_streams((settings, stop, out), &channels, opening, keys_of, (false, true)).await;
+        if stop.is_stopped() {
             return;
-        };
+        }
         // Events expected: for each put, the watchers of its key, on the streams that opened.
         let mut live_watchers = vec![0u64; keys.len()];
         for g in streams.iter().flat_map(|s| s.index * per..(s.index + 1) * per) {

@@ -73,11 +73,12 @@ impl WatchFanoutArgs {
         let keys: Arc<Vec<Bytes>> =
             Arc::new((0..a.keys).map(|_| Bytes::from(random_bytes(self.key_size))).collect());
         let keys_of = |s| watchers_of_stream(s, &a).map(|g| keys[g % keys.len()].clone()).collect();
-        let Some(open) =
-            open_streams((settings, stop, out), &channels, a.streams, keys_of, false, false).await
-        else {
+        let opening = (a.streams, a.watchers as u64, a.streams);
+        let (open, _) =
+            open_streams((settings, stop, out), &channels, opening, keys_of, (false, false)).await;
+        if stop.is_stopped() {
             return;
-        };
+        }
         let live: u64 = open.iter().map(|s| watchers_on(s.index, a.watchers, a.streams) as u64).sum();
         let expected = expected_events(open.iter().map(|s| s.index), &a);
         let phase = EventPhase {

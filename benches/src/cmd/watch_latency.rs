@@ -50,11 +50,12 @@ impl WatchLatencyArgs {
         let key = Bytes::from(random_bytes(a.key_size));
         let per = a.watchers_per_stream;
         let keys_of = |_| vec![key.clone(); per];
-        let Some(streams) =
-            open_streams((settings, stop, out), &channels, a.streams, keys_of, a.prevkv, false).await
-        else {
+        let opening = (a.streams, (a.streams * per) as u64, a.streams);
+        let (streams, _) =
+            open_streams((settings, stop, out), &channels, opening, keys_of, (a.prevkv, false)).await;
+        if stop.is_stopped() {
             return;
-        };
+        }
         let phase = EventPhase {
             expected: a.put_total * (streams.len() * per) as u64,
             keys: Arc::new(vec![key]),

@@ -22,21 +22,15 @@ use crate::outcome::{MemoryRow, Outcome};
 use actcd_bench::conn::dial;
 use actcd_bench::format::{mb, per_item};
 use actcd_bench::output::Out;
-use actcd_bench::progress::Progress;
-use actcd_bench::report::Recorder;
-use actcd_bench::runner::watchdog;
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
-use actcd_bench::watch_streams::{open_stream, OpenStream, StreamPlan};
+use actcd_bench::watch_streams::open_streams;
 use actcd_proto::go_duration::parse as parse_go_duration;
 use actcd_test_support::procfs::{self, Proc};
 use bytes::Bytes;
 use clap::{ArgAction, Args};
-use futures::StreamExt;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Connections dialed at once (a burst of thousands overflows the server's accept backlog).
@@ -251,50 +245,19 @@ pub async fn measure(
     }
     r.conns_opened = channels.len() as u64;
 
-    let rec = Arc::new(Recorder::new("watch-create", settings.sample));
-    let mut held: Vec<OpenStream> = Vec::new();
-    if !stop.is_stopped() {
-        let progress = {
-            let rec = rec.clone();
-            Progress::start(settings, row.watches(), move || rec.completed())
-        };
-        let opening = Arc::new(AtomicBool::new(true));
-        let dog = {
-            let (rec, opening) = (rec.clone(), opening.clone());
-            watchdog(stop.clone(), settings.stall_timeout, "watch creation", move || {
-                (rec.completed(), opening.load(Ordering::Relaxed))
-            })
-        };
-        let plan = StreamPlan { prev_kv: false, timeout: settings.request_timeout };
-        // Stream i is stream i / conns of connection i mod conns: the load spreads over
-        // connections from the start.
-        let mut streams = futures::stream::iter(0..conns * row.streams_per_client as usize)
-            .map(|i| {
-                let (conn, stream) = (i % conns, i / conns);
-                let (channel, rec, stop) = (channels[conn].clone(), rec.clone(), stop.clone());
-                let keys = (0..row.watches_per_stream).map(|w| Bytes::from(format!("w/{conn}/{stream}/{w}")));
-                let keys = keys.collect();
-                async move { open_stream(i, channel, keys, &plan, &rec, &stop).await }
-            })
-            .buffer_unordered(open_concurrency);
-        loop {
-            tokio::select! {
-                next = streams.next() => match next {
-                    Some(opened) => held.extend(opened),
-                    None => break,
-                },
-                _ = stop.stopped() => break,
-            }
-        }
-        drop(streams);
-        opening.store(false, Ordering::Relaxed);
-        dog.abort();
-        progress.finish(rec.completed());
-    }
+    // Stream i is stream i / conns of connection i mod conns: the load spreads over connections
+    // from the start.
+    let keys_of = |i: usize| {
+        let (conn, stream) = (i % conns, i / conns);
+        (0..row.watches_per_stream).map(|w| Bytes::from(format!("w/{conn}/{stream}/{w}"))).collect()
+    };
+    let streams = if stop.is_stopped() { 0 } else { conns * row.streams_per_client as usize };
+    let opening = (streams, row.watches(), open_concurrency);
+    let settings = Settings { clients: conns.max(1), ..settings.clone() };
+    let (held, created) =
+        open_streams((&settings, stop, out), &channels, opening, keys_of, (false, true)).await;
     r.setup_secs = start.elapsed().as_secs_f64();
-    r.streams_opened = held.len() as u64;
-    r.watches_created = rec.succeeded();
-    out.report("Watch creation summary:\n", rec.stats(start.elapsed()), "");
+    (r.streams_opened, r.watches_created) = (held.len() as u64, created);
     if let Some(why) = stop.reason() {
         r.outcome.fail(why);
     } else if r.watches_created < row.watches() {
