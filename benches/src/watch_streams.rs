@@ -151,20 +151,18 @@ pub async fn open_streams(
     };
     let plan = StreamPlan { prev_kv, timeout: settings.request_timeout };
     let mut opened = futures::stream::iter(0..streams)
+        .take_while(|_| futures::future::ready(!stop.is_stopped()))
         .map(|s| {
             let (channel, keys, rec) = (channel_for(channels, s % settings.clients), keys_of(s), rec.clone());
             async move { open_stream(s, channel, keys, &plan, &rec, stop).await }
         })
         .buffer_unordered(concurrency);
     let mut open = Vec::with_capacity(streams);
-    loop {
-        tokio::select! {
-            next = opened.next() => match next {
-                Some(stream) => open.extend(stream),
-                None => break,
-            },
-            _ = stop.stopped() => break,
-        }
+    // A stop starts no more streams and gives those being opened a second to end (a fatal
+    // error reaches them all at once, and their failures count).
+    tokio::select! {
+        _ = async { while let Some(stream) = opened.next().await { open.extend(stream) } } => {}
+        _ = async { stop.stopped().await; tokio::time::sleep(Duration::from_secs(1)).await } => {}
     }
     drop(opened);
     opening.store(false, Ordering::Relaxed);

@@ -65,6 +65,18 @@ fn legend<'a, CT: CoordTranslate>(
     labels.draw().map_err(|e| e.to_string())
 }
 
+/// A chart titled `title` on `root`, with room for labels under it and left of it.
+fn chart_on<'a, 'b>(
+    root: &'a DrawingArea<BitMapBackend<'b>, Shift>,
+    title: &str,
+    x_labels: u32,
+) -> ChartBuilder<'a, 'b, BitMapBackend<'b>> {
+    let mut chart = ChartBuilder::on(root);
+    chart.caption(title, (FONT, 22).into_font().style(FontStyle::Bold)).margin(20);
+    chart.x_label_area_size(x_labels).y_label_area_size(80);
+    chart
+}
+
 /// Draws on a fresh white canvas with `draw` and encodes it as PNG.
 fn png_of(
     draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
@@ -100,11 +112,7 @@ pub fn bars(
     let groups = categories.len().max(1);
     let slots = series.len().max(1) as f64;
     png_of(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 22).into_font().style(FontStyle::Bold))
-            .margin(20)
-            .x_label_area_size(70)
-            .y_label_area_size(80)
+        let mut chart = chart_on(root, title, 70)
             .build_cartesian_2d(0f64..groups as f64, 0f64..top)
             .map_err(|e| e.to_string())?;
         chart
@@ -177,11 +185,7 @@ pub fn lines(
     let x_hi = points().fold(0.0f64, |m, (x, _)| m.max(*x)).log10().ceil();
     let (x_lo, x_hi) = if x_lo.is_finite() && x_hi > x_lo { (x_lo, x_hi) } else { (0.0, 1.0) };
     png_of(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 22).into_font().style(FontStyle::Bold))
-            .margin(20)
-            .x_label_area_size(60)
-            .y_label_area_size(80)
+        let mut chart = chart_on(root, title, 60)
             .build_cartesian_2d((10f64.powf(x_lo)..10f64.powf(x_hi)).log_scale(), 0f64..top)
             .map_err(|e| e.to_string())?;
         chart

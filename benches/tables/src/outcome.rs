@@ -79,6 +79,28 @@ pub trait MemoryRow {
     fn outcome(&mut self) -> &mut Outcome;
 }
 
+/// [`MemoryRow`] for a result of `row` and `outcome` fields and figures that start at 0.
+macro_rules! memory_row {
+    ($result:ty, $row:ty) => {
+        impl $crate::outcome::MemoryRow for $result {
+            type Row = $row;
+
+            fn new(row: $row, outcome: $crate::outcome::Outcome) -> Self {
+                Self { row, outcome, ..Self::default() }
+            }
+
+            fn spec(row: &$row) -> String {
+                row.spec()
+            }
+
+            fn outcome(&mut self) -> &mut $crate::outcome::Outcome {
+                &mut self.outcome
+            }
+        }
+    };
+}
+pub(crate) use memory_row;
+
 /// Parses a comma-separated list of rows, in order and each once: names of sets (`set`) and
 /// `AxBx…` rows of `fields` counts that may use k and M (`row`). `what` and `usage` name them
 /// in errors.

@@ -7,7 +7,7 @@
 
 use crate::fit::fit;
 use crate::memtable::{machine, memory_room, Limits};
-use crate::outcome::{parse_rows as parse_rows_of, MemoryRow, Outcome};
+use crate::outcome::{memory_row, parse_rows as parse_rows_of, MemoryRow, Outcome};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::conn::{bounded, dial_one, kv_client};
 use actcd_bench::format::{count, mb, per_item};
@@ -24,7 +24,7 @@ use std::time::Duration;
 
 /// One row: `keys` keys (N) of `key_size` bytes, each put `versions` times with
 /// `val_size`-byte values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreRow {
     pub keys: u64,
     pub versions: u64,
@@ -102,7 +102,7 @@ pub fn parse_rows(spec: &str) -> Result<Vec<StoreRow>, String> {
 /// What a row measured (or why it did not run): the puts acknowledged, the keys the server
 /// counted after the load (a Range over every key, count only), the backend size it reports
 /// (Status db_size), and the seconds the load took.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StoreResult {
     pub row: StoreRow,
     /// The server, whether the row ran, its RSS after the load.
@@ -114,21 +114,7 @@ pub struct StoreResult {
     pub load_secs: f64,
 }
 
-impl MemoryRow for StoreResult {
-    type Row = StoreRow;
-
-    fn new(row: StoreRow, outcome: Outcome) -> Self {
-        Self { row, outcome, puts_done: 0, keys_counted: 0, db_size_bytes: 0, load_secs: 0.0 }
-    }
-
-    fn spec(row: &StoreRow) -> String {
-        row.spec()
-    }
-
-    fn outcome(&mut self) -> &mut Outcome {
-        &mut self.outcome
-    }
-}
+memory_row!(StoreResult, StoreRow);
 
 impl StoreResult {
     /// Whether the row ran to the end: every put acknowledged, every key counted, RSS read.

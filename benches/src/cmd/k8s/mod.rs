@@ -65,14 +65,6 @@ const CREATE_NODES_AT_ONCE: usize = 64;
 /// The reports after the write verbs ([`VERBS`]), in their order.
 const OTHER_VERBS: [&str; 8] =
     ["node-lease", "list", "list-page", "consistent-read", "count", "status", "compact", "lease-grant"];
-const RENEW: usize = 4;
-const LIST: usize = 5;
-const PAGES: usize = 6;
-const FRESH: usize = 7;
-const COUNT: usize = 8;
-const STATUS: usize = 9;
-const COMPACT: usize = 10;
-const GRANTS: usize = 11;
 
 #[derive(Debug, Clone, Args)]
 pub struct K8sArgs {
@@ -265,6 +257,7 @@ impl K8sArgs {
         let started = Instant::now();
         let recs: Vec<Arc<Recorder>> =
             VERBS.iter().chain(&OTHER_VERBS).map(|v| Arc::new(Recorder::new(*v, settings.sample))).collect();
+        let rec = |verb: &str| recs.iter().find(|r| r.name() == verb).expect("a verb of the load");
 
         // The start: what is there, then creates up to the target.
         let objects = Objects::default();
@@ -278,7 +271,7 @@ impl K8sArgs {
             objects,
             bodies: Bodies::default(),
             namer: Namer::new(a.namespaces),
-            leases: LeaseManager::new(channels[0].clone(), a.event_ttl, recs[GRANTS].clone()),
+            leases: LeaseManager::new(channels[0].clone(), a.event_ttl, rec("lease-grant").clone()),
             conflicts: AtomicU64::new(0),
         });
         let writer = |c: usize| Writer {
@@ -334,7 +327,7 @@ impl K8sArgs {
             .map(|c| Lister {
                 kv: kv_client(channel_for(&channels, c)),
                 page,
-                pages: recs[PAGES].clone(),
+                pages: rec("list-page").clone(),
                 checks: checks.clone(),
             })
             .collect();
@@ -343,7 +336,7 @@ impl K8sArgs {
             .collect();
         let renew_rate = nodes.count() as f64 / a.node_lease_interval.as_secs_f64();
         let plan = |rate: f64| Plan::for_duration(rate, a.duration).quiet();
-        let one = |i: usize| std::slice::from_ref(&recs[i]);
+        let one = |verb| std::slice::from_ref(rec(verb));
         let mut compactor = Compactor::default();
         let mut m = MaintenanceClient::new(channels[0].clone());
         let (mut count_kv, mut compact_kv) = (kv.clone(), kv.clone());
@@ -356,27 +349,34 @@ impl K8sArgs {
                     &recs[..VERBS.len()],
                     writers
                 ),
-                run_load(settings, stop, plan(renew_rate), one(RENEW), renewers),
+                run_load(settings, stop, plan(renew_rate), one("node-lease"), renewers),
                 async {
                     if a.list_rate > 0.0 {
-                        run_load(settings, stop, plan(a.list_rate), one(LIST), listers).await;
+                        run_load(settings, stop, plan(a.list_rate), one("list"), listers).await;
                     }
                 },
                 async {
                     if a.consistent_read_rate > 0.0 {
-                        run_load(settings, stop, plan(a.consistent_read_rate), one(FRESH), readers).await;
+                        run_load(
+                            settings,
+                            stop,
+                            plan(a.consistent_read_rate),
+                            one("consistent-read"),
+                            readers,
+                        )
+                        .await;
                     }
                 },
                 every(Duration::ZERO, a.count_interval, end, async || count_all(
                     &mut count_kv,
-                    &recs[COUNT],
+                    rec("count"),
                     bound
                 )
                 .await),
-                every(Duration::ZERO, a.status_interval, end, async || status(&mut m, &recs[STATUS], bound)
+                every(Duration::ZERO, a.status_interval, end, async || status(&mut m, rec("status"), bound)
                     .await),
                 every(a.compact_interval, a.compact_interval, end, async || {
-                    compactor.round(&mut compact_kv, &recs[COMPACT], bound).await
+                    compactor.round(&mut compact_kv, rec("compact"), bound).await
                 }),
             )
         };

@@ -15,12 +15,12 @@ pub use plan::{
 };
 pub use table::{coefficients, side_by_side, table, watch_steps, WatchStep};
 
-use crate::outcome::{parse_rows as parse_rows_of, MemoryRow, Outcome};
+use crate::outcome::{memory_row, parse_rows as parse_rows_of, Outcome};
 use actcd_bench::format::count;
 use serde::{Deserialize, Serialize};
 
 /// One row: clients (one HTTP/2 connection each) × watch streams on each × watches per stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Row {
     pub clients: u64,
     pub streams_per_client: u64,
@@ -100,7 +100,7 @@ pub fn parse_rows(spec: &str) -> Result<Vec<Row>, String> {
 /// document: this client's VmRSS before connecting and with every watch created (KiB), the
 /// connections dialed, streams opened, watches whose created response arrived, and the seconds
 /// from the first dial to the last created response.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RowResult {
     pub row: Row,
     /// The server, whether the row ran, its RSS with every watch created.
@@ -114,32 +114,7 @@ pub struct RowResult {
     pub setup_secs: f64,
 }
 
-impl MemoryRow for RowResult {
-    type Row = Row;
-
-    fn new(row: Row, outcome: Outcome) -> Self {
-        let (client_rss_idle_kb, client_rss_kb, conns_opened, streams_opened, watches_created) =
-            (0, 0, 0, 0, 0);
-        Self {
-            row,
-            outcome,
-            client_rss_idle_kb,
-            client_rss_kb,
-            conns_opened,
-            streams_opened,
-            watches_created,
-            setup_secs: 0.0,
-        }
-    }
-
-    fn spec(row: &Row) -> String {
-        row.spec()
-    }
-
-    fn outcome(&mut self) -> &mut Outcome {
-        &mut self.outcome
-    }
-}
+memory_row!(RowResult, Row);
 
 impl RowResult {
     /// Whether the row ran to the end: every watch created and the RSS read.
@@ -198,7 +173,7 @@ pub(crate) mod test_support {
             streams_opened: r.streams(),
             watches_created: r.watches(),
             setup_secs: r.watches() as f64 / 1e5,
-            ..RowResult::new(r, Outcome::default())
+            row: r,
         }
     }
 }
