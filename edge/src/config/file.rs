@@ -20,7 +20,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::config::outcome::{LoadError, Note};
 use crate::config::tls_group::{ClientTls, PeerTls};
-use crate::transport::tls::FlagNames;
+use crate::tls::FlagNames;
 
 /// What a key's value must be, by the Go type of etcd's field.
 #[derive(Clone, Copy)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{value_parser, Arg, ArgMatches, Args, Command, FromArgMatches};
 
 use crate::config::go_bool::GoBool;
-use crate::transport::tls::{FlagNames, TlsFlags, CLIENT_FLAGS, PEER_FLAGS};
+use crate::tls::{FlagNames, TlsFlags, CLIENT_FLAGS, PEER_FLAGS};
 
 /// A set's names, and the help and value name (as clap's derive names it) of its flags, in
 /// [`TlsGroup`]'s field order.
