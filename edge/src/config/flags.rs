@@ -422,9 +422,15 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use actcd_store::auto_compaction::AutoCompaction;
     use clap::Parser;
 
-    use super::{listen_urls, tracing_filter, Config};
+    use super::{listen_urls, parse_duration, tracing_filter, Config, DEFAULT_QUOTA_BYTES};
+    use crate::tls::cert_names::AllowedName;
+    use crate::tls::{CLIENT_FLAGS, PEER_FLAGS};
 
     #[test]
     fn flag_defaults_match_etcd() {
@@ -450,14 +456,131 @@ mod tests {
         ]);
         assert_eq!((tuned.watch_shards, tuned.stream_threads, tuned.batch_limit()), (3, 1, Some(64)));
         assert!(Config::try_parse_from(["actcd", "--watch-shards", "0"]).is_err(), "a server needs a shard");
-        let client =
-            listen_urls(&["https://127.0.0.1:2379".into(), "http://127.0.0.1:2380".into()], "x").unwrap();
-        assert_eq!(client.iter().map(|(_, tls)| *tls).collect::<Vec<_>>(), [true, false]);
-        assert!(listen_urls(&["127.0.0.1:2379".into()], "x").is_err());
-        assert!(listen_urls(&["unix:///tmp/s".into()], "x").is_err());
+    }
+
+    #[test]
+    fn listen_urls_resolve_and_refuse_in_one_line_each() {
+        let urls = |list: &[&str]| listen_urls(&list.iter().map(|u| u.to_string()).collect::<Vec<_>>(), "x");
+        let both = urls(&["https://127.0.0.1:2379", "http://127.0.0.1:2380/"]).unwrap();
         assert_eq!(
-            listen_urls(&["http://localhost:0".into(), "http://127.0.0.1:1".into()], "x").unwrap().len(),
-            2
+            both,
+            [("127.0.0.1:2379".parse().unwrap(), true), ("127.0.0.1:2380".parse().unwrap(), false)]
+        );
+        assert_eq!(urls(&["http://localhost:0", "http://127.0.0.1:1"]).unwrap().len(), 2);
+        let refused = |list: &[&str]| urls(list).unwrap_err().to_string();
+        assert_eq!(
+            refused(&["127.0.0.1:2379"]),
+            r#"--x: "127.0.0.1:2379" is not an http:// or https:// URL (unix sockets are not supported)"#
+        );
+        assert!(refused(&["unix:///tmp/s"]).contains("unix sockets are not supported"));
+        assert_eq!(refused(&[]), "--x: no URL given");
+        let portless = urls(&["http://127.0.0.1"]).unwrap_err();
+        assert_eq!(portless.to_string(), r#"--x: cannot resolve "http://127.0.0.1""#);
+        assert!(std::error::Error::source(&portless).is_some(), "the resolver's words follow in the chain");
+    }
+
+    /// etcd's rule, in its words: the election timeout is at least five heartbeats.
+    #[test]
+    fn the_election_timeout_must_be_five_heartbeats() {
+        let timing = |heartbeat: &str, election: &str| {
+            Config::parse_from(["actcd", "--heartbeat-interval", heartbeat, "--election-timeout", election])
+                .check_raft_timing()
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(timing("100", "500"), Ok(()));
+        assert_eq!(
+            timing("100", "499"),
+            Err("--election-timeout[499ms] should be at least as 5 times as --heartbeat-interval[100ms]"
+                .into())
+        );
+        assert!(Config::try_parse_from(["actcd", "--heartbeat-interval", "0"]).is_err(), "not 0 ms");
+    }
+
+    #[test]
+    fn durations_read_as_go_reads_them_and_zero_is_off_only_where_it_may_be() {
+        let c = Config::parse_from(["actcd", "--experimental-watch-progress-notify-interval", "1m30s"]);
+        assert_eq!(c.watch_progress_notify_interval, Duration::from_secs(90));
+        assert_eq!(Config::parse_from(["actcd"]).watch_progress_notify_interval, Duration::from_secs(600));
+        assert_eq!(parse_duration("0s"), Err(r#"duration "0s" must be positive"#.into()));
+        assert!(parse_duration("90").is_err(), "Go wants a unit");
+        let off = Config::parse_from(["actcd", "--experimental-corrupt-check-time", "0s"]);
+        assert_eq!(off.corrupt_check_time, Duration::ZERO);
+        let quota = Config::parse_from(["actcd", "--quota-backend-bytes", "1024"]);
+        assert_eq!(
+            (quota.quota_bytes(), Config::parse_from(["actcd"]).quota_bytes()),
+            (1024, DEFAULT_QUOTA_BYTES)
+        );
+    }
+
+    #[test]
+    fn auto_compaction_is_read_from_its_two_flags() {
+        let read = |args: &[&str]| {
+            Config::parse_from(std::iter::once("actcd").chain(args.iter().copied()))
+                .auto_compaction()
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(read(&[]), Ok(AutoCompaction::Off));
+        assert_eq!(
+            read(&["--auto-compaction-retention", "2"]),
+            Ok(AutoCompaction::Periodic(Duration::from_secs(7200)))
+        );
+        assert_eq!(
+            read(&["--auto-compaction-mode", "revision", "--auto-compaction-retention", "1000"]),
+            Ok(AutoCompaction::Revision(1000))
+        );
+        assert_eq!(
+            read(&["--auto-compaction-mode", "daily", "--auto-compaction-retention", "1"]),
+            Err(r#"unknown auto-compaction-mode "daily""#.into())
+        );
+    }
+
+    /// The client and peer sets share the cipher suites and versions; --peer-auto-tls without
+    /// files replaces the peer set whole, as on etcd, and files win over it.
+    #[test]
+    fn the_tls_sets_share_what_etcd_shares_and_peer_auto_tls_replaces_the_rest() {
+        let c = Config::parse_from([
+            "actcd",
+            "--cert-file=c.pem",
+            "--key-file=c-key.pem",
+            "--peer-trusted-ca-file=ca.pem",
+            "--peer-client-cert-auth",
+            "--peer-auto-tls",
+            "--peer-cert-allowed-cn=member",
+            "--cipher-suites=TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+            "--tls-min-version=TLS1.2",
+        ]);
+        let client = c.tls_flags();
+        assert_eq!(client.names, &CLIENT_FLAGS);
+        assert_eq!(client.cert_file.as_deref(), Some(Path::new("c.pem")));
+        assert!(client.allowed_name.is_none() && !client.client_cert_auth);
+        let peer = c.peer_tls_flags().unwrap();
+        assert_eq!(peer.names, &PEER_FLAGS);
+        assert!(peer.auto_tls && !peer.client_cert_auth && peer.trusted_ca_file.is_none());
+        assert!(peer.allowed_name.is_none(), "self-signed members could not check a CN");
+        for set in [&client, &peer] {
+            assert_eq!(set.cipher_suites, ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]);
+            assert_eq!(set.min_version.as_deref(), Some("TLS1.2"));
+        }
+
+        let with_files = Config::parse_from([
+            "actcd",
+            "--peer-cert-file=p.pem",
+            "--peer-key-file=p-key.pem",
+            "--peer-trusted-ca-file=ca.pem",
+            "--peer-auto-tls",
+            "--peer-cert-allowed-cn=member",
+        ]);
+        let peer = with_files.peer_tls_flags().unwrap();
+        assert!(!peer.auto_tls, "files win over auto TLS");
+        assert_eq!(peer.trusted_ca_file.as_deref(), Some(Path::new("ca.pem")));
+        assert_eq!(peer.allowed_name, Some(AllowedName::CommonName("member".into())));
+        assert!(with_files.tls_flags().cert_file.is_none(), "peer files are not the client's");
+
+        let both =
+            Config::parse_from(["actcd", "--peer-cert-allowed-cn=a", "--peer-cert-allowed-hostname=b"]);
+        assert_eq!(
+            both.peer_tls_flags().unwrap_err().to_string(),
+            r#"AllowedCN and AllowedHostname are mutually exclusive (cn="a", hostname="b")"#
         );
     }
 

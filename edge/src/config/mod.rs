@@ -208,4 +208,64 @@ mod tests {
             .to_string()
             .contains("cannot read it"));
     }
+
+    /// Each source in etcd's order: a file wins over everything, a flag over its variable (given
+    /// beside it, the variable is refused), a variable over the default.
+    #[test]
+    fn the_sources_rank_file_then_flag_then_variable_then_default() {
+        let ops = |args: &[&str], env: &[(&str, &str)]| {
+            load(&args_of(args), &vars(env)).map(|l| l.config.max_txn_ops)
+        };
+        assert_eq!(ops(&[], &[]).unwrap(), 128, "etcd's default");
+        assert_eq!(ops(&[], &[("ETCD_MAX_TXN_OPS", "3")]).unwrap(), 3);
+        assert_eq!(ops(&["--max-txn-ops=9"], &[]).unwrap(), 9);
+        assert_eq!(ops(&["--max-txn-ops=9"], &[("ETCD_NAME", "n")]).unwrap(), 9, "another flag's variable");
+        assert!(matches!(
+            ops(&["--max-txn-ops=9"], &[("ETCD_MAX_TXN_OPS", "3")]),
+            Err(LoadError::ShadowedVariable(_))
+        ));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("etcd.yml");
+        std::fs::write(&path, "max-txn-ops: 5\n").unwrap();
+        let file = path.to_str().unwrap();
+        assert_eq!(
+            ops(&["--config-file", file, "--max-txn-ops=9"], &[("ETCD_MAX_TXN_OPS", "3")]).unwrap(),
+            5
+        );
+        assert_eq!(ops(&["--config-file", file], &[]).unwrap(), 5);
+        std::fs::write(&path, "name: only-the-name\n").unwrap();
+        assert_eq!(
+            ops(&["--config-file", file, "--max-txn-ops=9"], &[("ETCD_MAX_TXN_OPS", "3")]).unwrap(),
+            128,
+            "with a file, a key it lacks keeps its default, not the flag's or the variable's value"
+        );
+    }
+
+    /// A Go bool from a variable takes strconv.ParseBool's words, as etcd's flag package does.
+    #[test]
+    fn boolean_variables_take_gos_words_and_refuse_others() {
+        let loaded = |env: &[(&str, &str)]| load(&args_of(&[]), &vars(env));
+        let c = loaded(&[("ETCD_AUTO_TLS", "T"), ("ETCD_STRICT_RECONFIG_CHECK", "0")]).unwrap().config;
+        assert!(c.client_tls.auto_tls);
+        assert!(!c.strict_reconfig_check, "0 turns off a flag that defaults to true");
+        let bad = loaded(&[("ETCD_AUTO_TLS", "yes")]).unwrap_err().to_string();
+        assert!(bad.starts_with(r#"invalid value "yes" for ETCD_AUTO_TLS: "#), "{bad}");
+        assert!(bad.contains("--auto-tls"), "the flag's parser names the flag: {bad}");
+    }
+
+    /// --help and --version are answers, not failures: clap's text on stdout.
+    #[test]
+    fn help_and_version_come_back_as_answers() {
+        for flag in ["--help", "--version"] {
+            match load(&args_of(&[flag]), &[]) {
+                Err(LoadError::Flags(err)) => assert!(!err.use_stderr(), "{flag}"),
+                other => panic!("{flag}: {other:?}"),
+            }
+        }
+        let version = match load(&args_of(&["--version"]), &[]) {
+            Err(LoadError::Flags(err)) => err.to_string(),
+            other => panic!("{other:?}"),
+        };
+        assert!(version.contains(&format!("etcd API Version: {}\n", crate::SERVER_VERSION)), "{version}");
+    }
 }
