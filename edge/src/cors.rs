@@ -85,3 +85,83 @@ pub async fn apply(State(cors): State<Cors>, request: Request, next: Next) -> Re
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use axum::routing::get;
+    use axum::Router;
+    use tower::ServiceExt;
+
+    use super::{apply, parse_origin, Cors};
+
+    /// One path behind the middleware; what `method` on `path` from `origin` is answered with:
+    /// its status and Access-Control-Allow-Origin.
+    async fn ask(
+        entries: &[&str],
+        method: &str,
+        path: &str,
+        origin: Option<&str>,
+    ) -> (StatusCode, Option<String>) {
+        let cors = Cors::new(&entries.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+        let app = Router::new()
+            .route("/v3/kv/range", get(|| async { "answered" }))
+            .layer(axum::middleware::from_fn_with_state(cors, apply));
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let response = app.oneshot(request.body(Body::empty()).unwrap()).await.unwrap();
+        let allowed =
+            response.headers().get("access-control-allow-origin").map(|v| v.to_str().unwrap().to_owned());
+        (response.status(), allowed)
+    }
+
+    /// etcd's OriginAllowed: empty or `*` lets any origin read with `*`; a list gives a listed
+    /// origin itself back and anyone else no header, though the answer still goes out.
+    #[tokio::test]
+    async fn origins_are_allowed_as_etcd_allows_them() {
+        let any = Some("*".to_owned());
+        assert_eq!(ask(&[], "GET", "/v3/kv/range", Some("http://a:1")).await, (StatusCode::OK, any.clone()));
+        assert_eq!(ask(&["*"], "GET", "/v3/kv/range", None).await, (StatusCode::OK, any.clone()));
+        assert_eq!(ask(&["http://b:2", "*"], "GET", "/v3/kv/range", None).await, (StatusCode::OK, any));
+        let listed = ["http://a:1", "https://b:2"];
+        assert_eq!(
+            ask(&listed, "GET", "/v3/kv/range", Some("https://b:2")).await,
+            (StatusCode::OK, Some("https://b:2".to_owned()))
+        );
+        assert_eq!(ask(&listed, "GET", "/v3/kv/range", Some("http://evil:1")).await, (StatusCode::OK, None));
+        assert_eq!(ask(&listed, "GET", "/v3/kv/range", None).await, (StatusCode::OK, None));
+    }
+
+    /// A preflight is answered at once, whatever the path, and never reaches a route.
+    #[tokio::test]
+    async fn a_preflight_is_answered_on_any_path() {
+        assert_eq!(
+            ask(&[], "OPTIONS", "/no/such/path", Some("http://a:1")).await,
+            (StatusCode::OK, Some("*".into()))
+        );
+        assert_eq!(ask(&[], "GET", "/no/such/path", None).await.0, StatusCode::NOT_FOUND);
+    }
+
+    /// `--cors` entries as etcd's flag checks them, in its words.
+    #[test]
+    fn entries_are_urls_without_paths_or_a_star() {
+        for good in ["*", "", "http://a:1", "https://10.0.0.1:2379"] {
+            assert_eq!(parse_origin(good).as_deref(), Ok(good));
+        }
+        assert_eq!(
+            parse_origin("ftp://a:1"),
+            Err("URL scheme must be http, https, unix, or unixs: ftp://a:1".into())
+        );
+        assert_eq!(parse_origin("a:1"), Err("URL scheme must be http, https, unix, or unixs: a:1".into()));
+        assert_eq!(parse_origin("http://a:1/p"), Err("URL must not contain a path: http://a:1/p".into()));
+        for no_port in ["http://a", "http://a:", "http://a:x1"] {
+            assert_eq!(
+                parse_origin(no_port),
+                Err(format!("URL address does not have the form \"host:port\": {no_port}"))
+            );
+        }
+    }
+}
