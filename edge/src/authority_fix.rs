@@ -254,7 +254,7 @@ fn encode_int(value: u64, n: u8, flags: u8, out: &mut Vec<u8>) {
 mod tests {
     use bytes::BytesMut;
 
-    use super::{AuthorityFix, PREFACE};
+    use super::{decode_int, encode_int, AuthorityFix, PREFACE};
 
     fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
         let len = payload.len();
@@ -326,5 +326,36 @@ mod tests {
         // A truncated block is left for h2 to refuse.
         let broken = [PREFACE, &frame(0x1, 0x4, 1, &[0x41, 0x7f])].concat();
         assert_eq!(run(&broken, 2), broken);
+    }
+
+    #[test]
+    fn hpack_integers_read_back_across_their_prefix_boundary() {
+        for n in [4u8, 5, 6, 7] {
+            let max = (1u64 << n) - 1;
+            for value in [0, max - 1, max, max + 1, max + 127, max + 128, 1 << 20, u64::from(u32::MAX)] {
+                let mut out = Vec::new();
+                encode_int(value, n, 0, &mut out);
+                assert_eq!(decode_int(&out, n), Some((value, out.len())), "{value} with a {n}-bit prefix");
+            }
+        }
+        // An integer cut off after its continuation bytes, and one too long for 64 bits.
+        assert_eq!(decode_int(&[0x7f, 0x80], 7), None);
+        assert_eq!(decode_int(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01], 7), None);
+    }
+
+    #[test]
+    fn a_long_authority_keeps_a_length_of_more_than_one_byte() {
+        let host = format!("{}:2379", "h".repeat(200));
+        let literal = |value: &[u8]| {
+            let mut b = vec![0x83, 0x41];
+            encode_int(value.len() as u64, 7, 0, &mut b);
+            b.extend_from_slice(value);
+            b
+        };
+        let input = [PREFACE, &frame(0x1, 0x4, 1, &literal(format!("http://{host}").as_bytes()))].concat();
+        let expected = [PREFACE, &frame(0x1, 0x4, 1, &literal(host.as_bytes()))].concat();
+        for step in [1, 13, 4096] {
+            assert_eq!(run(&input, step), expected, "in pieces of {step}");
+        }
     }
 }

@@ -15,7 +15,7 @@ pub mod writer;
 mod tests {
     //! The writer against the reader: what is written reads back in order, across three branch
     //! levels, pages with overflow, empty buckets and buckets given out of name order; keys out
-    //! of order and a bucket named twice are refused.
+    //! of order and a bucket named twice are refused; a damaged file is an error, not a panic.
 
     use std::io::Write;
 
@@ -46,10 +46,15 @@ mod tests {
         out
     }
 
-    fn read(bytes: &[u8]) -> Buckets {
+    /// The first `len` bytes of `bytes`, opened as a bbolt file.
+    fn open(bytes: &[u8], len: u64) -> Result<BoltFile, BoltError> {
         let mut tmp = tempfile::tempfile().unwrap();
         tmp.write_all(bytes).unwrap();
-        let file = BoltFile::open(tmp, bytes.len() as u64).unwrap();
+        BoltFile::open(tmp, len)
+    }
+
+    fn read(bytes: &[u8]) -> Buckets {
+        let file = open(bytes, bytes.len() as u64).unwrap();
         let mut names = Vec::new();
         file.for_each::<BoltError>(&file.root(), &mut |e| {
             match e {
@@ -112,5 +117,71 @@ mod tests {
         b.finish().unwrap();
         db.bucket(b"key").finish().unwrap();
         assert!(db.finish().is_err());
+    }
+
+    /// One bucket of a few hundred keys: more than one leaf, so the tree has a branch.
+    fn sample() -> Vec<u8> {
+        let entries = (0..300u32).map(|i| (i.to_be_bytes().to_vec(), vec![b'v'; 40])).collect();
+        write(&vec![(b"key".to_vec(), entries)])
+    }
+
+    /// Flips one byte of the meta page `page` inside its checksummed body.
+    fn damage_meta(bytes: &mut [u8], page: usize) {
+        bytes[page * PAGE_SIZE + 16 + 20] ^= 0xff;
+    }
+
+    #[test]
+    fn a_damaged_meta_page_falls_back_to_the_other_and_two_are_refused() {
+        let good = sample();
+        let expected = read(&good);
+        for page in [0, 1] {
+            let mut bytes = good.clone();
+            damage_meta(&mut bytes, page);
+            assert_eq!(read(&bytes), expected, "meta page {page} damaged: the other one reads");
+        }
+        let mut bytes = good.clone();
+        damage_meta(&mut bytes, 0);
+        damage_meta(&mut bytes, 1);
+        let err = open(&bytes, bytes.len() as u64).err().map(|e| e.to_string());
+        assert_eq!(err.as_deref(), Some("invalid database: neither meta page is valid"));
+    }
+
+    #[test]
+    fn a_truncated_file_and_a_page_pointing_outside_it_are_errors() {
+        let bytes = sample();
+        let short = bytes.len() as u64 - PAGE_SIZE as u64;
+        let err = open(&bytes, short).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.starts_with("invalid database: the file is truncated"), "{err}");
+
+        // The `key` bucket's root, named in the top-level leaf, pointed past the pages in use.
+        let mut bytes = sample();
+        let pages = (bytes.len() / PAGE_SIZE) as u64;
+        let top = bytes.len() - PAGE_SIZE;
+        let at = bytes[top..].windows(3).position(|w| w == b"key").unwrap() + top + 3;
+        bytes[at..at + 8].copy_from_slice(&(pages + 5).to_le_bytes());
+        let file = open(&bytes, bytes.len() as u64).unwrap();
+        let bucket = file.bucket(b"key").unwrap().unwrap();
+        let err = file.for_each::<BoltError>(&bucket, &mut |_| Ok(true)).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            format!("invalid database: a reference to page {} outside the {pages} pages in use", pages + 5)
+        );
+    }
+
+    #[test]
+    fn a_visit_that_stops_is_not_called_again() {
+        let bytes = sample();
+        let file = open(&bytes, bytes.len() as u64).unwrap();
+        let bucket = file.bucket(b"key").unwrap().unwrap();
+        let mut seen = Vec::new();
+        file.for_each::<BoltError>(&bucket, &mut |e| {
+            if let Entry::Value(k, _) = e {
+                seen.push(k.to_vec());
+            }
+            Ok(seen.len() < 5)
+        })
+        .unwrap();
+        assert_eq!(seen, (0..5u32).map(|i| i.to_be_bytes().to_vec()).collect::<Vec<_>>());
+        assert!(file.bucket(b"nope").unwrap().is_none());
     }
 }

@@ -164,7 +164,7 @@ impl ServerCertVerifier for AllowedServers {
 
 #[cfg(test)]
 mod tests {
-    use super::AllowedName;
+    use super::{common_name, AllowedName};
     use crate::tls::tests::certificate;
 
     /// The CN a member's certificate carries.
@@ -184,9 +184,20 @@ mod tests {
             !allowed(None, Some(PEER_CN)).admits(&der),
             "a host name is looked up in the SANs, not the CN"
         );
+        let wildcard = certificate(PEER_CN, &["*.example.com"]);
+        assert!(allowed(None, Some("m1.example.com")).admits(&wildcard), "a wildcard SAN covers one label");
+        assert!(!allowed(None, Some("a.m1.example.com")).admits(&wildcard));
         assert_eq!(AllowedName::from_flags(None, None).unwrap(), None);
         assert_eq!(AllowedName::from_flags(Some(""), Some("")).unwrap(), None, "empty flags are not given");
         let both = AllowedName::from_flags(Some("a"), Some("b")).unwrap_err().to_string();
         assert_eq!(both, r#"AllowedCN and AllowedHostname are mutually exclusive (cn="a", hostname="b")"#);
+        let bad = AllowedName::from_flags(None, Some("no spaces allowed")).unwrap_err().to_string();
+        assert!(bad.starts_with(r#"--peer-cert-allowed-hostname "no spaces allowed": "#), "{bad}");
+    }
+
+    #[test]
+    fn the_common_name_is_the_subjects_and_nothing_else_is_one() {
+        assert_eq!(common_name(&certificate("alice", &["bob"])).as_deref(), Some("alice"));
+        assert_eq!(common_name(b"not a certificate"), None);
     }
 }

@@ -534,7 +534,7 @@ fn self_signed(hosts: &[String], provider: &CryptoProvider) -> Result<Arc<Certif
 mod tests {
     use rustls_pki_types::CertificateDer;
 
-    use super::{TlsFlags, TlsServer};
+    use super::{client, remote_san, TlsFlags, TlsServer, CLIENT_FLAGS, PEER_FLAGS};
 
     /// The TLS flags' checks, without a handshake.
     #[test]
@@ -579,5 +579,70 @@ mod tests {
             rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         params.distinguished_name.push(rcgen::DnType::CommonName, cn);
         params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap().der().clone()
+    }
+
+    /// Each set's refusals name its own flags.
+    #[test]
+    fn refusals_name_the_flags_of_their_set() {
+        let refused = |flags: TlsFlags| TlsServer::new(&flags, &[]).err().map(|e| e.to_string());
+        let auth = |names| TlsFlags { names, auto_tls: true, client_cert_auth: true, ..TlsFlags::default() };
+        assert_eq!(refused(auth(&CLIENT_FLAGS)).unwrap(), "--client-cert-auth needs --trusted-ca-file");
+        assert_eq!(
+            refused(auth(&PEER_FLAGS)).unwrap(),
+            "--peer-client-cert-auth needs --peer-trusted-ca-file"
+        );
+        let key_only = TlsFlags { names: &PEER_FLAGS, key_file: Some("k.pem".into()), ..TlsFlags::default() };
+        assert_eq!(refused(key_only).unwrap(), "--peer-cert-file and --peer-key-file must be given together");
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let files = TlsFlags {
+            cert_file: Some(missing.clone()),
+            key_file: Some(missing.clone()),
+            ..TlsFlags::default()
+        };
+        let err = refused(files).unwrap();
+        assert!(err.starts_with(&format!("--cert-file {}: ", missing.display())), "{err}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let files =
+            TlsFlags { cert_file: Some(empty.clone()), key_file: Some(empty.clone()), ..TlsFlags::default() };
+        assert_eq!(refused(files).unwrap(), format!("--cert-file {}: no CERTIFICATE block", empty.display()));
+    }
+
+    #[test]
+    fn a_certificate_is_files_or_auto_tls() {
+        assert!(!TlsFlags::default().has_certificate());
+        assert!(TlsFlags { auto_tls: true, ..TlsFlags::default() }.has_certificate());
+        let half = TlsFlags { cert_file: Some("c".into()), ..TlsFlags::default() };
+        assert!(!half.has_certificate());
+        assert!(TlsFlags { key_file: Some("k".into()), ..half }.has_certificate());
+    }
+
+    /// Both ends of peer auto TLS over loopback: the dialer takes the listener's self-signed
+    /// certificate (no CA vouches for it), made for the listener's hosts, and both agree on
+    /// HTTP/2.
+    #[tokio::test]
+    async fn peer_auto_tls_ends_shake_hands_over_h2() {
+        use tower::Service as _;
+        let flags = TlsFlags { names: &PEER_FLAGS, auto_tls: true, ..TlsFlags::default() };
+        let (server, client) = client::peer(&flags, &["127.0.0.1".into()]).unwrap();
+        assert!(server.is_peer() && !server.cn_is_user());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let acceptor = server.acceptor();
+        let accepted = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec)
+        });
+        let uri: http::Uri = format!("http://127.0.0.1:{port}").parse().unwrap();
+        let dialed = client.connector().call(uri).await.unwrap();
+        let (_, session) = dialed.inner().get_ref();
+        assert_eq!(session.alpn_protocol(), Some(&b"h2"[..]));
+        let served = session.peer_certificates().unwrap();
+        let names = remote_san::AltNames::of(&served[0]);
+        assert_eq!(names.ips, ["127.0.0.1".parse::<std::net::IpAddr>().unwrap()]);
+        assert_eq!(names.dns, ["localhost"]);
+        assert_eq!(accepted.await.unwrap(), Some(b"h2".to_vec()));
     }
 }

@@ -131,5 +131,6 @@ mod tests {
         assert_eq!(names(&["::1"]).admit(v6, nowhere).await, Ok(()));
         let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
         assert_eq!(both.admit(mapped, nowhere).await, Ok(()), "an IPv4-mapped address is the IPv4 one");
+        assert_eq!(AltNames::of(b"not a certificate"), AltNames::default());
     }
 }
