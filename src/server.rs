@@ -23,10 +23,14 @@ use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
+use actcd_edge::config::{listen_urls, Config};
+use actcd_edge::cors::{self, Cors};
+use actcd_edge::tls::client::{self as tls_client, TlsClient};
+use actcd_edge::tls::TlsServer;
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
 use actcd_raft::fail_stop::FailStop;
 use actcd_raft::log_store::LogStore;
-use actcd_raft::proposer::Proposer;
+use actcd_raft::proposer::{Proposer, DEFAULT_BATCH_LIMIT};
 use actcd_raft::read_barrier::ReadBarrier;
 use actcd_raft::reconfig::Rules;
 use actcd_raft::removed::{Removed, REMOVED_TEXT};
@@ -45,7 +49,6 @@ use crate::cluster::peer_service::{Forwarding, PeerService};
 use crate::cluster::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use crate::cluster::reconfigure::Reconfigurer;
 use crate::cluster::start::Timing;
-use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::learner_gate::LearnerGate;
 use crate::grpc::lease::LeaseService;
@@ -58,18 +61,15 @@ use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
 use crate::http::client_port::ClientHttp;
-use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
-use crate::membership::InitialCluster;
+use crate::membership::{BootstrapFlags, InitialCluster};
 use crate::transport::client_socket::ClientSocket;
 use crate::transport::connection_budget::ConnectionBudget;
 use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetrics;
 use crate::transport::listener::{incoming, SocketListener};
 use crate::transport::range_backpressure::RangeBackpressure;
-use crate::transport::tls::TlsServer;
-use crate::transport::tls_client::{self, TlsClient};
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
@@ -126,7 +126,12 @@ struct Edge {
 
 impl Edge {
     fn take(config: &Config) -> anyhow::Result<Self> {
-        let cluster = config.initial_cluster()?;
+        let cluster = InitialCluster::from_flags(BootstrapFlags {
+            name: &config.name,
+            initial_cluster: &config.initial_cluster,
+            advertise_peer_urls: &config.initial_advertise_peer_urls,
+            token: &config.initial_cluster_token,
+        })?;
         let auto_compaction = config.auto_compaction()?;
         let tokens = Arc::new(Tokens::from_flag(&config.auth_token)?);
         crate::c_heap::start_trimmer().context("cannot start the heap trimmer")?;
@@ -229,7 +234,12 @@ impl Storage {
         let log = LogStore::open(&engine, leads_followers)
             .map_err(|e| anyhow::anyhow!("cannot open the raft log: {e}"))?
             .with_fail_stop(fail_stop_tx.clone());
-        let timing = config.raft_timing()?;
+        config.check_raft_timing()?;
+        let timing = Timing {
+            heartbeat_ms: config.heartbeat_interval,
+            election_ms: config.election_timeout,
+            snapshot_count: config.snapshot_count,
+        };
         let store_config = StoreConfig {
             max_txn_ops: config.max_txn_ops,
             quota_bytes: config.quota_bytes(),
@@ -358,7 +368,8 @@ impl Member {
         let route =
             Route::new(raft.clone(), ids.member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
-        let writer = Proposer::start(route.clone(), config.mailboxes.proposer, config.batch_limit());
+        let batch_limit = config.batch_limit().unwrap_or(DEFAULT_BATCH_LIMIT);
+        let writer = Proposer::start(route.clone(), config.mailboxes.proposer, batch_limit);
         actcd_raft::applied_sync::start(storage.engine.clone(), storage.fail_stop_tx.clone());
         let leases = Self::start_lessor(config, &route, &peers, &core, !storage.company)?;
         let rules = Rules { strict: config.strict_reconfig_check, max_learners: config.max_learners };
@@ -833,7 +844,7 @@ fn serve_client(
         Arc::new(Gateway { services: Arc::clone(etcd), max_request_bytes: config.max_request_bytes });
     let http = crate::http::routes(services.http_state())
         .merge(crate::http::gateway::routes(gateway))
-        .layer(axum::middleware::from_fn_with_state(Cors::new(&config.cors), crate::http::cors::apply));
+        .layer(axum::middleware::from_fn_with_state(Cors::new(&config.cors), cors::apply));
     let identity = services.store.identity.clone();
     // What every client request passes through, outermost first: the HTTP paths beside gRPC,
     // the gRPC metrics, a learner's refusals, Range backpressure, Range answers sent from their

@@ -1,7 +1,7 @@
 //! The stores' records in etcd's terms, for the two ways data crosses between etcd and actcd as
 //! a file: a snapshot of this store read out as etcd's backend buckets (`etcdctl snapshot
 //! save`, Maintenance.Snapshot), and etcd's history written in as a new store (`actcd
-//! migrate`). The bbolt file around them is the edge's (src/etcd_file/); what the records are
+//! migrate`). The bbolt file around them is the edge's (edge/src/bbolt/); what the records are
 //! is the store's, here beside the codec that defines them, so nothing else reads or writes
 //! them.
 //!

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use super::cert_names::AllowedServers;
-use super::tls::{Basis, TlsError, TlsFlags, TlsServer};
+use super::{Basis, TlsError, TlsFlags, TlsServer};
 
 /// Where Debian keeps the system's CA bundle: the roots a dialer trusts when no
 /// `--peer-trusted-ca-file` is given (Go falls back to the system pool the same way).
