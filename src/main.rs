@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use actcd::config::{self, LoadError, Loaded, Note};
+use actcd_edge::config::{self, LoadError, Loaded, Note};
 
 // jemalloc returns memory to the OS and exposes allocation statistics.
 #[global_allocator]
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-            tracing_subscriber::EnvFilter::new(actcd::config::tracing_filter(&config.log_level))
+            tracing_subscriber::EnvFilter::new(actcd_edge::config::tracing_filter(&config.log_level))
         }))
         .with_writer(std::io::stderr)
         // Colour only for a person at a terminal: a log file or journald would keep the

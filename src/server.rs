@@ -23,9 +23,13 @@ use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
+use actcd_edge::config::{listen_urls, Config};
+use actcd_edge::cors::{self, Cors};
+use actcd_edge::tls::client as tls_client;
+use actcd_edge::tls::TlsServer;
 use actcd_proto::actcdpeerpb::peer_server::PeerServer;
 use actcd_raft::cluster::corrupt_check::Hasher;
-use actcd_raft::cluster::initial_cluster::{self, InitialCluster};
+use actcd_raft::cluster::initial_cluster::{self, BootstrapFlags, InitialCluster};
 use actcd_raft::cluster::leadership::LeaseForward;
 use actcd_raft::cluster::move_leader::LeaderMover;
 use actcd_raft::cluster::reconfigure::Reconfigurer;
@@ -35,7 +39,7 @@ use actcd_raft::log_store::LogStore;
 use actcd_raft::network::peer_service::{Forwarding, PeerService};
 use actcd_raft::network::peers::{Peers, MAX_PEER_MESSAGE, PEER_WINDOW};
 use actcd_raft::network::tls_connector::TlsConnector;
-use actcd_raft::proposer::Proposer;
+use actcd_raft::proposer::{Proposer, DEFAULT_BATCH_LIMIT};
 use actcd_raft::read_barrier::ReadBarrier;
 use actcd_raft::reconfig::Rules;
 use actcd_raft::removed::{Removed, REMOVED_TEXT};
@@ -47,7 +51,6 @@ use actcd_store::auto_compaction::AutoCompaction;
 use actcd_store::backend::member::{self, MemberIds};
 use actcd_store::{ReadView, RocksEngine, StoreConfig, StoreCore};
 
-use crate::config::{listen_urls, Config};
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::learner_gate::LearnerGate;
 use crate::grpc::lease::LeaseService;
@@ -60,7 +63,6 @@ use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::watch::WatchService;
 use crate::http::client_port::ClientHttp;
-use crate::http::cors::Cors;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
 use crate::transport::client_socket::ClientSocket;
@@ -69,8 +71,6 @@ use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetrics;
 use crate::transport::listener::{incoming, SocketListener};
 use crate::transport::range_backpressure::RangeBackpressure;
-use crate::transport::tls::TlsServer;
-use crate::transport::tls_client;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
@@ -127,7 +127,12 @@ struct Edge {
 
 impl Edge {
     fn take(config: &Config) -> anyhow::Result<Self> {
-        let cluster = config.initial_cluster()?;
+        let cluster = InitialCluster::from_flags(BootstrapFlags {
+            name: &config.name,
+            initial_cluster: &config.initial_cluster,
+            advertise_peer_urls: &config.initial_advertise_peer_urls,
+            token: &config.initial_cluster_token,
+        })?;
         let auto_compaction = config.auto_compaction()?;
         let tokens = Arc::new(Tokens::from_flag(&config.auth_token)?);
         crate::c_heap::start_trimmer().context("cannot start the heap trimmer")?;
@@ -230,7 +235,12 @@ impl Storage {
         let log = LogStore::open(&engine, leads_followers)
             .map_err(|e| anyhow::anyhow!("cannot open the raft log: {e}"))?
             .with_fail_stop(fail_stop_tx.clone());
-        let timing = config.raft_timing()?;
+        config.check_raft_timing()?;
+        let timing = Timing {
+            heartbeat_ms: config.heartbeat_interval,
+            election_ms: config.election_timeout,
+            snapshot_count: config.snapshot_count,
+        };
         let store_config = StoreConfig {
             max_txn_ops: config.max_txn_ops,
             quota_bytes: config.quota_bytes(),
@@ -365,7 +375,8 @@ impl Member {
         let route =
             Route::new(raft.clone(), ids.member_id, Arc::new(peers.clone()), timing.request_timeout());
         let reads = ReadBarrier::start(route.clone(), READS_WAITING);
-        let writer = Proposer::start(route.clone(), config.mailboxes.proposer, config.batch_limit());
+        let batch_limit = config.batch_limit().unwrap_or(DEFAULT_BATCH_LIMIT);
+        let writer = Proposer::start(route.clone(), config.mailboxes.proposer, batch_limit);
         actcd_raft::applied_sync::start(storage.engine.clone(), storage.fail_stop_tx.clone());
         let leases = Self::start_lessor(config, &route, &peers, &core, !storage.company)?;
         let rules = Rules { strict: config.strict_reconfig_check, max_learners: config.max_learners };
@@ -755,7 +766,8 @@ fn peer_tls(config: &Config, cluster: &InitialCluster) -> anyhow::Result<Option<
         anyhow::bail!("cannot listen on TLS for {host}: KeyFile and CertFile are not presented");
     }
     let hosts = url_hosts(config.listen_peer_urls.iter().chain(&config.initial_advertise_peer_urls));
-    Ok(Some(tls_client::peer(&flags, &hosts)?))
+    let (listener, dialer) = tls_client::peer(&flags, &hosts)?;
+    Ok(Some((listener, TlsConnector::new(dialer))))
 }
 
 /// The host names of `urls` (`scheme://host:port`), for auto TLS's self-signed certificate.
@@ -845,7 +857,7 @@ fn serve_client(
         Arc::new(Gateway { services: Arc::clone(etcd), max_request_bytes: config.max_request_bytes });
     let http = crate::http::routes(services.http_state())
         .merge(crate::http::gateway::routes(gateway))
-        .layer(axum::middleware::from_fn_with_state(Cors::new(&config.cors), crate::http::cors::apply));
+        .layer(axum::middleware::from_fn_with_state(Cors::new(&config.cors), cors::apply));
     let identity = services.store.identity.clone();
     // What every client request passes through, outermost first: the HTTP paths beside gRPC,
     // the gRPC metrics, a learner's refusals, Range backpressure, Range answers sent from their

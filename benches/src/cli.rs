@@ -1,6 +1,5 @@
-//! The command line of `actcd-bench`: etcd benchmark's global flags ([`Global`]) and its
-//! commands, each variant holding that command's own flags; checked for bad values before
-//! anything connects, then run through [`execute`].
+//! `actcd-bench`'s commands, each variant holding that command's flags (`cmd`), run through
+//! [`crate::execute`].
 
 use crate::cmd::authenticate::AuthenticateArgs;
 use crate::cmd::failover::FailoverArgs;
@@ -15,35 +14,42 @@ use crate::cmd::watch::WatchArgs;
 use crate::cmd::watch_fanout::WatchFanoutArgs;
 use crate::cmd::watch_get::WatchGetArgs;
 use crate::cmd::watch_latency::WatchLatencyArgs;
-use crate::execute::{execute, Run};
+use crate::execute::Run;
 use crate::output::Out;
-use crate::settings::{Global, Settings};
+use crate::settings::Settings;
 use crate::stop::Stop;
-use clap::{Parser, Subcommand};
 
 #[cfg(test)]
 mod against_stub;
 
-/// `actcd-bench`: etcd benchmark's commands against any etcd v3 endpoint.
-#[derive(Debug, Parser)]
-#[command(
-    name = "actcd-bench",
-    version,
-    about = "A load client for etcd v3 endpoints (actcd or etcd) with etcd benchmark's commands, flags and report",
-    after_help = "Boolean flags take an optional value: --sequential-keys, --sequential-keys=true or =false."
-)]
-pub struct Cli {
-    /// Flags that every command takes.
-    #[command(flatten)]
-    pub global: Global,
-    /// The benchmark to run.
-    #[command(subcommand)]
-    pub command: Command,
+/// `actcd-bench`'s command line.
+pub type Cli = crate::execute::Cli<Command>;
+
+/// The commands, and [`Run`] by each command's own `validate` and `run`.
+macro_rules! commands {
+    ($($(#[doc = $doc:literal])* $name:ident($args:ty),)*) => {
+        #[derive(Debug, clap::Subcommand)]
+        pub enum Command {
+            $($(#[doc = $doc])* $name($args),)*
+        }
+
+        impl Run for Command {
+            fn validate(&self) -> Result<(), String> {
+                match self {
+                    $(Command::$name(a) => a.validate(),)*
+                }
+            }
+
+            async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
+                match self {
+                    $(Command::$name(a) => a.run(settings, stop, out).await,)*
+                }
+            }
+        }
+    };
 }
 
-/// The commands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
+commands! {
     /// Benchmark put.
     Put(PutArgs),
     /// Benchmark range.
@@ -78,104 +84,32 @@ pub enum Command {
     Failover(FailoverArgs),
 }
 
-impl Command {
-    /// Checks the command's flags for bad values and combinations, before anything connects.
-    pub fn validate(&self) -> Result<(), String> {
-        match self {
-            Command::Put(a) => a.validate(),
-            Command::Range(a) => a.validate(),
-            Command::TxnPut(a) => a.validate(),
-            Command::TxnMixed(a) => a.validate(),
-            Command::Watch(a) => a.validate(),
-            Command::WatchGet(a) => a.validate(),
-            Command::WatchLatency(a) => a.validate(),
-            Command::WatchFanout(a) => a.validate(),
-            Command::LeaseKeepalive(_) | Command::Authenticate(_) | Command::Failover(_) => Ok(()),
-            Command::Stm(a) => a.validate(),
-            Command::K8s(a) => a.validate(),
-        }
-    }
-}
-
-impl Run for Command {
-    fn name(&self) -> &'static str {
-        match self {
-            Command::Put(_) => "put",
-            Command::Range(_) => "range",
-            Command::TxnPut(_) => "txn-put",
-            Command::TxnMixed(_) => "txn-mixed",
-            Command::Watch(_) => "watch",
-            Command::WatchGet(_) => "watch-get",
-            Command::WatchLatency(_) => "watch-latency",
-            Command::WatchFanout(_) => "watch-fanout",
-            Command::LeaseKeepalive(_) => "lease-keepalive",
-            Command::Authenticate(_) => "authenticate",
-            Command::Stm(_) => "stm",
-            Command::K8s(_) => "k8s",
-            Command::Failover(_) => "failover",
-        }
-    }
-
-    async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        match self {
-            Command::Put(a) => a.run(settings, stop, out).await,
-            Command::Range(a) => a.run(settings, stop, out).await,
-            Command::TxnPut(a) => a.run(settings, stop, out).await,
-            Command::TxnMixed(a) => a.run(settings, stop, out).await,
-            Command::Watch(a) => a.run(settings, stop, out).await,
-            Command::WatchGet(a) => a.run(settings, stop, out).await,
-            Command::WatchLatency(a) => a.run(settings, stop, out).await,
-            Command::WatchFanout(a) => a.run(settings, stop, out).await,
-            Command::LeaseKeepalive(a) => a.run(settings, stop, out).await,
-            Command::Authenticate(a) => a.run(settings, stop, out).await,
-            Command::Stm(a) => a.run(settings, stop, out).await,
-            Command::K8s(a) => a.run(settings, stop, out).await,
-            Command::Failover(a) => a.run(settings, stop, out).await,
-        }
-    }
-}
-
-/// Parses the command line, runs the command and exits with its code: 0 on a finished run, 1
-/// when it stopped early (unreachable endpoint, fatal error, stall, Ctrl-C), 2 on bad flags.
-pub fn main() {
-    let cli = Cli::parse();
-    let code = match cli.global.settings().and_then(|s| cli.command.validate().map(|_| s)) {
-        Err(e) => {
-            eprintln!("actcd-bench {}: {e}", cli.command.name());
-            2
-        }
-        Ok(settings) => execute("actcd-bench", &settings, cli.command),
-    };
-    std::process::exit(code);
+pub fn main() -> ! {
+    crate::execute::main::<Command>(
+        "actcd-bench",
+        "A load client for etcd v3 endpoints (actcd or etcd) with etcd benchmark's commands, flags and report",
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::{CommandFactory, Parser};
 
     /// Every command parses with every global flag: a global flag whose id equals a command's
     /// argument (`--key` and range's KEY did) panics clap at the first access.
     #[test]
     fn global_flags_do_not_clash_with_command_arguments() {
-        use clap::CommandFactory;
         Cli::command().debug_assert();
+        #[rustfmt::skip]
         let cli = Cli::try_parse_from([
-            "actcd-bench",
-            "range",
-            "foo",
-            "--endpoints",
-            "https://127.0.0.1:1",
-            "--cacert",
-            "ca.pem",
-            "--cert",
-            "c.pem",
-            "--key",
-            "k.pem",
+            "actcd-bench", "range", "foo", "--endpoints", "https://127.0.0.1:1",
+            "--cacert", "ca.pem", "--cert", "c.pem", "--key", "k.pem",
         ])
         .expect("parses");
         assert!(matches!(cli.command, Command::Range(_)));
         assert_eq!(cli.global.key.as_deref(), Some(std::path::Path::new("k.pem")));
-        let missing = Global { cert: None, ..cli.global.clone() };
+        let missing = crate::settings::Global { cert: None, ..cli.global.clone() };
         assert!(missing.settings().is_err(), "--key without --cert is refused");
     }
 }

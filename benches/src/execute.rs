@@ -1,32 +1,65 @@
-//! Running one command as a process: the tokio runtime (`--threads`), Ctrl-C, the output and
-//! the exit code. `actcd-bench` runs its commands through here, and so does any program that
-//! drives the load client (the seed tables).
+//! Running one command as a process: the command line (the global flags, then a command), the
+//! tokio runtime, Ctrl-C, the output and the exit code. `actcd-bench` and `actcd-tables` both
+//! run their commands through here.
 
 use crate::output::Out;
-use crate::settings::Settings;
+use crate::settings::{Global, Settings};
 use crate::stop::Stop;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::future::Future;
 use std::time::Duration;
 
+/// A command line: the flags every command takes, then one of the commands `C`.
+#[derive(Debug, Parser)]
+#[command(
+    version,
+    after_help = "Boolean flags take an optional value: --sequential-keys, --sequential-keys=true or =false."
+)]
+pub struct Cli<C: Subcommand> {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: C,
+}
+
 /// A command that runs against the endpoints.
-pub trait Run {
-    /// The command's name, as etcd benchmark names it (and as the JSON document's `command`).
-    fn name(&self) -> &'static str;
+pub trait Run: Sized {
+    /// Checks the flags for bad values and combinations, before anything connects.
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// A mode that only reads files: its exit code, with no runtime, report or client CPU line.
+    fn offline(self) -> Result<i32, Self> {
+        Err(self)
+    }
     /// Runs the command; a failure stops `stop` with the reason, the report goes to `out`.
     fn run(self, settings: &Settings, stop: &Stop, out: &Out) -> impl Future<Output = ()>;
 }
 
-/// Runs `command` on a runtime of `settings.threads` threads, with Ctrl-C stopping the run (a
-/// second Ctrl-C quits), and finishes the output. Returns the exit code: 0 on a finished run,
-/// 1 when it stopped early (unreachable endpoint, fatal error, stall, Ctrl-C). `program` names
-/// the process in messages.
-pub fn execute(program: &'static str, settings: &Settings, command: impl Run) -> i32 {
-    let built = if settings.threads == 1 {
-        tokio::runtime::Builder::new_current_thread().enable_all().build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(settings.threads).enable_all().build()
+/// Parses the command line, runs the command and exits with its code: 0 on a finished run, 1
+/// when it stopped early (unreachable endpoint, fatal error, stall, Ctrl-C), 2 on bad flags.
+pub fn main<C: Subcommand + Run>(program: &'static str, about: &'static str) -> ! {
+    let matches = Cli::<C>::command().name(program).about(about).get_matches();
+    let name = matches.subcommand_name().unwrap_or_default().to_string();
+    let cli = Cli::<C>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let code = match cli.global.settings().and_then(|s| cli.command.validate().map(|()| s)) {
+        Err(e) => {
+            eprintln!("{program} {name}: {e}");
+            2
+        }
+        Ok(settings) => match cli.command.offline() {
+            Ok(code) => code,
+            Err(command) => execute(program, &name, &settings, command),
+        },
     };
-    let runtime = match built {
+    std::process::exit(code)
+}
+
+/// Runs `command` (named `name` in its JSON document) on one thread, which keeps the client to
+/// one core of a machine it shares with the server and spares it cross-thread wake-ups, with
+/// Ctrl-C stopping the run (a second Ctrl-C quits); returns the exit code.
+pub fn execute(program: &'static str, name: &str, settings: &Settings, command: impl Run) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("{program}: cannot start the tokio runtime: {e}");
@@ -45,7 +78,7 @@ pub fn execute(program: &'static str, settings: &Settings, command: impl Run) ->
                 }
             }
         });
-        let out = Out::new(command.name(), settings);
+        let out = Out::new(name, settings);
         command.run(settings, &stop, &out).await;
         out.finish(program, stop.reason())
     });

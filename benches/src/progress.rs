@@ -1,4 +1,5 @@
-//! The progress bar: on stdout, only when stdout is a terminal (and not with `--json`).
+//! The progress bar: on stdout, only when stdout is a terminal (and not with `--json`); it reads
+//! its position from a probe ten times a second, so clients never touch it.
 
 use crate::settings::Settings;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -6,18 +7,13 @@ use std::io::IsTerminal;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-/// A progress bar on stdout, only when stdout is a terminal (and not with `--json`); it reads
-/// its position from `probe` ten times a second, so clients never touch it.
-pub struct Progress {
-    bar: Option<ProgressBar>,
-    ticker: Option<JoinHandle<()>>,
-}
+pub struct Progress(Option<(ProgressBar, JoinHandle<()>)>);
 
 impl Progress {
-    /// Starts a bar of `total` steps.
+    /// Starts a bar of `total` steps (none for 0).
     pub fn start(settings: &Settings, total: u64, probe: impl Fn() -> u64 + Send + Sync + 'static) -> Self {
         if settings.json || !std::io::stdout().is_terminal() || total == 0 {
-            return Self { bar: None, ticker: None };
+            return Self(None);
         }
         let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stdout());
         if let Ok(style) = ProgressStyle::with_template(
@@ -33,17 +29,15 @@ impl Progress {
                 b.set_position(probe());
             }
         });
-        Self { bar: Some(bar), ticker: Some(ticker) }
+        Self(Some((bar, ticker)))
     }
 
     /// Stops the bar at `position`.
     pub fn finish(self, position: u64) {
-        if let Some(t) = self.ticker {
-            t.abort();
-        }
-        if let Some(b) = self.bar {
-            b.set_position(position);
-            b.finish();
+        if let Some((bar, ticker)) = self.0 {
+            ticker.abort();
+            bar.set_position(position);
+            bar.finish();
         }
     }
 }

@@ -7,6 +7,7 @@
 //! busy client got round to sending it, so a stalled server shows in the latencies (coordinated
 //! omission). Every request runs under `--request-timeout`.
 
+use crate::conn::{bounded, channel_for, connect, Conn, OpError};
 use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
@@ -17,33 +18,10 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
-use tonic::Status;
-
-/// Why a request failed, as the error distribution shows it.
-#[derive(Debug, Clone)]
-pub struct OpError {
-    /// The text counted in the error distribution.
-    pub text: String,
-    /// The server will never serve this request (UNIMPLEMENTED): stop the run.
-    pub fatal: bool,
-}
-
-impl OpError {
-    /// A non-fatal error with `text`.
-    pub fn new(text: impl Into<String>) -> Self {
-        Self { text: text.into(), fatal: false }
-    }
-}
-
-impl From<Status> for OpError {
-    fn from(s: Status) -> Self {
-        Self { text: crate::conn::status_text(&s), fatal: crate::conn::is_fatal(&s) }
-    }
-}
 
 /// One client's requests.
 pub trait Worker: Send + 'static {
-    /// Request number `i`: which report it belongs to, and the request itself.
+    /// Request number `i`: the index of the report it belongs to, and the request itself.
     fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_);
 }
 
@@ -57,20 +35,16 @@ pub fn watchdog(
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(200));
-        let mut last = probe().0;
-        let mut since = Instant::now();
+        let (mut last, mut since) = (probe().0, Instant::now());
         loop {
             tick.tick().await;
             let (progress, busy) = probe();
             if progress != last || !busy {
-                last = progress;
-                since = Instant::now();
+                (last, since) = (progress, Instant::now());
             } else if since.elapsed() >= stall {
-                stop.stop(format!(
-                    "no {what} succeeded in the last {:?} (--stall-timeout): the endpoint stopped answering",
-                    stall
+                return stop.stop(format!(
+                    "no {what} succeeded in the last {stall:?} (--stall-timeout): the endpoint stopped answering"
                 ));
-                return;
             }
         }
     })
@@ -79,7 +53,6 @@ pub fn watchdog(
 /// How many requests, and how fast.
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
-    /// Requests in all.
     pub total: u64,
     /// Requests per second over all clients; `None` is as fast as the clients go.
     pub rate: Option<f64>,
@@ -98,21 +71,31 @@ impl Plan {
     }
 
     /// `rate` requests per second (fractions allowed; 0 is as fast as the clients go) for
-    /// `duration`: the requests due before the end, none sent after it.
+    /// `duration`: the requests due before the end, none sent after it (a bar only with a rate).
     pub fn for_duration(rate: f64, duration: Duration) -> Self {
-        let until = Some(Instant::now() + duration);
-        if rate > 0.0 {
-            let total = (rate * duration.as_secs_f64()).ceil() as u64;
-            Self { total, rate: Some(rate), progress: true, until }
-        } else {
-            Self { total: u64::MAX, rate: None, progress: false, until }
+        let limited = rate > 0.0;
+        let total = if limited { (rate * duration.as_secs_f64()).ceil() as u64 } else { u64::MAX };
+        Self {
+            total,
+            rate: limited.then_some(rate),
+            progress: limited,
+            until: Some(Instant::now() + duration),
         }
     }
 
-    /// The same plan without a progress bar.
     pub fn quiet(self) -> Self {
         Self { progress: false, ..self }
     }
+}
+
+struct Shared {
+    next: AtomicU64,
+    inflight: AtomicI64,
+    start: Instant,
+    plan: Plan,
+    recorders: Vec<Arc<Recorder>>,
+    stop: Stop,
+    timeout: Duration,
 }
 
 /// Runs `plan` over `workers` (one per client), recording into `recorders` (indexed by the
@@ -125,55 +108,41 @@ pub async fn run_load<W: Worker>(
     recorders: &[Arc<Recorder>],
     workers: Vec<W>,
 ) -> Duration {
-    let recorders: Arc<[Arc<Recorder>]> = recorders.iter().cloned().collect();
-    let next = Arc::new(AtomicU64::new(0));
-    let inflight = Arc::new(AtomicI64::new(0));
-    let start = Instant::now();
-
+    let shared = Arc::new(Shared {
+        next: AtomicU64::new(0),
+        inflight: AtomicI64::new(0),
+        start: Instant::now(),
+        plan,
+        recorders: recorders.to_vec(),
+        stop: stop.clone(),
+        timeout: settings.request_timeout,
+    });
+    let sum = |r: &[Arc<Recorder>], f: fn(&Recorder) -> u64| r.iter().map(|r| f(r)).sum::<u64>();
     let progress = {
-        let r = recorders.clone();
-        let total = if plan.progress { plan.total } else { 0 };
-        Progress::start(settings, total, move || r.iter().map(|r| r.completed()).sum())
+        let s = shared.clone();
+        Progress::start(settings, if plan.progress { plan.total } else { 0 }, move || {
+            sum(&s.recorders, Recorder::completed)
+        })
     };
     let dog = {
-        let r = recorders.clone();
-        let inflight = inflight.clone();
-        let mut last_completed = 0;
+        let (s, mut last_failed) = (shared.clone(), 0);
         watchdog(stop.clone(), settings.stall_timeout, "request", move || {
-            let ok: u64 = r.iter().map(|r| r.succeeded()).sum();
-            let done: u64 = r.iter().map(|r| r.completed()).sum();
-            let failing = done - ok > last_completed;
-            last_completed = done - ok;
-            (ok, failing || inflight.load(Ordering::Relaxed) > 0)
+            let ok = sum(&s.recorders, Recorder::succeeded);
+            let failed = sum(&s.recorders, Recorder::completed) - ok;
+            let failing = failed > last_failed;
+            last_failed = failed;
+            (ok, failing || s.inflight.load(Ordering::Relaxed) > 0)
         })
     };
-
-    let handles: Vec<JoinHandle<()>> = workers
-        .into_iter()
-        .enumerate()
-        .map(|(client, worker)| {
-            let ctx = ClientCtx {
-                client,
-                next: next.clone(),
-                inflight: inflight.clone(),
-                start,
-                plan,
-                recorders: recorders.clone(),
-                stop: stop.clone(),
-                timeout: settings.request_timeout,
-            };
-            tokio::spawn(client_loop(ctx, worker))
-        })
-        .collect();
+    let handles: Vec<JoinHandle<()>> =
+        workers.into_iter().map(|worker| tokio::spawn(client_loop(shared.clone(), worker))).collect();
     // On a stop, in-flight requests are dropped (not counted) and the clients end at once.
-    let aborts: Vec<tokio::task::AbortHandle> = handles.iter().map(|h| h.abort_handle()).collect();
+    let aborts: Vec<_> = handles.iter().map(|h| h.abort_handle()).collect();
     let stopper = {
-        let mut rx = stop.subscribe();
+        let stop = stop.clone();
         tokio::spawn(async move {
-            Stop::stopped(&mut rx).await;
-            for a in aborts {
-                a.abort();
-            }
+            stop.stopped().await;
+            aborts.iter().for_each(|a| a.abort());
         })
     };
     for h in handles {
@@ -183,79 +152,72 @@ pub async fn run_load<W: Worker>(
             }
         }
     }
-    let elapsed = start.elapsed();
+    let elapsed = shared.start.elapsed();
     stopper.abort();
     dog.abort();
-    progress.finish(recorders.iter().map(|r| r.completed()).sum());
+    progress.finish(sum(recorders, Recorder::completed));
     elapsed
 }
 
 /// [`run_load`] into one report named `name`, printed (or kept for the JSON) with `after`.
 pub async fn run_report<W: Worker>(
-    settings: &Settings,
-    stop: &Stop,
-    out: &Out,
+    (settings, stop, out): (&Settings, &Stop, &Out),
     name: &str,
     plan: Plan,
     workers: Vec<W>,
     after: &str,
 ) {
-    let rec = Arc::new(Recorder::new(name, settings.clients, settings.sample));
+    let rec = Arc::new(Recorder::new(name, settings.sample));
     let total = run_load(settings, stop, plan, std::slice::from_ref(&rec), workers).await;
     out.report("", rec.stats(total), after);
 }
 
-struct ClientCtx {
-    client: usize,
-    next: Arc<AtomicU64>,
-    inflight: Arc<AtomicI64>,
-    start: Instant,
+/// Connects, then [`run_report`] with one worker per client, made by `worker` from its
+/// connection; the connections, `None` when they failed.
+pub async fn run_clients<W: Worker>(
+    (settings, stop, out): (&Settings, &Stop, &Out),
+    name: &str,
     plan: Plan,
-    recorders: Arc<[Arc<Recorder>]>,
-    stop: Stop,
-    timeout: Duration,
+    after: &str,
+    worker: impl FnMut(Conn) -> W,
+) -> Option<Vec<Conn>> {
+    let channels = connect(settings, stop, out, &[name]).await?;
+    let workers = (0..settings.clients).map(|c| channel_for(&channels, c)).map(worker).collect();
+    run_report((settings, stop, out), name, plan, workers, after).await;
+    Some(channels)
 }
 
-async fn client_loop<W: Worker>(ctx: ClientCtx, mut worker: W) {
+async fn client_loop<W: Worker>(s: Arc<Shared>, mut worker: W) {
     // A stop aborts this task (see `run_load`), so the loop itself never waits on the signal:
     // one select and one wake-up less per request.
     loop {
-        if ctx.stop.is_stopped() {
+        let i = s.next.fetch_add(1, Ordering::Relaxed);
+        if s.stop.is_stopped() || i >= s.plan.total {
             return;
         }
-        let i = ctx.next.fetch_add(1, Ordering::Relaxed);
-        if i >= ctx.plan.total {
-            return;
-        }
-        let due = match ctx.plan.rate {
-            Some(rate) => ctx.start + Duration::from_secs_f64(i as f64 / rate),
-            None => Instant::now(),
-        };
-        if ctx.plan.until.is_some_and(|end| due > end) {
+        let due =
+            s.plan.rate.map_or_else(Instant::now, |rate| s.start + Duration::from_secs_f64(i as f64 / rate));
+        if s.plan.until.is_some_and(|end| due > end) {
             return;
         }
         if due > Instant::now() {
             tokio::time::sleep_until(due.into()).await;
         }
-        let sent = due;
-        ctx.inflight.fetch_add(1, Ordering::Relaxed);
+        s.inflight.fetch_add(1, Ordering::Relaxed);
         let (report, call) = worker.call(i);
         // Boxed once: the request future is large, and moving it through the timeout
         // combinator unboxed costs more than the allocation.
-        let result = tokio::time::timeout(ctx.timeout, Box::pin(call)).await;
-        ctx.inflight.fetch_sub(1, Ordering::Relaxed);
-        let end = Instant::now();
-        let recorder = &ctx.recorders[report.min(ctx.recorders.len() - 1)];
+        let result = bounded(s.timeout, Box::pin(call)).await;
+        s.inflight.fetch_sub(1, Ordering::Relaxed);
+        let recorder = &s.recorders[report.min(s.recorders.len() - 1)];
         match result {
-            Ok(Ok(())) => recorder.ok(ctx.client, sent, end),
-            Ok(Err(e)) => {
-                recorder.err(ctx.client, &e.text);
+            Ok(()) => recorder.ok(due, Instant::now()),
+            Err(e) => {
+                recorder.err(&e.text);
                 if e.fatal {
-                    ctx.stop.stop(format!("the server does not serve this request ({})", e.text));
+                    s.stop.stop(format!("the server does not serve this request ({})", e.text));
                 }
             }
-            Err(_) => recorder
-                .err(ctx.client, &format!("request timed out after {:?} (--request-timeout)", ctx.timeout)),
         }
     }
 }
@@ -263,6 +225,7 @@ async fn client_loop<W: Worker>(ctx: ClientCtx, mut worker: W) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Status;
 
     struct Echo {
         fail_every: u64,
@@ -271,8 +234,7 @@ mod tests {
 
     impl Worker for Echo {
         fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
-            let delay = self.delay;
-            let fail = self.fail_every > 0 && i % self.fail_every == 0;
+            let (delay, fail) = (self.delay, self.fail_every > 0 && i % self.fail_every == 0);
             (0, async move {
                 tokio::time::sleep(delay).await;
                 if fail {
@@ -282,6 +244,10 @@ mod tests {
                 }
             })
         }
+    }
+
+    fn echo(delay_ms: u64) -> Vec<Echo> {
+        vec![Echo { fail_every: 0, delay: Duration::from_millis(delay_ms) }]
     }
 
     fn settings() -> Settings {
@@ -294,44 +260,28 @@ mod tests {
         <Line as clap::Parser>::parse_from(args).global.settings().expect("valid")
     }
 
+    async fn run(plan: Plan, stop: &Stop, workers: Vec<impl Worker>) -> (Arc<Recorder>, Duration) {
+        let rec = Arc::new(Recorder::new("t", false));
+        let took = run_load(&settings(), stop, plan, std::slice::from_ref(&rec), workers).await;
+        (rec, took)
+    }
+
     #[tokio::test]
     async fn runs_the_total_over_clients_and_counts_errors() {
-        let rec = Arc::new(Recorder::new("t", 4, false));
         let workers: Vec<Echo> = (0..4).map(|_| Echo { fail_every: 10, delay: Duration::ZERO }).collect();
         let stop = Stop::new();
-        run_load(&settings(), &stop, Plan::new(100, 0), std::slice::from_ref(&rec), workers).await;
-        let s = rec.stats(Duration::from_secs(1));
-        assert_eq!(s.requests, 90);
-        assert_eq!(s.errors, 10);
+        let s = run(Plan::new(100, 0), &stop, workers).await.0.stats(Duration::from_secs(1));
+        assert_eq!((s.requests, s.errors), (90, 10));
         assert!(stop.reason().is_none());
     }
 
     #[tokio::test]
     async fn rate_spaces_requests_and_timeouts_count() {
-        let rec = Arc::new(Recorder::new("t", 1, false));
-        let stop = Stop::new();
-        let elapsed = run_load(
-            &settings(),
-            &stop,
-            Plan::new(5, 50),
-            std::slice::from_ref(&rec),
-            vec![Echo { fail_every: 0, delay: Duration::ZERO }],
-        )
-        .await;
         // 5 requests at 50/s: the last is due at 80 ms.
+        let (rec, elapsed) = run(Plan::new(5, 50), &Stop::new(), echo(0)).await;
         assert!(elapsed >= Duration::from_millis(80), "{elapsed:?}");
         assert_eq!(rec.succeeded(), 5);
-
-        let rec = Arc::new(Recorder::new("t", 1, false));
-        run_load(
-            &settings(),
-            &stop,
-            Plan::new(2, 0),
-            std::slice::from_ref(&rec),
-            vec![Echo { fail_every: 0, delay: Duration::from_secs(5) }],
-        )
-        .await;
-        let s = rec.stats(Duration::from_secs(1));
+        let s = run(Plan::new(2, 0), &Stop::new(), echo(5000)).await.0.stats(Duration::from_secs(1));
         assert_eq!(s.errors, 2);
         assert!(s.error_distribution[0].error.contains("timed out"));
     }
@@ -340,16 +290,7 @@ mod tests {
     async fn coordinated_omission_measures_from_the_intended_time() {
         // One client, 10 requests at 100/s, each taking 50 ms: request i is due at 10·i ms but
         // can only start at 50·i ms, so its latency grows to ~50 + 40·i ms.
-        let rec = Arc::new(Recorder::new("t", 1, false));
-        run_load(
-            &settings(),
-            &Stop::new(),
-            Plan::new(10, 100),
-            std::slice::from_ref(&rec),
-            vec![Echo { fail_every: 0, delay: Duration::from_millis(50) }],
-        )
-        .await;
-        let s = rec.stats(Duration::from_secs(1));
+        let s = run(Plan::new(10, 100), &Stop::new(), echo(50)).await.0.stats(Duration::from_secs(1));
         assert!(s.slowest_secs > 0.35, "slowest {}", s.slowest_secs);
     }
 
@@ -361,9 +302,8 @@ mod tests {
                 (0, async { Err(Status::unimplemented("no Lease").into()) })
             }
         }
-        let rec = Arc::new(Recorder::new("t", 1, false));
         let stop = Stop::new();
-        run_load(&settings(), &stop, Plan::new(1000, 0), std::slice::from_ref(&rec), vec![Unimpl]).await;
+        let (rec, _) = run(Plan::new(1000, 0), &stop, vec![Unimpl]).await;
         assert!(rec.completed() < 1000);
         assert!(stop.reason().unwrap_or_default().contains("Unimplemented"));
     }

@@ -4,7 +4,9 @@
 
 use actcd_proto::go_duration::parse as parse_go_duration;
 use clap::{ArgAction, Args};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 /// etcd benchmark's global flags, plus the bounds that keep every run from hanging.
 #[derive(Debug, Clone, Args)]
@@ -37,49 +39,37 @@ pub struct Global {
     /// failing (a dead or frozen server).
     #[arg(long, global = true, default_value = "15s", value_parser = parse_go_duration)]
     pub stall_timeout: Duration,
-    /// Client threads: 1 runs every client on one thread (leanest: no cross-thread wake-ups,
-    /// and the client never takes more than one core from a server on the same machine).
-    #[arg(long, global = true, default_value_t = 1)]
-    pub threads: usize,
     /// Verify certificates of TLS-enabled secure servers using this CA bundle.
     #[arg(long = "cacert", id = "tls_cacert", global = true)]
-    pub cacert: Option<std::path::PathBuf>,
+    pub cacert: Option<PathBuf>,
     /// Identify secure client using this TLS certificate file.
     #[arg(long = "cert", id = "tls_cert", global = true)]
-    pub cert: Option<std::path::PathBuf>,
+    pub cert: Option<PathBuf>,
     /// Identify secure client using this TLS key file (range's KEY argument is another thing).
     #[arg(long = "key", id = "tls_key", global = true)]
-    pub key: Option<std::path::PathBuf>,
+    pub key: Option<PathBuf>,
     /// Provide username:password: each connection authenticates and its requests carry the
     /// token (etcd's benchmark prompts for a missing password; a benchmark run cannot).
     #[arg(long, global = true)]
     pub user: Option<String>,
     /// TLS for https endpoints (None: plain only), from --cacert, --cert and --key.
     #[arg(skip)]
-    pub tls: Option<tonic::transport::ClientTlsConfig>,
+    pub tls: Option<ClientTlsConfig>,
     /// `--user` split into name and password.
     #[arg(skip)]
     pub credentials: Option<(String, String)>,
 }
 
-/// The settings a command runs with: the global flags as [`Global::settings`] checked them.
+/// The global flags as [`Global::settings`] checked them.
 pub type Settings = Global;
 
 impl Global {
-    /// Checks the flags; the settings with the endpoints as URIs, the TLS config and the
-    /// credentials filled in.
+    /// The settings with the endpoints as URIs, the TLS config and the credentials filled in.
     pub fn settings(&self) -> Result<Settings, String> {
-        if self.conns == 0 {
-            return Err("--conns must be at least 1".to_string());
-        }
-        if self.clients == 0 {
-            return Err("--clients must be at least 1".to_string());
-        }
-        if self.threads == 0 {
-            return Err("--threads must be at least 1".to_string());
-        }
-        if self.endpoints.is_empty() {
-            return Err("--endpoints is empty".to_string());
+        for (flag, n) in [("--conns", self.conns), ("--clients", self.clients)] {
+            if n == 0 {
+                return Err(format!("{flag} must be at least 1"));
+            }
         }
         for (flag, d) in [
             ("--dial-timeout", self.dial_timeout),
@@ -90,25 +80,23 @@ impl Global {
                 return Err(format!("{flag} must be above 0"));
             }
         }
+        if self.endpoints.is_empty() {
+            return Err("--endpoints is empty".to_string());
+        }
         let endpoints = self.endpoints.iter().map(|e| endpoint_uri(e)).collect::<Result<Vec<_>, _>>()?;
         let tls = self.tls(&endpoints)?;
-        let credentials = match &self.user {
+        let credentials = match self.user.as_deref().map(|u| u.split_once(':')) {
             None => None,
-            Some(user) => match user.split_once(':') {
-                Some((name, password)) => Some((name.to_string(), password.to_string())),
-                None => {
-                    return Err("--user needs username:password (no prompt in a benchmark run)".to_string())
-                }
-            },
+            Some(Some((name, password))) => Some((name.to_string(), password.to_string())),
+            Some(None) => return Err("--user needs username:password (no prompt in a benchmark run)".into()),
         };
         Ok(Settings { endpoints, tls, credentials, ..self.clone() })
     }
 
     /// The TLS of https endpoints: the CA that signs the server's certificate, and the client's
     /// own certificate when the server asks for one.
-    fn tls(&self, endpoints: &[String]) -> Result<Option<tonic::transport::ClientTlsConfig>, String> {
-        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-        let read = |flag: &str, path: &std::path::Path| {
+    fn tls(&self, endpoints: &[String]) -> Result<Option<ClientTlsConfig>, String> {
+        let read = |flag: &str, path: &Path| {
             std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
         };
         if !endpoints.iter().any(|e| e.starts_with("https://")) {
@@ -135,18 +123,14 @@ impl Global {
 /// An endpoint as a URI: `127.0.0.1:2379` becomes `http://127.0.0.1:2379`.
 pub fn endpoint_uri(endpoint: &str) -> Result<String, String> {
     let endpoint = endpoint.trim();
-    if endpoint.is_empty() {
-        return Err("empty endpoint in --endpoints".to_string());
+    match endpoint.split_once("://") {
+        _ if endpoint.is_empty() => Err("empty endpoint in --endpoints".to_string()),
+        None => Ok(format!("http://{endpoint}")),
+        Some(("http" | "https", _)) => Ok(endpoint.to_string()),
+        Some((other, _)) => Err(format!(
+            "endpoint {endpoint}: unsupported scheme {other:?}; use host:port or http://host:port"
+        )),
     }
-    if let Some((scheme, _)) = endpoint.split_once("://") {
-        return match scheme {
-            "http" | "https" => Ok(endpoint.to_string()),
-            other => Err(format!(
-                "endpoint {endpoint}: unsupported scheme {other:?}; use host:port or http://host:port"
-            )),
-        };
-    }
-    Ok(format!("http://{endpoint}"))
 }
 
 #[cfg(test)]
@@ -158,8 +142,8 @@ mod tests {
         assert_eq!(endpoint_uri("127.0.0.1:2379").as_deref(), Ok("http://127.0.0.1:2379"));
         assert_eq!(endpoint_uri(" http://localhost:23790 ").as_deref(), Ok("http://localhost:23790"));
         assert_eq!(endpoint_uri("https://x:1").as_deref(), Ok("https://x:1"));
-        assert!(endpoint_uri("unixs://x:1").is_err());
-        assert!(endpoint_uri("").is_err());
-        assert!(endpoint_uri("ftp://x:1").is_err());
+        for bad in ["unixs://x:1", "", "ftp://x:1"] {
+            assert!(endpoint_uri(bad).is_err(), "{bad}");
+        }
     }
 }

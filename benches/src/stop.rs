@@ -3,9 +3,10 @@
 //! watches the same signal, so one reason ends them all and the report says which.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
-/// The stop signal: set once, with the first reason, by Ctrl-C, a fatal error or the watchdog.
 #[derive(Clone)]
 pub struct Stop {
     tx: Arc<watch::Sender<bool>>,
@@ -19,19 +20,13 @@ impl Default for Stop {
 }
 
 impl Stop {
-    /// A signal not yet set.
     pub fn new() -> Self {
-        Self { tx: Arc::new(watch::channel(false).0), reason: Arc::new(Mutex::new(None)) }
+        Self { tx: Arc::new(watch::channel(false).0), reason: Arc::default() }
     }
 
     /// Sets the signal; the first reason given is kept.
     pub fn stop(&self, reason: impl Into<String>) {
-        {
-            let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
-            if r.is_none() {
-                *r = Some(reason.into());
-            }
-        }
+        self.reason.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| reason.into());
         self.tx.send_replace(true);
     }
 
@@ -40,7 +35,6 @@ impl Stop {
         result.map_err(|e| self.stop(e)).ok()
     }
 
-    /// Whether the signal is set.
     pub fn is_stopped(&self) -> bool {
         *self.tx.borrow()
     }
@@ -50,16 +44,29 @@ impl Stop {
         self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// A receiver for [`Stop::stopped`].
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.tx.subscribe()
+    /// Resolves once the signal is set.
+    pub async fn stopped(&self) {
+        // The sender lives as long as this `Stop`, so the wait ends only with the signal.
+        let _ = self.tx.subscribe().wait_for(|s| *s).await;
     }
 
-    /// Resolves once the signal is set.
-    pub async fn stopped(rx: &mut watch::Receiver<bool>) {
-        if rx.wait_for(|s| *s).await.is_err() {
-            // The sender lives as long as any `Stop`; if it is gone nobody can stop us.
-            std::future::pending::<()>().await;
-        }
+    /// A signal of its own (for one row) that this one also sets, and the task that forwards it.
+    pub fn child(&self) -> (Stop, JoinHandle<()>) {
+        let (parent, child) = (self.clone(), Stop::new());
+        let c = child.clone();
+        let forward = tokio::spawn(async move {
+            parent.stopped().await;
+            c.stop(parent.reason().unwrap_or_else(|| "stopped".to_string()));
+        });
+        (child, forward)
+    }
+
+    /// Stops after `limit` (a row's time limit) unless the returned task is aborted first.
+    pub fn after(&self, limit: Duration) -> JoinHandle<()> {
+        let stop = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            stop.stop(format!("the row ran over the {limit:?} row time limit"));
+        })
     }
 }

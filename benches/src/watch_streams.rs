@@ -7,11 +7,11 @@
 //! Against a server without the Watch service the stream fails with UNIMPLEMENTED: the creation
 //! report counts the failed watches and the command stops with that reason.
 
-use crate::conn::{channel_for, is_fatal, kv_client, status_text, Conn, MAX_RESPONSE};
+use crate::conn::{bounded, channel_for, kv_client, status_text, Conn, OpError, MAX_RESPONSE};
 use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
-use crate::runner::{run_load, watchdog, OpError, Plan, Worker};
+use crate::runner::{run_load, watchdog, Plan, Worker};
 use crate::settings::Settings;
 use crate::stamped_events::{self, StampedResponse};
 use crate::stop::Stop;
@@ -20,14 +20,14 @@ use actcd_proto::etcdserverpb::watch_request::RequestUnion;
 use actcd_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchRequest};
 use bytes::Bytes;
 use futures::channel::mpsc::{self, Sender};
-use futures::SinkExt;
+use futures::{SinkExt, StreamExt};
 use std::future::Future;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tonic::{Status, Streaming};
+use tonic::Streaming;
 
 /// Checks the sizes of puts that carry their send time: a key of at least one byte, a value
 /// of at least the time's 8.
@@ -58,22 +58,17 @@ pub struct OpenStream {
     responses: Streaming<StampedResponse>,
 }
 
-fn create_request(key: Bytes, prev_kv: bool) -> WatchRequest {
-    WatchRequest {
-        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
-            key,
-            prev_kv,
-            ..Default::default()
-        })),
-    }
+/// A create request of a watch on `key` from now on.
+pub fn create_request(key: Bytes, prev_kv: bool, start_revision: i64) -> WatchRequest {
+    let create = WatchCreateRequest { key, prev_kv, start_revision, ..Default::default() };
+    WatchRequest { request_union: Some(RequestUnion::CreateRequest(create)) }
 }
 
-/// What opening streams needs.
+/// How streams are opened: with prev_kv on each event or not, and the bound on opening the
+/// stream and on each create.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamPlan {
-    /// Ask for the previous key-value with each event.
     pub prev_kv: bool,
-    /// Bound on opening the stream and on each create.
     pub timeout: Duration,
 }
 
@@ -88,107 +83,90 @@ pub async fn open_stream(
     rec: &Recorder,
     stop: &Stop,
 ) -> Option<OpenStream> {
-    let fail_rest = |from: usize, error: &str| {
-        for _ in from..keys.len() {
-            rec.err(index, error);
+    let fail = |from: usize, e: OpError| {
+        (from..keys.len()).for_each(|_| rec.err(&e.text));
+        if e.fatal {
+            stop.stop(format!("the server does not serve Watch ({})", e.text));
         }
+        None
     };
-    let failed = |from: usize, status: &Status| {
-        fail_rest(from, &status_text(status));
-        if is_fatal(status) {
-            stop.stop(format!("the server does not serve Watch ({})", status_text(status)));
-        }
-    };
+    let create = |w: usize| create_request(keys.get(w).cloned().unwrap_or_default(), plan.prev_kv, 0);
     // One request in flight: a create is sent only once the previous one's `created` has come
     // back, so a send never waits; if one did, it would wait rather than queue.
     let (mut tx, rx) = mpsc::channel(1);
-    let first = keys.first().cloned().unwrap_or_default();
     // The first create goes out with the call: a gRPC server may hold the stream's response
     // headers until it has something to answer.
     let mut sent = Instant::now();
-    if tx.send(create_request(first, plan.prev_kv)).await.is_err() {
-        fail_rest(0, "watch stream closed");
-        return None;
+    if tx.send(create(0)).await.is_err() {
+        return fail(0, OpError::new("watch stream closed"));
     }
-    let mut responses =
-        match tokio::time::timeout(plan.timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(status)) => {
-                failed(0, &status);
-                return None;
-            }
-            Err(_) => {
-                fail_rest(0, &format!("opening the watch stream timed out after {:?}", plan.timeout));
-                return None;
-            }
-        };
-    for (w, key) in keys.iter().enumerate() {
+    let mut responses = match bounded(plan.timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
+        Ok(r) => r,
+        Err(e) => return fail(0, e),
+    };
+    for w in 0..keys.len() {
         if stop.is_stopped() {
             return None;
         }
         if w > 0 {
             sent = Instant::now();
-            if tx.send(create_request(key.clone(), plan.prev_kv)).await.is_err() {
-                fail_rest(w, "watch stream closed");
-                return None;
+            if tx.send(create(w)).await.is_err() {
+                return fail(w, OpError::new("watch stream closed"));
             }
         }
-        match tokio::time::timeout(plan.timeout, responses.message()).await {
-            Ok(Ok(Some(r))) if r.created && !r.canceled => rec.ok(index, sent, Instant::now()),
-            Ok(Ok(Some(r))) if r.canceled => {
-                rec.err(index, &format!("watch canceled: {}", r.cancel_reason));
-            }
-            Ok(Ok(Some(_))) => rec.err(index, "unexpected watch response before created"),
-            Ok(Ok(None)) => {
-                fail_rest(w, "watch stream closed by the server");
-                return None;
-            }
-            Ok(Err(status)) => {
-                failed(w, &status);
-                return None;
-            }
-            Err(_) => {
-                fail_rest(w, &format!("watch creation timed out after {:?}", plan.timeout));
-                return None;
-            }
+        match bounded(plan.timeout, responses.message()).await {
+            Ok(Some(r)) if r.canceled => rec.err(&format!("watch canceled: {}", r.cancel_reason)),
+            Ok(Some(r)) if r.created => rec.ok(sent, Instant::now()),
+            Ok(Some(_)) => rec.err("unexpected watch response before created"),
+            Ok(None) => return fail(w, OpError::new("watch stream closed by the server")),
+            Err(e) => return fail(w, e),
         }
     }
     Some(OpenStream { index, requests: tx, responses })
 }
 
-/// Opens `streams` streams (stream `s` on client `s mod clients`), creating on each the watches
-/// `keys_of(s)` lists, with progress over all watches. The creation report is printed when
-/// `always_report`, or when a creation failed. Returns the open streams, or `None` when none
-/// opened or the run stopped.
+/// Opens `streams` streams (stream `s` on client `s mod clients`), `concurrency` at a time,
+/// creating on stream `s` the watches `keys_of(s)` lists (`watches` in all), with progress and
+/// a stall watchdog over them. Prints the creation report when `always_report`, or when a
+/// creation failed. Returns the streams that opened (the run is stopped when none did) and the
+/// watches created.
 pub async fn open_streams(
     (settings, stop, out): (&Settings, &Stop, &Out),
     channels: &[Conn],
-    streams: usize,
+    (streams, watches, concurrency): (usize, u64, usize),
     keys_of: impl Fn(usize) -> Vec<Bytes>,
-    plan: StreamPlan,
-    always_report: bool,
-) -> Option<Vec<OpenStream>> {
-    let rec = Arc::new(Recorder::new("watch-create", streams, settings.sample));
-    let total: u64 = (0..streams).map(|s| keys_of(s).len() as u64).sum();
+    (prev_kv, always_report): (bool, bool),
+) -> (Vec<OpenStream>, u64) {
+    let rec = Arc::new(Recorder::new("watch-create", settings.sample));
+    let (start, opening) = (Instant::now(), Arc::new(AtomicBool::new(true)));
     let progress = {
         let r = rec.clone();
-        Progress::start(settings, total, move || r.completed())
+        Progress::start(settings, watches, move || r.completed())
     };
-    let start = Instant::now();
-    let plan = Arc::new(plan);
-    let mut set = JoinSet::new();
-    for s in 0..streams {
-        let channel = channel_for(channels, s % settings.clients);
-        let keys = keys_of(s);
-        let (plan, rec, stop) = (plan.clone(), rec.clone(), stop.clone());
-        set.spawn(async move { open_stream(s, channel, keys, &plan, &rec, &stop).await });
-    }
+    let dog = {
+        let (r, opening) = (rec.clone(), opening.clone());
+        watchdog(stop.clone(), settings.stall_timeout, "watch creation", move || {
+            (r.completed(), opening.load(Ordering::Relaxed))
+        })
+    };
+    let plan = StreamPlan { prev_kv, timeout: settings.request_timeout };
+    let mut opened = futures::stream::iter(0..streams)
+        .take_while(|_| futures::future::ready(!stop.is_stopped()))
+        .map(|s| {
+            let (channel, keys, rec) = (channel_for(channels, s % settings.clients), keys_of(s), rec.clone());
+            async move { open_stream(s, channel, keys, &plan, &rec, stop).await }
+        })
+        .buffer_unordered(concurrency);
     let mut open = Vec::with_capacity(streams);
-    while let Some(r) = set.join_next().await {
-        if let Ok(Some(s)) = r {
-            open.push(s);
-        }
+    // A stop starts no more streams and gives those being opened a second to end (a fatal
+    // error reaches them all at once, and their failures count).
+    tokio::select! {
+        _ = async { while let Some(stream) = opened.next().await { open.extend(stream) } } => {}
+        _ = async { stop.stopped().await; tokio::time::sleep(Duration::from_secs(1)).await } => {}
     }
+    drop(opened);
+    opening.store(false, Ordering::Relaxed);
+    dog.abort();
     open.sort_by_key(|s| s.index);
     progress.finish(rec.completed());
     let created = rec.stats(start.elapsed());
@@ -198,7 +176,7 @@ pub async fn open_streams(
     if open.is_empty() {
         stop.stop("no watch stream could be opened");
     }
-    (!stop.is_stopped()).then_some(open)
+    (open, rec.succeeded())
 }
 
 /// Receives events on `stream` until `remaining` reaches zero, recording each event's latency
@@ -211,31 +189,26 @@ async fn receive_events(
     done: Arc<watch::Sender<bool>>,
 ) -> Sender<WatchRequest> {
     loop {
-        match stream.responses.message().await {
-            Ok(Some(r)) => {
-                let now = Instant::now();
-                if r.canceled {
-                    rec.err(stream.index, &format!("watch canceled: {}", r.cancel_reason));
-                }
-                for ev in &r.events {
-                    let sent = ev
-                        .stamp()
-                        .map(|b| base + Duration::from_nanos(u64::from_le_bytes(b)))
-                        .filter(|t| *t <= now)
-                        .unwrap_or(now);
-                    rec.ok(stream.index, sent, now);
-                    if remaining.fetch_sub(1, Ordering::AcqRel) <= 1 {
-                        done.send_replace(true);
-                        return stream.requests;
-                    }
-                }
-            }
+        let r = match stream.responses.message().await {
+            Ok(Some(r)) => r,
             Ok(None) => {
-                rec.err(stream.index, "watch stream closed by the server");
+                rec.err("watch stream closed by the server");
                 return stream.requests;
             }
             Err(status) => {
-                rec.err(stream.index, &status_text(&status));
+                rec.err(&status_text(&status));
+                return stream.requests;
+            }
+        };
+        let now = Instant::now();
+        if r.canceled {
+            rec.err(&format!("watch canceled: {}", r.cancel_reason));
+        }
+        for ev in &r.events {
+            let sent = ev.stamp().map(|b| base + Duration::from_nanos(u64::from_le_bytes(b)));
+            rec.ok(sent.filter(|t| *t <= now).unwrap_or(now), now);
+            if remaining.fetch_sub(1, Ordering::AcqRel) <= 1 {
+                done.send_replace(true);
                 return stream.requests;
             }
         }
@@ -252,8 +225,7 @@ struct StampedPutWorker {
 
 fn stamped_value(base: Instant, size: usize) -> Bytes {
     let ns = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    let mut v = Vec::with_capacity(size.max(8));
-    v.extend_from_slice(&ns.to_le_bytes());
+    let mut v = ns.to_le_bytes().to_vec();
     v.resize(size.max(8), b'x');
     Bytes::from(v)
 }
@@ -267,20 +239,14 @@ impl Worker for StampedPutWorker {
 }
 
 /// The event phase of the watch commands: receivers on every stream, `put_total` puts to
-/// `keys` at `put_rate`, one putter per channel of `put_channels`, until `expected` events
-/// arrived (or the run stops).
+/// `keys` (in turn) at `put_rate` (0: no limit), one putter per channel of `put_channels`, with
+/// values of `value_size` bytes, until `expected` events arrived (or the run stops).
 pub struct EventPhase {
-    /// The keys the puts go to, in turn.
     pub keys: Arc<Vec<Bytes>>,
-    /// Puts in all.
     pub put_total: u64,
-    /// Puts per second (0 is no limit).
     pub put_rate: u64,
-    /// One putter on each.
     pub put_channels: Vec<Conn>,
-    /// The puts' value size (at least the 8 bytes of the send time).
     pub value_size: usize,
-    /// Events the streams are to receive in all.
     pub expected: u64,
 }
 
@@ -292,8 +258,8 @@ pub async fn run_events(
     streams: Vec<OpenStream>,
     phase: EventPhase,
 ) -> (Arc<Recorder>, Arc<Recorder>, Duration) {
-    let events = Arc::new(Recorder::new("watch", streams.len(), settings.sample));
-    let puts = Arc::new(Recorder::new("put", phase.put_channels.len(), settings.sample));
+    let events = Arc::new(Recorder::new("watch", settings.sample));
+    let puts = Arc::new(Recorder::new("put", settings.sample));
     let remaining = Arc::new(AtomicI64::new(i64::try_from(phase.expected).unwrap_or(i64::MAX)));
     // Nothing to wait for when no event is expected (no puts, or no watcher on their keys).
     let done = Arc::new(watch::channel(phase.expected == 0).0);
@@ -322,22 +288,16 @@ pub async fn run_events(
             value_size: phase.value_size,
         })
         .collect();
-    run_load(
-        settings,
-        stop,
-        Plan::new(phase.put_total, phase.put_rate).quiet(),
-        std::slice::from_ref(&puts),
-        workers,
-    )
-    .await;
-    // Wait for the events: all arrived, every receiver ended, or the run stopped.
+    let plan = Plan::new(phase.put_total, phase.put_rate).quiet();
+    run_load(settings, stop, plan, std::slice::from_ref(&puts), workers).await;
+    // Wait for the events: all arrived, every receiver ended, or the run stopped. The request
+    // sides of the ended streams stay open until then.
     let mut done_rx = done.subscribe();
-    let mut stop_rx = stop.subscribe();
     let mut senders = Vec::new();
     loop {
         tokio::select! {
             _ = done_rx.wait_for(|d| *d) => break,
-            _ = Stop::stopped(&mut stop_rx) => break,
+            _ = stop.stopped() => break,
             next = receivers.join_next() => match next {
                 Some(Ok(tx)) => senders.push(tx),
                 Some(Err(_)) => {}
@@ -351,14 +311,6 @@ pub async fn run_events(
     dog.abort();
     progress.finish(events.completed());
     (events, puts, took)
-}
-
-/// Notes the puts that failed, by error (warnings: the events are the report).
-pub fn note_put_errors(out: &Out, puts: &Recorder) {
-    let s = puts.stats(Duration::ZERO);
-    for e in &s.error_distribution {
-        out.note(format!("warning: [{}] puts failed: {}", e.count, e.error));
-    }
 }
 
 #[cfg(test)]
@@ -380,9 +332,7 @@ mod tests {
         let base = Instant::now() - Duration::from_millis(5);
         let v = stamped_value(base, 32);
         assert_eq!(v.len(), 32);
-        let mut b = [0u8; 8];
-        b.copy_from_slice(&v[..8]);
-        let ns = u64::from_le_bytes(b);
+        let ns = u64::from_le_bytes(v[..8].try_into().expect("8 bytes"));
         assert!(ns >= 5_000_000, "{ns}");
         assert_eq!(stamped_value(base, 0).len(), 8);
     }

@@ -12,7 +12,7 @@ use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
 use actcd_actors::lease::lessor::Lessor;
-use actcd_store::backend::codec::{APPLIED_INDEX_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
+use actcd_store::backend::codec::{APPLIED_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
 use actcd_store::backend::engine::{Engine, Family, WriteSet};
 use actcd_store::backend::memory::MemoryEngine;
 use actcd_store::{Batch, Command, StoreConfig, StoreCore};
@@ -80,7 +80,7 @@ fn records(u: &mut Unstructured<'_>) -> Result<WriteSet> {
         match u.int_in_range(0..=7)? {
             0..=4 => set.put(Family::History, history_key(u)?, history_value(u)?),
             5 => {
-                let key = *u.choose(&[FORMAT_KEY, COMPACTED_KEY, APPLIED_INDEX_KEY, b"other"])?;
+                let key = *u.choose(&[FORMAT_KEY, COMPACTED_KEY, APPLIED_KEY, b"other"])?;
                 set.put(Family::Meta, key.to_vec(), meta_value(u)?);
             }
             _ => {

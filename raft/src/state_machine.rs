@@ -36,7 +36,7 @@ use super::snapshot_store::SnapshotStore;
 use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
 use actcd_actors::lease::leader::LeaseSource;
 use actcd_actors::watch::messages::Committed;
-use actcd_store::backend::codec::{RAFT_APPLIED_KEY, RAFT_MEMBERSHIP_KEY, RAFT_REMOVED_KEY};
+use actcd_store::backend::codec::{RAFT_MEMBERSHIP_KEY, RAFT_REMOVED_KEY};
 use actcd_store::backend::engine::Family;
 use actcd_store::LeaseChange;
 use actcd_store::{Batch, Command, CommittedEvents, RocksEngine, StoreCore, StoreError};
@@ -187,7 +187,6 @@ impl StateMachine {
                 }
             }
         }
-        batch.writes.put(Family::Meta, RAFT_APPLIED_KEY.to_vec(), encode(&last).map_err(write_error)?);
         if membership_changed {
             batch.writes.put(
                 Family::Meta,
@@ -199,7 +198,7 @@ impl StateMachine {
         let started = std::time::Instant::now();
         // A failed write stops the core for good and openraft with it (fail-stop): neither the
         // memory nor the disk state can be vouched for, and no answer of the batch goes out.
-        let events = match core.commit_by_log(batch, last.index) {
+        let events = match core.commit_by_log(batch, super::position::position(&last)) {
             Ok(events) => events,
             Err(err) => {
                 self.fail_stop.stop(&err);

@@ -19,13 +19,12 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use actcd_edge::bbolt::reader::{BoltError, BoltFile, Bucket, Entry};
 use actcd_proto::mvccpb::KeyValue;
 use actcd_store::backend::etcd_records::{EtcdAuth, LeaseRecord};
 use actcd_store::mvcc::hash::{self, HashRecord, RecordVisitor};
 use prost::Message;
 use sha2::{Digest, Sha256};
-
-use super::bbolt_reader::{BoltError, BoltFile, Bucket, Entry};
 
 /// Why an etcd backend cannot be read.
 #[derive(Debug, thiserror::Error)]

@@ -6,16 +6,15 @@
 //! The buckets and their records are the store's ([`etcd_records`]); this file writes them
 //! into bbolt's pages.
 //!
-//! Everything is read from one RocksDB snapshot, twice (see [`super::bbolt_writer`]): the
-//! file is consistent at one revision, and memory stays at one page per tree level.
+//! Everything is read from one RocksDB snapshot, twice (see [`actcd_edge::bbolt::writer`]):
+//! the file is consistent at one revision, and memory stays at one page per tree level.
 
 use std::io::{self, Write};
 
+use actcd_edge::bbolt::writer::{BoltWriter, Layout};
 use actcd_store::backend::etcd_records::{self, EtcdBucket};
 use actcd_store::backend::rocks::RocksSnapshot;
 use actcd_store::{RocksEngine, StoreError};
-
-use super::bbolt_writer::{BoltWriter, Layout};
 
 /// Why an export stopped.
 #[derive(Debug, thiserror::Error)]

@@ -12,6 +12,7 @@
 
 use tonic::{Request, Response, Status};
 
+use actcd_edge::status::{auth_status, task_status, to_status};
 use actcd_proto::etcdserverpb::auth_server::Auth;
 use actcd_proto::etcdserverpb::{
     AuthDisableRequest, AuthDisableResponse, AuthEnableRequest, AuthEnableResponse, AuthRoleAddRequest,
@@ -30,7 +31,6 @@ use actcd_store::apply::command::{AuthenticateCommand, WriteRequest};
 use actcd_store::auth_store::{AuthError, Caller, Need};
 use actcd_store::{Command, StoreError};
 
-use crate::grpc::status::{auth_status, task_status, to_status};
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
 

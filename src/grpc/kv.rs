@@ -10,6 +10,7 @@
 use tonic::codegen::BoxStream;
 use tonic::{Request, Response, Status};
 
+use actcd_edge::status::to_status;
 use actcd_proto::errors::EtcdError;
 use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
@@ -25,7 +26,6 @@ use actcd_store::mvcc::txn;
 
 use crate::grpc::range_answer::{AnswerWriter, PIECE_BYTES};
 use crate::grpc::range_stream::RangeStream;
-use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::who::Who;
 

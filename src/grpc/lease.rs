@@ -15,6 +15,8 @@ use tonic::{Extensions, Request, Response, Status, Streaming};
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::keepalive::{KeepAliveStream, RenewCheck};
 use actcd_actors::lease::messages::{Forget, Remaining, Track};
+use actcd_edge::grpc_go_errors::stream_receive_error;
+use actcd_edge::status::to_status;
 use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,
@@ -26,10 +28,8 @@ use actcd_store::auth_store::{Access, Need};
 use actcd_store::StoreError;
 
 use crate::grpc::arbiter_pool::ArbiterPool;
-use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::who::{self, Who};
-use crate::transport::grpc_go_errors::stream_receive_error;
 
 /// Keep-alive answers queued towards one client before its stream actor waits.
 const RESPONSE_BUFFER: usize = 16;

@@ -2,6 +2,10 @@
 //! as etcd answers them on one member; MoveLeader; MemberList and the membership changes, made
 //! by the cluster's [`Reconfigurer`]; a clear error for downgrades.
 
+use actcd_edge::status::{
+    raw_auth_status, snapshot_failed, task_status, to_status, unknown_alarm_action, Unsupported,
+};
+use actcd_edge::SERVER_VERSION;
 use actcd_proto::errors::EtcdError;
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -30,16 +34,10 @@ use actcd_store::RocksEngine;
 use sha2::{Digest, Sha256};
 
 use crate::etcd_file::export::{EtcdExport, ExportError};
-use crate::grpc::status::{
-    raw_auth_status, snapshot_failed, task_status, to_status, unknown_alarm_action, Unsupported,
-};
 use crate::grpc::store_handle::StoreHandle;
 use actcd_raft::cluster::move_leader::LeaderMover;
 use actcd_raft::cluster::reconfigure::Reconfigurer;
 
-/// The version actcd reports: clients gate features (such as progress requests) on a
-/// 3.6-series server.
-pub const SERVER_VERSION: &str = "3.6.0";
 /// The storage version reported by Status.
 pub const STORAGE_VERSION: &str = "3.6.0";
 

@@ -2,7 +2,7 @@
 //! it decodes a request, submits it to the store through the shared [`store_handle::StoreHandle`]
 //! (reads on the read view, writes as typed requests through the Raft log, whose state machine makes every check
 //! a write gets) or starts the actor that owns a stream, and turns the answer, or the store's
-//! error, into etcd's response or status. The services
+//! error, into etcd's response or status (`actcd_edge::status` maps the errors). The services
 //! know the actors and what the transport leaves in each request; neither knows the services.
 //!
 //! # Layout
@@ -27,7 +27,6 @@
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
 //! - [`learner_gate`]: a learner refuses all but Status, serializable Range and Snapshot.
 //! - [`require_leader`]: etcd's require-leader metadata: no leader, no answer but "no leader".
-//! - [`status`]: store errors as gRPC statuses, with etcd's codes and texts, and actcd's own.
 
 pub mod api;
 pub mod arbiter_pool;
@@ -43,7 +42,6 @@ pub mod range_stream;
 pub mod read_budget;
 pub mod require_leader;
 pub mod services;
-pub mod status;
 pub mod store_handle;
 pub mod tokens;
 pub mod watch;

@@ -10,11 +10,11 @@ use tonic::codegen::BoxStream;
 use tonic::Status;
 
 use actcd_actors::identity::Identity;
+use actcd_edge::status::to_status;
 use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, RangeStreamResponse, ResponseHeader};
 use actcd_store::{ReadView, RocksEngine, StoreError};
 
 use crate::grpc::read_budget::ReadBudget;
-use crate::grpc::status::to_status;
 use crate::grpc::who::Who;
 
 /// Keys in the first chunk (etcd's initialStreamChunkLimit); later chunks grow or shrink

@@ -23,9 +23,6 @@ use std::sync::Arc;
 
 use tokio::sync::{Mutex, OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
 
-/// The default budget: one 200k × 1 KiB list (204 MB) fits, with room for the next to start.
-pub const DEFAULT_READ_BUDGET_BYTES: usize = 256 << 20;
-
 /// Estimates from here up share the budget.
 const LARGE_READ_BYTES: u64 = 1 << 20;
 

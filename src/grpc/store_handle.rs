@@ -7,6 +7,7 @@
 use tonic::{Request, Status};
 
 use actcd_actors::identity::Identity;
+use actcd_edge::status::to_status;
 use actcd_raft::proposer::Proposer;
 use actcd_raft::read_barrier::ReadBarrier;
 use actcd_raft::route::Route;
@@ -15,7 +16,6 @@ use actcd_store::apply::command::WriteRequest;
 use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 
 use crate::grpc::read_budget::ReadBudget;
-use crate::grpc::status::to_status;
 use crate::grpc::tokens::Tokens;
 use crate::grpc::who::Who;
 

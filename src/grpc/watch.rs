@@ -21,6 +21,8 @@ use actcd_actors::identity::Identity;
 use actcd_actors::watch::messages::StopStream;
 use actcd_actors::watch::shard::WatchShard;
 use actcd_actors::watch::stream::{PermitCheck, StreamActor, StreamSetup, WatchPermit};
+use actcd_edge::grpc_go_errors::stream_receive_error;
+use actcd_edge::status::{grpc_go_text, to_status};
 use actcd_proto::etcdserverpb::{WatchRequest, WatchResponse};
 use actcd_proto::key_range::KeyRange;
 use actcd_proto::watch_reply::WatchReply;
@@ -29,11 +31,9 @@ use actcd_store::{ReadView, RocksEngine};
 
 use crate::grpc::arbiter_pool::ArbiterPool;
 use crate::grpc::require_leader::RequireLeader;
-use crate::grpc::status::{grpc_go_text, to_status};
 use crate::grpc::tokens::Tokens;
 use crate::grpc::who::{self, Who};
 use crate::transport::connections::{ConnInfo, Connections};
-use crate::transport::grpc_go_errors::stream_receive_error;
 
 /// Batches of responses (one shard output, or one request's answer, each) queued towards one
 /// client beyond which its stream actor waits (see actcd_actors::watch::stream for what happens

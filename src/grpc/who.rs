@@ -14,12 +14,12 @@ use std::time::Instant;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Status};
 
+use actcd_edge::status::{auth_status, to_status};
 use actcd_proto::etcdserverpb::TxnRequest;
 use actcd_store::auth_store::needs::{check_command, check_read_only_txn, check_renewal, LeaseKeys};
 use actcd_store::auth_store::{AuthError, AuthState, Caller, Need};
 use actcd_store::{Command, ReadView, RocksEngine, StoreError};
 
-use crate::grpc::status::{auth_status, to_status};
 use crate::grpc::tokens::Tokens;
 use crate::transport::connections::ConnInfo;
 

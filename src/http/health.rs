@@ -4,6 +4,7 @@
 //! (etcd 3.5's form, with `reason`; 3.4 sent `{"health":"false"}` only). Every answer counts
 //! in `etcd_server_health_success` or `etcd_server_health_failures`, as on etcd.
 
+use actcd_edge::SERVER_VERSION;
 use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
 use actcd_store::metric_names::{ETCD_SERVER_HEALTH_FAILURES, ETCD_SERVER_HEALTH_SUCCESS};
 use axum::extract::{RawQuery, State};
@@ -12,7 +13,6 @@ use axum::response::IntoResponse;
 use bytes::Bytes;
 
 use super::state::HttpState;
-use crate::grpc::maintenance::SERVER_VERSION;
 
 fn json(status: StatusCode, body: String) -> impl IntoResponse {
     (status, [(header::CONTENT_TYPE, "application/json")], body)

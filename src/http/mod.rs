@@ -9,12 +9,10 @@
 //! - [`health`]: /health and /version with etcd 3.4's JSON bodies.
 //! - [`gateway`]: etcd's JSON gateway (`POST /v3/kv/range`, ...), client URLs only.
 //! - [`state`]: what the paths answer from.
-//! - [`cors`]: `--cors`'s headers and preflight on a client URL's HTTP.
 //! - [`client_port`]: the layer that hands a client URL's non-gRPC requests to [`routes`].
 //! - here: the routes, /metrics, and the server on the metrics URLs.
 
 pub mod client_port;
-pub mod cors;
 pub mod gateway;
 pub mod health;
 pub mod probes;

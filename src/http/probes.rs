@@ -25,12 +25,12 @@
 //! `etcd_server_healthchecks_total{type,name,status}`. The order of the lines is the table's
 //! (etcd's is a Go map's, random per request).
 
+use actcd_edge::status::to_status;
 use actcd_proto::etcdserverpb::{AlarmType, RangeRequest};
 use actcd_store::metric_names::{ETCD_SERVER_HEALTHCHECK, ETCD_SERVER_HEALTHCHECKS_TOTAL};
 use axum::http::StatusCode;
 use bytes::Bytes;
 
-use crate::grpc::status::to_status;
 use crate::grpc::store_handle::StoreHandle;
 
 /// The two probe paths, also the `type` label of their metrics.

@@ -5,9 +5,8 @@
 use anyhow::Context;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
+use actcd_edge::SERVER_VERSION;
 use actcd_store::{ReadView, RocksEngine};
-
-use crate::grpc::maintenance::SERVER_VERSION;
 
 /// etcd's disk latency buckets: 1 ms doubling to 8 s.
 const DISK_BUCKETS: [f64; 14] =

@@ -29,6 +29,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
+use actcd_edge::authority_fix::AuthorityFix;
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -36,7 +37,6 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::either::Either;
 use tonic::transport::server::Connected;
 
-use crate::transport::authority_fix::AuthorityFix;
 use crate::transport::connection_budget::Permit;
 use crate::transport::connections::{ConnId, ConnInfo, Connections};
 use crate::transport::range_backpressure::RangeSlots;

@@ -11,12 +11,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use actcd_edge::tls::remote_san::{self, AltNames};
+use actcd_edge::tls::TlsServer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
-
-use crate::transport::remote_san::{self, AltNames};
-use crate::transport::tls::TlsServer;
 
 /// Descriptors kept back beyond those open at start: RocksDB's new WAL, SST and MANIFEST files
 /// as it flushes and compacts, snapshot checkpoints, the process's own odds and ends.

@@ -14,8 +14,8 @@ use metrics::{Counter, Histogram};
 use tonic::body::Body;
 use tower::Service;
 
-use crate::transport::grpc_go_errors;
 use crate::transport::observed_body::{observed, Observer};
+use actcd_edge::grpc_go_errors;
 use actcd_proto::services::{self, Method, MethodKind};
 use actcd_store::metric_names as names;
 

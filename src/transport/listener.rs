@@ -6,17 +6,17 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use actcd_edge::tls::cert_names::common_name;
+use actcd_edge::tls::TlsServer;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::either::Either;
 
-use crate::transport::cert_names::common_name;
 use crate::transport::client_socket::ClientSocket;
 use crate::transport::connection_budget::{accept, handshakes, ConnectionBudget};
 use crate::transport::connections::Connections;
-use crate::transport::tls::TlsServer;
 
 /// Accepted sockets within the budget (through their TLS handshake on an https URL, see
 /// [`handshakes`]), registered in `registry`, as a stream for tonic's `serve_with_incoming`. It

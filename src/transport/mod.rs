@@ -13,7 +13,9 @@
 //!
 //! Nothing here knows a service. The services (the `grpc` modules) read only what this layer
 //! leaves in each request (a [`connections::ConnInfo`]) and map a failed request stream with
-//! [`grpc_go_errors::stream_receive_error`].
+//! `actcd_edge::grpc_go_errors::stream_receive_error`. The pieces that need no socket are
+//! `actcd_edge`'s: TLS from the flags (`actcd_edge::tls`), the `:authority` fix
+//! (`actcd_edge::authority_fix`) and grpc-go's texts (`actcd_edge::grpc_go_errors`).
 //!
 //! # Layout
 //! - [`connection_budget`]: client sockets (gRPC and metrics) within the descriptor limit, accept
@@ -23,29 +25,14 @@
 //! - [`client_socket`]: one accepted socket with all its connection carries: the permit, the
 //!   id, the report of its end, the `:authority` fix, its small writes of one burst sent in one
 //!   syscall.
-//! - [`authority_fix`]: the scheme etcdctl 3.4 puts into the HTTP/2 `:authority`, taken out
-//!   before h2 refuses the stream.
-//! - [`tls`]: TLS listeners on the client and peer URLs from etcd's flags: certificates re-read
-//!   on change, client certificates, cipher suites and versions.
-//! - [`tls_client`]: the dialing side of peer TLS from the flags (a member's own certificate, how
-//!   the listener's is checked), handed to the peer transport's dialer in `actcd_raft`.
-//! - [`cert_names`]: a certificate's Common Name, and the allowed CN or host name of a peer.
-//! - [`remote_san`]: a dialing member's certificate SANs against the address it came from.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
 //! - [`observed_body`]: the one body wrapper of the layers: a body with an observer beside it.
-//! - [`grpc_go_errors`]: the codes and texts etcd's grpc-go answers malformed traffic with.
 
-pub mod authority_fix;
-pub mod cert_names;
 pub mod client_socket;
 pub mod connection_budget;
 pub mod connections;
-pub mod grpc_go_errors;
 pub mod grpc_metrics;
 pub mod listener;
 pub mod observed_body;
 pub mod range_backpressure;
-pub mod remote_san;
-pub mod tls;
-pub mod tls_client;

@@ -1,5 +1,5 @@
 //! The store's typed errors. The gRPC edge maps each variant to etcd's code and message text in
-//! one place (`src/grpc/status.rs`, with the texts of `actcd_proto::errors`), so the store never speaks gRPC.
+//! one place (`edge/src/status.rs`, with the texts of `actcd_proto::errors`), so the store never speaks gRPC.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use actcd::config::load;
+use actcd_edge::config::load;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{HashKvRequest, PutRequest};
 use actcd_store::auto_compaction::AutoCompaction;

@@ -1,13 +1,17 @@
-//! Flags and start-up errors: one clear line on stderr and a non-zero exit.
+//! Flags and start-up errors as the binary shows them: one clear line on stderr and a non-zero
+//! exit. How the flags, variables and config file are read is tested without a process, in
+//! edge/src/config/.
 
-use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use actcd::config::{listen_urls, load, Config, LoadError, Note};
+use actcd_edge::config::Config;
+use actcd_raft::cluster::initial_cluster::{
+    DEFAULT_ADVERTISE_PEER_URL, DEFAULT_CLUSTER_TOKEN, DEFAULT_INITIAL_CLUSTER, DEFAULT_NAME,
+};
+use clap::Parser;
 
 use crate::harness::free_port;
-use clap::Parser;
 
 /// Runs actcd with `args`, its metrics on a port of the system's choosing: the default,
 /// 127.0.0.1:2381, may be held by the Prometheus test running alongside (grafana/prometheus.yml
@@ -21,39 +25,16 @@ fn actcd(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// The bootstrap flags' defaults are the ones the initial cluster's reading takes for "not
+/// given" (a member named other than `default` on the default `--initial-cluster` bootstraps
+/// alone): the flags are declared in actcd-edge, the reading is actcd-raft's.
 #[test]
-fn flag_defaults_match_etcd() {
+fn the_bootstrap_flags_default_to_what_membership_takes_for_not_given() {
     let c = Config::parse_from(["actcd"]);
-    assert_eq!((c.max_txn_ops, c.max_request_bytes, c.quota_bytes()), (128, 1_572_864, 2 << 30));
-    assert_eq!(c.data_dir, std::path::PathBuf::from("default.actcd"));
-    assert_eq!(c.listen_client_urls, ["http://127.0.0.1:2379"]);
-    assert_eq!(c.batch_limit(), 10_000, "etcd's defaultBatchLimit");
-    let cores = std::thread::available_parallelism().unwrap().get();
-    assert_eq!(
-        (c.watch_shards, c.stream_threads),
-        (cores, cores),
-        "the tunables default to the machine's cores"
-    );
-    let tuned = Config::parse_from([
-        "actcd",
-        "--watch-shards",
-        "3",
-        "--stream-threads",
-        "1",
-        "--backend-batch-limit",
-        "64",
-    ]);
-    assert_eq!((tuned.watch_shards, tuned.stream_threads, tuned.batch_limit()), (3, 1, 64));
-    assert!(Config::try_parse_from(["actcd", "--watch-shards", "0"]).is_err(), "a server needs a shard");
-    let client =
-        listen_urls(&["https://127.0.0.1:2379".into(), "http://127.0.0.1:2380".into()], "x").unwrap();
-    assert_eq!(client.iter().map(|(_, tls)| *tls).collect::<Vec<_>>(), [true, false]);
-    assert!(listen_urls(&["127.0.0.1:2379".into()], "x").is_err());
-    assert!(listen_urls(&["unix:///tmp/s".into()], "x").is_err());
-    assert_eq!(
-        listen_urls(&["http://localhost:0".into(), "http://127.0.0.1:1".into()], "x").unwrap().len(),
-        2
-    );
+    assert_eq!(c.name, DEFAULT_NAME);
+    assert_eq!(c.initial_cluster, DEFAULT_INITIAL_CLUSTER);
+    assert_eq!(c.initial_advertise_peer_urls, [DEFAULT_ADVERTISE_PEER_URL]);
+    assert_eq!(c.initial_cluster_token, DEFAULT_CLUSTER_TOKEN);
 }
 
 #[test]
@@ -82,128 +63,6 @@ fn bad_flags_and_data_dirs_fail_in_one_line() {
     let (code, err) = actcd(&["--listen-client-urls", "unix:///tmp/x"]);
     assert_ne!(code, 0);
     assert!(err.contains("not an http:// or https:// URL"), "{err}");
-}
-
-/// The environment of [`load`]: `pairs` as the process's variables.
-fn vars(pairs: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
-    pairs.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()
-}
-
-fn args(list: &[&str]) -> Vec<OsString> {
-    std::iter::once("actcd").chain(list.iter().copied()).map(OsString::from).collect()
-}
-
-/// Every flag is also its ETCD_* variable, taken where the flag is not given; a variable
-/// beside its flag, or with a value the flag refuses, stops the start with etcd's words.
-#[test]
-fn etcd_variables_fill_in_the_flags_not_given() {
-    let env = vars(&[
-        ("ETCD_NAME", "from-env"),
-        ("ETCD_LISTEN_CLIENT_URLS", "http://127.0.0.1:1,http://127.0.0.1:2"),
-        ("ETCD_CLIENT_CERT_AUTH", "true"),
-        ("ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL", "90s"),
-        ("ETCD_NO_SUCH_FLAG", "1"),
-        ("ETCDCTL_API", "3"),
-    ]);
-    let loaded = load(&args(&["--max-txn-ops", "7"]), &env).unwrap();
-    let c = &loaded.config;
-    assert_eq!(c.name, "from-env");
-    assert_eq!(c.listen_client_urls, ["http://127.0.0.1:1", "http://127.0.0.1:2"]);
-    assert!(c.client_tls.client_cert_auth);
-    assert_eq!(c.watch_progress_notify_interval, Duration::from_secs(90));
-    assert_eq!(c.max_txn_ops, 7, "a flag with no variable is kept");
-    assert!(loaded
-        .notes
-        .contains(&Note::Warn("unrecognized environment variable ETCD_NO_SUCH_FLAG=1".into())));
-    assert!(loaded
-        .notes
-        .contains(&Note::Info("recognized and used environment variable ETCD_NAME=from-env".into())));
-    assert!(!loaded.notes.iter().any(|n| format!("{n:?}").contains("ETCDCTL")), "not etcd's prefix");
-
-    let shadowed = load(&args(&["--name", "flag"]), &vars(&[("ETCD_NAME", "env")])).unwrap_err();
-    assert_eq!(
-        shadowed.to_string(),
-        r#"conflicting environment variable "ETCD_NAME" is shadowed by corresponding command-line flag (either unset environment variable or disable flag)"#
-    );
-    let shadowed = load(&args(&["--data-dir=d"]), &vars(&[("ETCD_DATA_DIR", "d")])).unwrap_err();
-    assert!(matches!(shadowed, LoadError::ShadowedVariable(ref key) if key == "ETCD_DATA_DIR"), "{shadowed}");
-
-    let bad = load(&args(&[]), &vars(&[("ETCD_HEARTBEAT_INTERVAL", "abc")])).unwrap_err().to_string();
-    assert!(bad.starts_with(r#"invalid value "abc" for ETCD_HEARTBEAT_INTERVAL: "#), "{bad}");
-    let bad = load(&args(&[]), &vars(&[("ETCD_INITIAL_CLUSTER_STATE", "maybe")])).unwrap_err().to_string();
-    assert!(bad.starts_with(r#"invalid value "maybe" for ETCD_INITIAL_CLUSTER_STATE"#), "{bad}");
-}
-
-/// etcd's YAML keys, TLS nested as etcd nests it, Go's types; with a file, flags and
-/// variables are ignored (even ones that would conflict), as etcd ignores them.
-#[test]
-fn a_config_file_overrules_flags_and_variables() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("etcd.conf.yml");
-    std::fs::write(
-        &path,
-        "name: from-file\n\
-         data-dir: /var/lib/etcd\n\
-         wal-dir:\n\
-         enable-v2: true\n\
-         heartbeat-interval: 50\n\
-         election-timeout: 500\n\
-         listen-client-urls: http://127.0.0.1:3379,http://127.0.0.1:3380\n\
-         experimental-watch-progress-notify-interval: 1500000000\n\
-         cipher-suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384]\n\
-         client-transport-security:\n  cert-file: /c.crt\n  key-file: /c.key\n  client-cert-auth: true\n  client-cert-file: /x\n\
-         peer-transport-security:\n  trusted-ca-file: /ca.crt\n  auto-tls: true\n  allowed-cn: [member]\n\
-         cert-file: /top-level-is-not-etcds\n",
-    )
-    .unwrap();
-    let env = vars(&[("ETCD_NAME", "env"), ("ETCD_MAX_TXN_OPS", "3")]);
-    let file = path.to_str().unwrap();
-    let loaded = load(&args(&["--config-file", file, "--name", "flag", "--max-txn-ops=9"]), &env).unwrap();
-    let c = &loaded.config;
-    assert_eq!((c.name.as_str(), c.data_dir.to_str().unwrap()), ("from-file", "/var/lib/etcd"));
-    assert_eq!((c.heartbeat_interval, c.election_timeout, c.max_txn_ops), (50, 500, 128));
-    assert_eq!(c.listen_client_urls, ["http://127.0.0.1:3379", "http://127.0.0.1:3380"]);
-    assert_eq!(c.watch_progress_notify_interval, Duration::from_millis(1500));
-    assert_eq!(c.cipher_suites.len(), 2);
-    assert_eq!(c.client_tls.cert_file.as_deref(), Some(std::path::Path::new("/c.crt")));
-    assert_eq!(c.client_tls.key_file.as_deref(), Some(std::path::Path::new("/c.key")));
-    assert!(c.client_tls.client_cert_auth && c.peer_tls.auto_tls);
-    assert_eq!(c.peer_tls.trusted_ca_file.as_deref(), Some(std::path::Path::new("/ca.crt")));
-    assert_eq!(c.peer_cert_allowed_cn.as_deref(), Some("member"));
-    assert!(
-        c.client_tls.trusted_ca_file.is_none() && !c.client_tls.auto_tls,
-        "client and peer TLS stay apart"
-    );
-    assert!(loaded
-        .notes
-        .iter()
-        .any(|n| matches!(n, Note::Info(l) if l.starts_with("Loading server configuration from"))));
-    assert!(
-        loaded.notes.contains(&Note::Warn(
-            "ignoring config file keys actcd has no setting for: wal-dir, enable-v2, client-transport-security.client-cert-file, cert-file".into()
-        )),
-        "{:?}",
-        loaded.notes
-    );
-
-    // ETCD_CONFIG_FILE names the file as the flag does.
-    let by_variable = load(&args(&[]), &vars(&[("ETCD_CONFIG_FILE", file)])).unwrap();
-    assert_eq!(by_variable.config.name, "from-file");
-
-    let refused = |text: &str| {
-        std::fs::write(&path, text).unwrap();
-        load(&args(&["--config-file", file]), &[]).unwrap_err().to_string()
-    };
-    assert!(refused("name: 123\n").ends_with("name: expected a string"));
-    assert!(refused("heartbeat-interval: \"100\"\n").ends_with("heartbeat-interval: expected a whole number"));
-    assert!(refused("experimental-watch-progress-notify-interval: 5s\n").contains("whole nanoseconds"));
-    assert!(refused("client-transport-security:\n  client-cert-auth: yes please\n")
-        .ends_with("expected true or false"));
-    assert!(refused("initial-cluster-state: maybe\n").contains("'maybe'"), "the flag's own parser checks it");
-    assert!(refused("- a\n- b\n").ends_with("not a map of etcd's configuration keys"));
-    assert!(refused("name: [unclosed\n").contains("not YAML"));
-    std::fs::remove_file(&path).unwrap();
-    assert!(load(&args(&["--config-file", file]), &[]).unwrap_err().to_string().contains("cannot read it"));
 }
 
 /// A child process killed when the test ends, however it ends.
@@ -310,49 +169,6 @@ fn version_prints_what_etcd_prints() {
     let keys: Vec<&str> = text.lines().map(|l| l.split(": ").next().unwrap()).collect();
     assert_eq!(keys, ["actcd Version", "etcd API Version", "Git SHA", "Rust Version", "OS/Arch"], "{text}");
     assert!(text.starts_with(&format!("actcd Version: {}\n", env!("CARGO_PKG_VERSION"))), "{text}");
-    assert!(text.contains(&format!("etcd API Version: {}\n", actcd::grpc::maintenance::SERVER_VERSION)));
+    assert!(text.contains(&format!("etcd API Version: {}\n", actcd_edge::SERVER_VERSION)));
     assert!(text.contains("Rust Version: rustc 1."), "{text}");
-}
-
-/// What a subscriber wrote, shared with the test.
-#[derive(Clone, Default)]
-struct Written(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Written {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn logged(log_level: &str) -> String {
-    let written = Written::default();
-    let sink = written.clone();
-    let filter = tracing_subscriber::EnvFilter::try_new(actcd::config::tracing_filter(log_level)).unwrap();
-    let subscriber =
-        tracing_subscriber::fmt().with_env_filter(filter).with_writer(move || sink.clone()).finish();
-    tracing::subscriber::with_default(subscriber, || {
-        tracing::error!(target: "openraft::replication", "replication to a down peer failed");
-        tracing::error!(target: "openraft::core::raft_core", "timeout while requesting vote");
-        tracing::error!(target: "openraft::core::sm::worker", "the state machine failed");
-        tracing::error!(target: "openraft::storage::callback", "LogFlush error");
-        tracing::info!(target: "actcd::cluster", "leader elected");
-    });
-    let written = written.0.lock().unwrap().clone();
-    String::from_utf8(written).unwrap()
-}
-
-#[test]
-fn openraft_keeps_its_quiet_modules_errors_and_drops_the_peer_noise() {
-    let info = logged("info");
-    assert!(info.contains("the state machine failed") && info.contains("LogFlush error"), "{info}");
-    assert!(!info.contains("down peer") && !info.contains("requesting vote"), "{info}");
-    assert!(info.contains("leader elected"), "{info}");
-    let error = logged("error");
-    assert!(error.contains("the state machine failed") && !error.contains("leader elected"), "{error}");
-    assert!(logged("debug").contains("down peer"));
 }

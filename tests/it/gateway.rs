@@ -49,6 +49,19 @@ fn normalized(mut value: Value, leases: &mut Vec<String>) -> Value {
     value
 }
 
+/// Fails naming every step of a session whose status or body differs between the two servers.
+fn assert_same_answers(on_etcd: &[(String, u16, Value)], on_actcd: &[(String, u16, Value)]) {
+    let mut differences = Vec::new();
+    for ((step, etcd_status, etcd_body), (_, actcd_status, actcd_body)) in on_etcd.iter().zip(on_actcd) {
+        if (etcd_status, etcd_body) != (actcd_status, actcd_body) {
+            differences.push(format!(
+                "{step}\n  etcd:  {etcd_status} {etcd_body}\n  actcd: {actcd_status} {actcd_body}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
 /// The scripted session's answers on `server`.
 async fn session(server: &Server) -> Vec<(String, u16, Value)> {
     let address = server.address.clone();
@@ -104,15 +117,7 @@ async fn a_scripted_session_answers_as_etcd_3_4s_gateway() {
     let on_etcd = session(&etcd).await;
     let actcd = Server::actcd(actcd_dir.path(), &[]).await;
     let on_actcd = session(&actcd).await;
-    let mut differences = Vec::new();
-    for ((step, etcd_status, etcd_body), (_, actcd_status, actcd_body)) in on_etcd.iter().zip(&on_actcd) {
-        if (etcd_status, etcd_body) != (actcd_status, actcd_body) {
-            differences.push(format!(
-                "{step}\n  etcd:  {etcd_status} {etcd_body}\n  actcd: {actcd_status} {actcd_body}"
-            ));
-        }
-    }
-    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert_same_answers(&on_etcd, &on_actcd);
     // The session says something: the put answered, an error came back as etcd's JSON.
     assert!(on_etcd[3].2["kvs"][0]["value"] == "YmF6", "{:?}", on_etcd[3]);
     assert_eq!(on_etcd[11].1, 400);
@@ -291,15 +296,7 @@ async fn auth_over_the_gateway_answers_as_etcds() {
     let on_etcd = auth_session(&etcd).await;
     let actcd = Server::actcd(actcd_dir.path(), &["--bcrypt-cost", "4"]).await;
     let on_actcd = auth_session(&actcd).await;
-    let mut differences = Vec::new();
-    for ((step, etcd_status, etcd_body), (_, actcd_status, actcd_body)) in on_etcd.iter().zip(&on_actcd) {
-        if (etcd_status, etcd_body) != (actcd_status, actcd_body) {
-            differences.push(format!(
-                "{step}\n  etcd:  {etcd_status} {etcd_body}\n  actcd: {actcd_status} {actcd_body}"
-            ));
-        }
-    }
-    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    assert_same_answers(&on_etcd, &on_actcd);
     // The session says something: no token is refused, the root token writes, alice reads
     // and is refused a write.
     assert_ne!(on_etcd[8].1, 200, "{:?}", on_etcd[8]);

@@ -137,13 +137,7 @@ fn compactor(
         let mut read_before = std::collections::VecDeque::new();
         while Instant::now() < until {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let read = RangeRequest {
-                key: PREFIX.into(),
-                range_end: PREFIX_END.into(),
-                count_only: true,
-                ..Default::default()
-            };
-            let op = timed(&mut kv, clock, id, Request::Range(read)).await;
+            let op = timed(&mut kv, clock, id, Workload::count_all()).await;
             workload.observe(&op.outcome);
             ops.push(op);
             read_before.push_back(workload.seen_revision);

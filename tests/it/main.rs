@@ -20,7 +20,6 @@ mod concurrency;
 mod crash;
 mod differential;
 mod durable_before_ack;
-mod etcd_file;
 mod etcdctl;
 mod exhaustion;
 mod faults;

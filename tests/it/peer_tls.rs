@@ -4,21 +4,19 @@
 //! another CN, no certificate and plaintext are refused at the handshake, while the right
 //! certificate gets Raft's answers; a member restarted with a certificate from another CA never
 //! gets back in (its peers refuse it, it refuses them), and is back with its own certificate.
-//! `--peer-auto-tls` forms a cluster of self-signed members. The allowed-name rules themselves
-//! (CN, host name, the two flags exclusive) are checked on certificates made here.
+//! `--peer-auto-tls` forms a cluster of self-signed members. The allowed-name and SAN rules
+//! themselves are unit tests of edge/src/tls/.
 
 use std::error::Error as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actcd::transport::cert_names::AllowedName;
-use actcd::transport::remote_san::{self, AltNames};
-use actcd::transport::tls::{TlsFlags, PEER_FLAGS};
-use actcd::transport::tls_client;
+use actcd_edge::tls::{client as tls_client, TlsFlags, PEER_FLAGS};
 use actcd_proto::actcdpeerpb::peer_client::PeerClient;
 use actcd_proto::actcdpeerpb::Frame;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::StatusRequest;
+use actcd_raft::network::tls_connector::TlsConnector;
 use actcd_test_support::server::Kind;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::CertificateDer;
@@ -74,7 +72,7 @@ async fn peer_client(
     let channel = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{port}"))
         .unwrap()
         .connect_timeout(Duration::from_secs(3))
-        .connect_with_connector_lazy(tls);
+        .connect_with_connector_lazy(TlsConnector::new(tls));
     PeerClient::new(channel)
 }
 
@@ -229,61 +227,4 @@ async fn self_signed_members_form_a_cluster_with_peer_auto_tls() {
     let mut m = MaintenanceClient::connect(cluster.member(2).endpoint.clone()).await.unwrap();
     let revision = m.status(StatusRequest {}).await.unwrap().into_inner().header.unwrap().revision;
     cluster.wait_for_equal_hashes(revision).await;
-}
-
-#[test]
-fn the_allowed_name_is_a_common_name_or_a_host_the_certificate_is_valid_for() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("actcd peer CA");
-    let (cert, _) = ca.issue_peer(dir.path(), "m1", PEER_CN);
-    let der = CertificateDer::from_pem_file(&cert).unwrap();
-    let allowed = |cn: Option<&str>, host: Option<&str>| AllowedName::from_flags(cn, host).unwrap().unwrap();
-    assert!(allowed(Some(PEER_CN), None).admits(&der));
-    assert!(!allowed(Some("actcd"), None).admits(&der), "a CN matches exactly, not by prefix");
-    assert!(allowed(None, Some("localhost")).admits(&der));
-    assert!(allowed(None, Some("127.0.0.1")).admits(&der), "an IP address matches an IP SAN");
-    assert!(!allowed(None, Some("example.com")).admits(&der));
-    assert!(!allowed(None, Some(PEER_CN)).admits(&der), "a host name is looked up in the SANs, not the CN");
-    assert_eq!(AllowedName::from_flags(None, None).unwrap(), None);
-    assert_eq!(AllowedName::from_flags(Some(""), Some("")).unwrap(), None, "empty flags are not given");
-    let both = AllowedName::from_flags(Some("a"), Some("b")).unwrap_err().to_string();
-    assert_eq!(both, r#"AllowedCN and AllowedHostname are mutually exclusive (cn="a", hostname="b")"#);
-}
-
-#[tokio::test]
-async fn a_members_certificate_must_name_the_address_it_dials_from() {
-    use std::net::IpAddr;
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Ca::new("actcd peer CA");
-    let names = |sans: &[&str]| {
-        let (cert, _) = ca.issue_peer_for(dir.path(), "c", PEER_CN, sans);
-        AltNames::of(&CertificateDer::from_pem_file(&cert).unwrap())
-    };
-    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
-    let here = |_: String| async move { Ok::<_, std::io::Error>(vec![loopback]) };
-    let elsewhere = |_: String| async { Ok::<_, std::io::Error>(vec!["10.9.9.9".parse().unwrap()]) };
-    let nowhere = |_: String| async { Err::<Vec<IpAddr>, _>(std::io::Error::other("no such host")) };
-
-    let both = names(&["localhost", "127.0.0.1"]);
-    assert_eq!(both, AltNames { ips: vec![loopback], dns: vec!["localhost".into()] });
-    assert_eq!(both.admit(loopback, nowhere).await, Ok(()), "an IP SAN matches without a lookup");
-    assert_eq!(names(&[]).admit(loopback, nowhere).await, Ok(()), "no SANs, nothing to match");
-    assert_eq!(
-        names(&["10.1.2.3"]).admit(loopback, remote_san::resolve).await,
-        Err("x509: certificate is valid for 10.1.2.3, not 127.0.0.1".into())
-    );
-    assert_eq!(names(&["m1.example"]).admit(loopback, here).await, Ok(()), "a DNS SAN that resolves here");
-    assert_eq!(
-        names(&["m1.example"]).admit(loopback, elsewhere).await,
-        Err(r#"tls: "127.0.0.1" does not match any of DNSNames ["m1.example"]"#.into())
-    );
-    assert_eq!(
-        names(&["10.1.2.3", "m1.example"]).admit(loopback, nowhere).await,
-        Err(r#"tls: "127.0.0.1" does not match any of DNSNames ["m1.example"] (no such host)"#.into()),
-        "with DNS SANs too, an IP mismatch falls through to them"
-    );
-    let v6: IpAddr = "::1".parse().unwrap();
-    assert_eq!(names(&["::1"]).admit(v6, nowhere).await, Ok(()));
-    let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
-    assert_eq!(both.admit(mapped, nowhere).await, Ok(()), "an IPv4-mapped address is the IPv4 one");
 }

@@ -61,6 +61,8 @@ async fn acknowledged_writes_survive_kill_9_and_a_snapshot_purges_the_log() {
 /// the member forms its one-member cluster over them and goes on from the same revision.
 #[tokio::test]
 async fn a_data_dir_from_before_the_raft_log_opens_in_place() {
+    use actcd_store::backend::codec::{encode_i64, APPLIED_KEY, LEGACY_APPLIED_INDEX_KEY};
+    use actcd_store::backend::engine::{Engine, Family, WriteSet};
     use actcd_store::{Batch, Command, RocksEngine, StoreConfig, StoreCore};
     let dir = tempfile::tempdir().unwrap();
     {
@@ -72,6 +74,11 @@ async fn a_data_dir_from_before_the_raft_log_opens_in_place() {
             core.apply(&Command::Put(put), &mut batch).unwrap();
         }
         core.commit_by_log(batch, core.applied_index() + 1).unwrap();
+        // That store recorded a count of commands, under the old key, and no log position.
+        let mut old = WriteSet::default();
+        old.delete(Family::Meta, APPLIED_KEY.to_vec());
+        old.put(Family::Meta, LEGACY_APPLIED_INDEX_KEY.to_vec(), encode_i64(3));
+        core.engine().commit(&old).unwrap();
     }
     let server = Server::actcd(dir.path(), &[]).await;
     let mut kv = server.kv().await;

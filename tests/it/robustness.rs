@@ -128,13 +128,7 @@ fn compactor(endpoints: Vec<String>, clock: Clock, stop: watch::Receiver<bool>) 
         let mut kv = KvClient::new(channel(&endpoints[at]));
         while !*stop.borrow() {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let read = RangeRequest {
-                key: PREFIX.into(),
-                range_end: PREFIX_END.into(),
-                count_only: true,
-                ..Default::default()
-            };
-            let op = timed(&mut kv, clock, id, Request::Range(read)).await;
+            let op = timed(&mut kv, clock, id, Workload::count_all()).await;
             workload.observe(&op.outcome);
             let mut unknown = matches!(op.outcome, Outcome::Unknown(_));
             ops.push(op);

@@ -373,41 +373,6 @@ async fn a_revoked_client_certificate_is_refused() {
     assert!(!ok, "a revoked certificate must be refused: {out}");
 }
 
-/// The TLS flags' checks, without a handshake (moved from src/transport/tls.rs, whose unit
-/// tests did not run: the actcd lib builds no test binary of its own).
-#[test]
-fn versions_and_suites_follow_etcd_and_refuse_what_rustls_cannot_do() {
-    use actcd::transport::tls::{TlsFlags, TlsServer};
-    let refused =
-        |flags: TlsFlags| TlsServer::new(&flags, &["127.0.0.1".into()]).err().map(|e| e.to_string());
-    let auto = || TlsFlags { auto_tls: true, ..TlsFlags::default() };
-    assert_eq!(refused(auto()), None);
-    assert_eq!(refused(TlsFlags { min_version: Some("TLS1.3".into()), ..auto() }), None);
-    assert_eq!(refused(TlsFlags { max_version: Some("TLS1.2".into()), ..auto() }), None);
-    let old = refused(TlsFlags { min_version: Some("TLS1.0".into()), ..auto() }).unwrap();
-    assert!(old.contains("not supported"), "{old}");
-    assert_eq!(
-        refused(TlsFlags { min_version: Some("SSL3".into()), ..auto() }).unwrap(),
-        "unexpected TLS version \"SSL3\" (must be one of: TLS1.2, TLS1.3)"
-    );
-    assert!(refused(TlsFlags {
-        min_version: Some("TLS1.3".into()),
-        max_version: Some("TLS1.2".into()),
-        ..auto()
-    })
-    .is_some());
-    let suite = |name: &str| TlsFlags { cipher_suites: vec![name.into()], ..auto() };
-    assert_eq!(refused(suite("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384")), None);
-    let cbc = refused(suite("TLS_RSA_WITH_AES_128_CBC_SHA")).unwrap();
-    assert!(cbc.contains("not supported"), "{cbc}");
-    assert_eq!(refused(suite("TLS_NOPE")).unwrap(), "unexpected TLS cipher suite \"TLS_NOPE\"");
-    let only_13 =
-        TlsFlags { min_version: Some("TLS1.3".into()), ..suite("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") };
-    assert_eq!(refused(only_13).unwrap(), "cipher suites cannot be configured when only TLS1.3 is enabled");
-    let half = TlsFlags { cert_file: Some("c.pem".into()), ..TlsFlags::default() };
-    assert!(refused(half).is_some());
-}
-
 /// With --client-cert-auth and auth enabled, a client certificate's Common Name is the user of
 /// a request that carries no token; a token, when there is one, wins (as on etcd).
 #[tokio::test]

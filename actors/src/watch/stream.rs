@@ -272,18 +272,9 @@ impl<E: Engine> Handler<StopStream> for StreamActor<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::watch::stream_state::tests::create;
     use actcd_proto::etcdserverpb::{watch_request, WatchCreateRequest};
-    use bytes::Bytes;
     use futures::StreamExt;
-
-    fn create(key: &'static str, end: &'static str, id: i64) -> WatchCreateRequest {
-        WatchCreateRequest {
-            key: Bytes::from_static(key.as_bytes()),
-            range_end: Bytes::from_static(end.as_bytes()),
-            watch_id: id,
-            ..Default::default()
-        }
-    }
 
     /// A shard that takes every request and answers nothing.
     struct SilentShard;

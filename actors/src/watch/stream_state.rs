@@ -222,13 +222,13 @@ fn fragments(resp: WatchReply, max_bytes: usize, out: &mut Vec<WatchReply>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use actcd_proto::etcdserverpb::{WatchCancelRequest, WatchProgressRequest};
     use actcd_proto::mvccpb::{Event, KeyValue};
     use actcd_proto::watch_reply::SharedEvent;
 
-    fn create(key: &'static str, end: &'static str, id: i64) -> WatchCreateRequest {
+    pub(crate) fn create(key: &'static str, end: &'static str, id: i64) -> WatchCreateRequest {
         WatchCreateRequest {
             key: Bytes::from_static(key.as_bytes()),
             range_end: Bytes::from_static(end.as_bytes()),

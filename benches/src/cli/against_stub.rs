@@ -2,29 +2,22 @@
 //! no Lease, no Maintenance), and that can be shut down mid-run: the bad-input paths end with a
 //! clear reason and counted errors, never a hang.
 
-use super::{Cli, Command};
+use super::Cli;
 use crate::execute::Run;
 use crate::output::Out;
-use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_test_support::kv_only::serve;
 use clap::Parser;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-fn parse(addr: SocketAddr, args: &[&str]) -> (Settings, Command) {
+async fn run_cmd(addr: SocketAddr, args: &[&str]) -> (Stop, Out) {
     let endpoints = format!("--endpoints={addr}");
     let mut argv = vec!["actcd-bench", "--json", "--stall-timeout=1s", &endpoints];
     argv.extend_from_slice(args);
     let cli = Cli::try_parse_from(argv).expect("parses");
-    let settings = cli.global.settings().expect("valid");
-    (settings, cli.command)
-}
-
-async fn run_cmd(addr: SocketAddr, args: &[&str]) -> (Stop, Out) {
-    let (settings, command) = parse(addr, args);
-    let stop = Stop::new();
-    let out = Out::new(command.name(), &settings);
+    let (settings, command) = (cli.global.settings().expect("valid"), cli.command);
+    let (stop, out) = (Stop::new(), Out::new("test", &settings));
     let run = command.run(&settings, &stop, &out);
     tokio::time::timeout(Duration::from_secs(20), run).await.expect("the command ends");
     (stop, out)

@@ -3,9 +3,9 @@
 //! whether a loop of wrong passwords slows anyone else's writes. etcd's benchmark has no such
 //! command.
 
-use crate::conn::{channel_for, connect, Conn};
+use crate::conn::{Conn, OpError};
 use crate::output::Out;
-use crate::runner::{run_report, OpError, Plan, Worker};
+use crate::runner::{run_clients, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::auth_client::AuthClient;
@@ -13,7 +13,6 @@ use actcd_proto::etcdserverpb::AuthenticateRequest;
 use clap::Args;
 use std::future::Future;
 
-/// `authenticate`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct AuthenticateArgs {
     /// Total number of Authenticate requests.
@@ -28,19 +27,14 @@ pub struct AuthenticateArgs {
 }
 
 impl AuthenticateArgs {
-    /// Runs `authenticate`.
+    pub fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let Some(channels) = connect(settings, stop, out, &["authenticate"]).await else {
-            return;
-        };
         let request = AuthenticateRequest { name: self.name, password: self.password };
-        let workers: Vec<AuthWorker> = (0..settings.clients)
-            .map(|c| AuthWorker {
-                auth: AuthClient::new(channel_for(&channels, c)),
-                request: request.clone(),
-            })
-            .collect();
-        run_report(settings, stop, out, "authenticate", Plan::new(self.total, 0), workers, "").await;
+        let worker = |conn| AuthWorker { auth: AuthClient::new(conn), request: request.clone() };
+        run_clients((settings, stop, out), "authenticate", Plan::new(self.total, 0), "", worker).await;
     }
 }
 

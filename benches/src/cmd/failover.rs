@@ -6,20 +6,19 @@
 //! down for". A failed put moves the client to its next connection, as clientv3 moves to its
 //! next endpoint, so the endpoints may name every member, the dead one too.
 
-use crate::conn::{channel_for, connect, status_text, Conn};
+use crate::conn::{bounded, channel_for, connect, kv_client};
 use crate::output::Out;
 use crate::report::Recorder;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::PutRequest;
 use actcd_proto::go_duration::parse as parse_go_duration;
+use bytes::Bytes;
 use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// `failover`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct FailoverArgs {
     /// How long to write.
@@ -30,19 +29,16 @@ pub struct FailoverArgs {
     pub val_size: usize,
 }
 
-/// What the run saw, in the JSON's `extra.failover` and as text.
+/// What the run saw, in the JSON's `extra.failover` and as text; times in ms after the start.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Gaps {
-    /// Puts acknowledged.
     pub acknowledged: u64,
     /// Puts that failed or ran out of time.
     pub failed: u64,
-    /// The longest stretch with no acknowledgement, ms: between two acknowledgements, or from
-    /// the last one to the end of the run when the writes never came back.
+    /// The longest stretch with no acknowledgement: between two acknowledgements, or from the
+    /// last one to the end of the run when the writes never came back.
     pub longest_gap_ms: f64,
-    /// When that stretch began and ended, ms after the run's start.
     pub gap_from_ms: f64,
-    /// See `gap_from_ms`.
     pub gap_to_ms: f64,
     /// Whether a put was acknowledged after the longest stretch (false: still down at the end).
     pub recovered: bool,
@@ -62,9 +58,7 @@ impl Gaps {
     fn stretch(&mut self, from: Duration, to: Duration, recovered: bool) {
         let ms = |d: Duration| d.as_micros() as f64 / 1000.0;
         if ms(to - from) > self.longest_gap_ms {
-            self.longest_gap_ms = ms(to - from);
-            self.gap_from_ms = ms(from);
-            self.gap_to_ms = ms(to);
+            (self.longest_gap_ms, self.gap_from_ms, self.gap_to_ms) = (ms(to - from), ms(from), ms(to));
             self.recovered = recovered;
         }
     }
@@ -85,46 +79,40 @@ impl Gaps {
             if self.recovered { "" } else { ", not recovered" }
         );
         for (error, count) in &self.errors {
-            text.push_str(&format!("  {count} × {error}\n"));
+            text += &format!("  {count} × {error}\n");
         }
         text
     }
 }
 
 impl FailoverArgs {
-    /// Runs `failover`.
+    pub fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let Some(channels) = connect(settings, stop, out, &["failover"]).await else {
-            return;
+        let Some(channels) = connect(settings, stop, out, &["failover"]).await else { return };
+        let rec = Recorder::new("failover", settings.sample);
+        let put = PutRequest {
+            key: Bytes::from_static(b"failover"),
+            value: vec![b'v'; self.val_size].into(),
+            ..Default::default()
         };
-        let rec = Recorder::new("failover", 1, settings.sample);
-        let value = bytes::Bytes::from(vec![b'v'; self.val_size]);
         let (mut gaps, mut last, mut conn) = (Gaps::default(), None, 0);
-        let mut kv: KvClient<Conn> = KvClient::new(channel_for(&channels, conn));
+        let mut kv = kv_client(channel_for(&channels, conn));
         let started = Instant::now();
         while started.elapsed() < self.duration && !stop.is_stopped() {
-            let put = PutRequest {
-                key: bytes::Bytes::from_static(b"failover"),
-                value: value.clone(),
-                ..Default::default()
-            };
             let sent = Instant::now();
-            match tokio::time::timeout(settings.request_timeout, kv.put(put)).await {
-                Ok(Ok(_)) => {
+            match rec.record(sent, bounded(settings.request_timeout, kv.put(put.clone())).await) {
+                Ok(_) => {
                     let at = started.elapsed();
-                    rec.ok(0, sent, Instant::now());
                     gaps.acked(last, at);
                     last = Some(at);
                 }
-                failure => {
-                    let text = match failure {
-                        Ok(Err(status)) => status_text(&status),
-                        _ => format!("no answer within {:?} (--request-timeout)", settings.request_timeout),
-                    };
-                    rec.err(0, &text);
-                    gaps.failed(text);
+                Err(e) => {
+                    gaps.failed(e.text);
                     conn += 1;
-                    kv = KvClient::new(channel_for(&channels, conn));
+                    kv = kv_client(channel_for(&channels, conn));
                     // A refused connection fails at once: a short pause keeps the loop from
                     // spinning on it, far below the gaps it measures.
                     tokio::time::sleep(Duration::from_millis(5)).await;
@@ -137,7 +125,7 @@ impl FailoverArgs {
         }
         out.report("", rec.stats(end), "");
         if out.json() {
-            out.extra("failover", serde_json::to_value(&gaps).unwrap_or_default());
+            out.extra("failover", &gaps);
         } else {
             out.print(&gaps.to_text());
         }

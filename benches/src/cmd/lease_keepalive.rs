@@ -1,9 +1,9 @@
 //! `lease-keepalive`: each client grants one lease (TTL 100) and then keeps it alive once per
 //! request, each time over a short LeaseKeepAlive stream (etcd's `KeepAliveOnce`).
 
-use crate::conn::{channel_for, connect, Conn};
+use crate::conn::{Conn, OpError};
 use crate::output::Out;
-use crate::runner::{run_report, OpError, Plan, Worker};
+use crate::runner::{run_clients, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
@@ -11,7 +11,6 @@ use actcd_proto::etcdserverpb::{LeaseGrantRequest, LeaseKeepAliveRequest};
 use clap::Args;
 use std::future::Future;
 
-/// `lease-keepalive`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct LeaseKeepaliveArgs {
     /// Total number of lease keepalive requests.
@@ -20,20 +19,15 @@ pub struct LeaseKeepaliveArgs {
 }
 
 impl LeaseKeepaliveArgs {
-    /// Runs `lease-keepalive`.
+    pub fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let a = self;
-        let Some(channels) = connect(settings, stop, out, &["lease-keepalive"]).await else {
-            return;
-        };
-        let workers: Vec<KeepaliveWorker> = (0..settings.clients)
-            .map(|c| KeepaliveWorker { lease: LeaseClient::new(channel_for(&channels, c)), id: None })
-            .collect();
-        run_report(settings, stop, out, "lease-keepalive", Plan::new(a.total, 0), workers, "").await;
-        if let Some(reason) = stop.reason() {
-            if reason.contains("Unimplemented") {
-                out.note("note: the endpoint does not implement the Lease service; lease-keepalive needs it");
-            }
+        let worker = |conn| KeepaliveWorker { lease: LeaseClient::new(conn), id: None };
+        run_clients((settings, stop, out), "lease-keepalive", Plan::new(self.total, 0), "", worker).await;
+        if stop.reason().is_some_and(|r| r.contains("Unimplemented")) {
+            out.note("note: the endpoint does not implement the Lease service; lease-keepalive needs it");
         }
     }
 }
@@ -48,28 +42,23 @@ struct KeepaliveWorker {
 
 impl KeepaliveWorker {
     async fn keep_alive_once(&mut self) -> Result<(), OpError> {
+        // Granted on the first request (and again after a failed grant or a lost lease); a
+        // failure counts as that request's error.
         let id = match self.id {
             Some(id) => id,
             None => {
-                // Granted on the first request (and again after a failed grant); a failure
-                // counts as that request's error.
                 let r = self.lease.lease_grant(LeaseGrantRequest { ttl: TTL, id: 0 }).await?.into_inner();
                 if !r.error.is_empty() {
                     return Err(OpError::new(format!("lease grant: {}", r.error)));
                 }
-                self.id = Some(r.id);
-                r.id
+                *self.id.insert(r.id)
             }
         };
-        let mut responses = self
-            .lease
-            .lease_keep_alive(futures::stream::iter([LeaseKeepAliveRequest { id }]))
-            .await?
-            .into_inner();
-        match responses.message().await? {
+        let once = futures::stream::iter([LeaseKeepAliveRequest { id }]);
+        match self.lease.lease_keep_alive(once).await?.into_inner().message().await? {
             Some(r) if r.ttl > 0 => Ok(()),
             Some(_) => {
-                // TTL 0: the lease is gone (expired or revoked); grant a new one next time.
+                // TTL 0: the lease is gone (expired or revoked).
                 self.id = None;
                 Err(OpError::new("requested lease not found"))
             }

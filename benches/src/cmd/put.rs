@@ -1,12 +1,13 @@
 //! `put`: puts of `--key-size` keys (random or sequential key numbers in `--key-space-size`) and
 //! one random `--val-size` value, optionally compacting every `--compact-interval`, and reading
-//! HashKV and Status after the run with `--check-hashkv`.
+//! HashKV and Status after the run with `--check-hashkv`. Also the flags it shares with
+//! `txn-put` and `txn-mixed` ([`Load`]).
 
-use crate::conn::{bounded, channel_for, connect, kv_client, Conn};
+use crate::conn::{bounded, channel_for, connect, kv_client, Conn, OpError};
 use crate::format::humanize_bytes;
 use crate::keys::{check_key_space, random_bytes, varint_key, Rng};
 use crate::output::Out;
-use crate::runner::{run_report, OpError, Plan, Worker};
+use crate::runner::{run_report, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -18,24 +19,45 @@ use clap::{ArgAction, Args};
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-/// `put`'s flags.
+/// The flags `put`, `txn-put` and `txn-mixed` share, with etcd's defaults.
 #[derive(Debug, Clone, Args)]
-pub struct PutArgs {
-    /// Key size of put request.
+pub struct Load {
+    /// Key size of each request.
     #[arg(long, default_value_t = 8)]
     pub key_size: usize,
-    /// Value size of put request.
+    /// Value size of each request.
     #[arg(long, default_value_t = 8)]
     pub val_size: usize,
-    /// Maximum puts per second (0 is no limit).
+    /// Maximum requests per second (0 is no limit).
     #[arg(long, default_value_t = 0)]
     pub rate: u64,
-    /// Total number of put requests.
+    /// Total number of requests.
     #[arg(long, default_value_t = 10000)]
     pub total: u64,
     /// Maximum possible keys.
     #[arg(long, default_value_t = 1)]
     pub key_space_size: u64,
+}
+
+impl Load {
+    pub fn validate(&self) -> Result<(), String> {
+        check_key_space(self.key_size, self.key_space_size)
+    }
+
+    pub fn plan(&self) -> Plan {
+        Plan::new(self.total, self.rate)
+    }
+
+    /// The one random value every request writes.
+    pub fn value(&self) -> Bytes {
+        Bytes::from(random_bytes(self.val_size))
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PutArgs {
+    #[command(flatten)]
+    pub load: Load,
     /// Use sequential keys.
     #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
     pub sequential_keys: bool,
@@ -62,19 +84,26 @@ struct PutWorker {
 impl Worker for PutWorker {
     fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
         let n = if self.sequential { i % self.key_space } else { self.rng.u64(..self.key_space) };
-        let req = PutRequest {
-            key: Bytes::from(varint_key(n, self.key_size)),
-            value: self.value.clone(),
-            ..Default::default()
-        };
+        let key = Bytes::from(varint_key(n, self.key_size));
+        let req = PutRequest { key, value: self.value.clone(), ..Default::default() };
         (0, async move { self.kv.put(req).await.map(|_| ()).map_err(OpError::from) })
     }
 }
 
 impl PutArgs {
-    /// Checks the flags.
+    /// `total` puts of `key_space` sequential keys (each key `total / key_space` times).
+    pub fn sequential(key_size: usize, val_size: usize, total: u64, key_space_size: u64) -> Self {
+        Self {
+            load: Load { key_size, val_size, rate: 0, total, key_space_size },
+            sequential_keys: true,
+            compact_interval: Duration::ZERO,
+            compact_index_delta: 1000,
+            check_hashkv: false,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
-        check_key_space(self.key_size, self.key_space_size)?;
+        self.load.validate()?;
         if !self.compact_interval.is_zero() && self.compact_index_delta < 0 {
             return Err(format!(
                 "--compact-index-delta must not be negative, got {}",
@@ -84,32 +113,30 @@ impl PutArgs {
         Ok(())
     }
 
-    /// Runs `put`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
-        let Some(channels) = connect(settings, stop, out, &["put"]).await else {
-            return;
-        };
-        let value = Bytes::from(random_bytes(a.val_size));
-        let workers: Vec<PutWorker> = (0..settings.clients)
-            .map(|c| PutWorker {
-                kv: kv_client(channel_for(&channels, c)),
-                rng: Rng::new(),
-                key_size: a.key_size,
-                key_space: a.key_space_size,
-                sequential: a.sequential_keys,
-                value: value.clone(),
-            })
-            .collect();
+        let Some(channels) = connect(settings, stop, out, &["put"]).await else { return };
         let compactor = (!a.compact_interval.is_zero()).then(|| {
+            let kv = kv_client(channels[0].clone());
             tokio::spawn(compact_loop(
-                kv_client(channels[0].clone()),
+                kv,
                 a.compact_interval,
                 a.compact_index_delta,
                 settings.request_timeout,
             ))
         });
-        run_report(settings, stop, out, "put", Plan::new(a.total, a.rate), workers, "\n").await;
+        let value = a.load.value();
+        let workers = (0..settings.clients)
+            .map(|c| PutWorker {
+                kv: kv_client(channel_for(&channels, c)),
+                rng: Rng::new(),
+                key_size: a.load.key_size,
+                key_space: a.load.key_space_size,
+                sequential: a.sequential_keys,
+                value: value.clone(),
+            })
+            .collect();
+        run_report((settings, stop, out), "put", a.load.plan(), workers, "\n").await;
         if let Some(c) = compactor {
             c.abort();
         }
@@ -126,36 +153,36 @@ async fn compact_loop(mut kv: KvClient<Conn>, interval: Duration, delta: i64, bo
         tokio::time::sleep(interval).await;
         let range = RangeRequest { key: Bytes::from_static(b"foo"), ..Default::default() };
         let rev = match bounded(bound, kv.range(range)).await {
-            Ok(r) => r.header.map(|h| h.revision).unwrap_or(0),
+            Ok(r) => r.into_inner().header.map_or(0, |h| h.revision),
             Err(e) => {
                 eprintln!("warning: compaction skipped: cannot read the revision: {e}");
                 continue;
             }
         };
         let target = rev - delta;
-        if target <= 0 {
-            continue;
-        }
-        let req = CompactionRequest { revision: target, physical: false };
-        if let Err(e) = bounded(bound, kv.compact(req)).await {
-            eprintln!("warning: compaction at revision {target} failed: {e}");
+        if target > 0 {
+            if let Err(e) =
+                bounded(bound, kv.compact(CompactionRequest { revision: target, physical: false })).await
+            {
+                eprintln!("warning: compaction at revision {target} failed: {e}");
+            }
         }
     }
 }
 
 /// `--check-hashkv`: HashKV and Status of the first endpoint, as etcd's `HashKV Summary`.
 async fn hash_kv(settings: &Settings, out: &Out, channel: Conn) {
-    let endpoint = settings.endpoints.first().cloned().unwrap_or_default();
+    let endpoint = settings.endpoints[0].clone();
     let mut m = MaintenanceClient::new(channel);
     let bound = settings.request_timeout;
     let st = Instant::now();
     let hash = match bounded(bound, m.hash_kv(HashKvRequest { revision: 0 })).await {
-        Ok(h) => h,
+        Ok(h) => h.into_inner(),
         Err(e) => return out.note(format!("Failed to get the hashkv of endpoint {endpoint} ({e})")),
     };
     let took = st.elapsed();
     let status = match bounded(bound, m.status(StatusRequest {})).await {
-        Ok(s) => s,
+        Ok(s) => s.into_inner(),
         Err(e) => return out.note(format!("Failed to get the status of endpoint {endpoint} ({e})")),
     };
     let db_size = u64::try_from(status.db_size).unwrap_or(0);
@@ -165,14 +192,7 @@ async fn hash_kv(settings: &Settings, out: &Out, channel: Conn) {
         go_duration::format(took),
         humanize_bytes(db_size)
     ));
-    out.extra(
-        "hashkv",
-        serde_json::json!({
-            "hash": hash.hash,
-            "compact_revision": hash.compact_revision,
-            "endpoint": endpoint,
-            "secs": took.as_secs_f64(),
-            "db_size": db_size,
-        }),
-    );
+    let secs = took.as_secs_f64();
+    let figures = serde_json::json!({"hash": hash.hash, "compact_revision": hash.compact_revision, "endpoint": endpoint, "secs": secs, "db_size": db_size});
+    out.extra("hashkv", figures);
 }

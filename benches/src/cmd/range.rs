@@ -2,9 +2,9 @@
 //! `--limit`, `--count-only`, `--keys-only` and `--prefix`; with `--stream`, as RangeStream
 //! (etcd 3.7), each stream read to its end.
 
-use crate::conn::{channel_for, connect, kv_client, Conn};
+use crate::conn::{kv_client, Conn, OpError};
 use crate::output::Out;
-use crate::runner::{run_report, OpError, Plan, Worker};
+use crate::runner::{run_clients, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -14,7 +14,6 @@ use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;
 
-/// `range key [end]`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct RangeArgs {
     /// The key (or the start of the range).
@@ -48,7 +47,23 @@ pub struct RangeArgs {
 }
 
 impl RangeArgs {
-    /// Checks the flags.
+    /// `total` ranges of `key` at the consistency `l` or `s`.
+    pub fn of_key(key: &str, consistency: &str, total: u64) -> Self {
+        let (key, consistency) = (key.to_string(), consistency.to_string());
+        Self {
+            key,
+            end: None,
+            total,
+            rate: 0,
+            consistency,
+            limit: 0,
+            count_only: false,
+            keys_only: false,
+            prefix: false,
+            stream: false,
+        }
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         serializable(&self.consistency)?;
         if self.prefix && self.end.is_some() {
@@ -60,27 +75,30 @@ impl RangeArgs {
         Ok(())
     }
 
-    /// Runs `range`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let a = self;
-        let Some(req) = stop.check(request(&a)) else { return };
-        let banner = if req.serializable {
+        let Some(req) = stop.check(self.request()) else { return };
+        out.print(if req.serializable {
             "bench with serializable range\n"
         } else {
             "bench with linearizable range\n"
-        };
-        out.print(banner);
-        let Some(channels) = connect(settings, stop, out, &["range"]).await else {
-            return;
-        };
-        let workers: Vec<RangeWorker> = (0..settings.clients)
-            .map(|c| RangeWorker {
-                kv: kv_client(channel_for(&channels, c)),
-                req: req.clone(),
-                stream: a.stream,
-            })
-            .collect();
-        run_report(settings, stop, out, "range", Plan::new(a.total, a.rate), workers, "").await;
+        });
+        let worker = |conn| RangeWorker { kv: kv_client(conn), req: req.clone(), stream: self.stream };
+        run_clients((settings, stop, out), "range", Plan::new(self.total, self.rate), "", worker).await;
+    }
+
+    fn request(&self) -> Result<RangeRequest, String> {
+        let key = self.key.as_bytes().to_vec();
+        let range_end =
+            if self.prefix { prefix_end(&key) } else { self.end.clone().unwrap_or_default().into_bytes() };
+        Ok(RangeRequest {
+            key: Bytes::from(key),
+            range_end: Bytes::from(range_end),
+            limit: self.limit,
+            serializable: serializable(&self.consistency)?,
+            keys_only: self.keys_only,
+            count_only: self.count_only,
+            ..Default::default()
+        })
     }
 }
 
@@ -91,22 +109,6 @@ pub fn serializable(consistency: &str) -> Result<bool, String> {
         "s" => Ok(true),
         other => Err(format!("--consistency must be l (linearizable) or s (serializable), got {other:?}")),
     }
-}
-
-/// The Range request `range` sends.
-pub fn request(a: &RangeArgs) -> Result<RangeRequest, String> {
-    let key = a.key.as_bytes().to_vec();
-    let range_end =
-        if a.prefix { prefix_end(&key) } else { a.end.as_deref().unwrap_or("").as_bytes().to_vec() };
-    Ok(RangeRequest {
-        key: Bytes::from(key),
-        range_end: Bytes::from(range_end),
-        limit: a.limit,
-        serializable: serializable(&a.consistency)?,
-        keys_only: a.keys_only,
-        count_only: a.count_only,
-        ..Default::default()
-    })
 }
 
 struct RangeWorker {
@@ -123,8 +125,8 @@ impl Worker for RangeWorker {
                 return self.kv.range(req).await.map(|_| ()).map_err(OpError::from);
             }
             // Each chunk is dropped as it arrives: the request is done at the stream's end.
-            let mut chunks = self.kv.range_stream(req).await.map_err(OpError::from)?.into_inner();
-            while chunks.message().await.map_err(OpError::from)?.is_some() {}
+            let mut chunks = self.kv.range_stream(req).await?.into_inner();
+            while chunks.message().await?.is_some() {}
             Ok(())
         })
     }
@@ -135,7 +137,6 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    /// `range`'s flags alone, as the command line parses them.
     #[derive(Parser)]
     struct Line {
         #[command(flatten)]
@@ -148,32 +149,20 @@ mod tests {
 
     #[test]
     fn prefix_flag_sets_range_end() {
-        let a = parse(&["range", "--prefix", "foo", "--consistency", "s"]);
-        let r = request(&a).expect("valid");
-        assert_eq!(&r.key[..], b"foo");
-        assert_eq!(&r.range_end[..], b"fop");
-        assert!(r.serializable);
+        let r = parse(&["range", "--prefix", "foo", "--consistency", "s"]).request().expect("valid");
+        assert_eq!((&r.key[..], &r.range_end[..], r.serializable), (&b"foo"[..], &b"fop"[..], true));
         let a = parse(&["range", "a", "z", "--limit", "5"]);
-        let r = request(&a).expect("valid");
-        assert_eq!(&r.range_end[..], b"z");
-        assert_eq!(r.limit, 5);
-        assert!(!a.stream);
+        let r = a.request().expect("valid");
+        assert_eq!((&r.range_end[..], r.limit, a.stream), (&b"z"[..], 5, false));
         assert!(parse(&["range", "--stream", "a"]).stream);
     }
 
     #[test]
     fn bad_combinations_are_refused() {
-        let a = parse(&["range", "--prefix", "a", "b"]);
-        assert!(a.validate().is_err());
-        let a = parse(&["range", "a", "--consistency", "x"]);
-        assert!(a.validate().is_err());
+        assert!(parse(&["range", "--prefix", "a", "b"]).validate().is_err());
+        assert!(parse(&["range", "a", "--consistency", "x"]).validate().is_err());
         assert!(Line::try_parse_from(["range"]).is_err());
-    }
-
-    #[test]
-    fn consistency_is_l_or_s() {
-        assert_eq!(serializable("l"), Ok(false));
-        assert_eq!(serializable("s"), Ok(true));
+        assert_eq!((serializable("l"), serializable("s")), (Ok(false), Ok(true)));
         assert!(serializable("x").is_err());
     }
 }

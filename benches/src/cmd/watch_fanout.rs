@@ -12,46 +12,49 @@ use crate::keys::random_bytes;
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use crate::watch_streams::{
-    check_stamped_puts, open_streams, run_events, watchers_on, EventPhase, StreamPlan,
-};
+use crate::watch_streams::{check_stamped_puts, open_streams, run_events, watchers_on, EventPhase};
 use bytes::Bytes;
 use clap::Args;
 use std::sync::Arc;
 
-/// `watch-fanout`'s flags.
+/// The fan-out's shape, which `actcd-tables fanout` runs on both servers too.
 #[derive(Debug, Clone, Args)]
-pub struct WatchFanoutArgs {
+pub struct Shape {
     /// Watchers, spread evenly over the streams and the keys.
     #[arg(long, default_value_t = 1000)]
     pub watchers: usize,
     /// Watched keys; the puts go to them in turn.
     #[arg(long, default_value_t = 1)]
     pub keys: usize,
-    /// Watch streams (spread over --clients, which spread over --conns).
+    /// Watch streams (spread over the clients, which spread over the connections).
     #[arg(long, default_value_t = 100)]
     pub streams: usize,
     /// Puts to the watched keys.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 5000)]
     pub puts: u64,
-    /// Puts per second (0 is no limit).
-    #[arg(long, default_value_t = 0)]
-    pub put_rate: u64,
     /// Concurrent putters, spread over the connections.
     #[arg(long, default_value_t = 8)]
     pub put_clients: usize,
-    /// Key size of the watched keys.
-    #[arg(long, default_value_t = 32)]
-    pub key_size: usize,
     /// Value size of the puts (at least 8: the put's send time travels in the value).
     #[arg(long, default_value_t = 256)]
     pub val_size: usize,
 }
 
+#[derive(Debug, Clone, Args)]
+pub struct WatchFanoutArgs {
+    #[command(flatten)]
+    pub shape: Shape,
+    /// Puts per second (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub put_rate: u64,
+    /// Key size of the watched keys.
+    #[arg(long, default_value_t = 32)]
+    pub key_size: usize,
+}
+
 impl WatchFanoutArgs {
-    /// Checks the flags.
     pub fn validate(&self) -> Result<(), String> {
-        let a = self;
+        let a = &self.shape;
         if a.watchers == 0 || a.streams == 0 || a.put_clients == 0 || a.keys == 0 {
             return Err("--watchers, --keys, --streams and --put-clients must be at least 1".to_string());
         }
@@ -61,43 +64,36 @@ impl WatchFanoutArgs {
                 a.streams, a.watchers
             ));
         }
-        check_stamped_puts(a.key_size, a.val_size)
+        check_stamped_puts(self.key_size, a.val_size)
     }
 
-    /// Runs `watch-fanout`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let a = self;
-        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else {
-            return;
-        };
+        let a = self.shape;
+        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else { return };
         let keys: Arc<Vec<Bytes>> =
-            Arc::new((0..a.keys).map(|_| Bytes::from(random_bytes(a.key_size))).collect());
-        let (watchers, streams) = (a.watchers, a.streams);
-        let watched = keys.clone();
-        let keys_of = move |s| {
-            watchers_of_stream(s, watchers, streams).map(|g| watched[g % watched.len()].clone()).collect()
-        };
-        let plan = StreamPlan { prev_kv: false, timeout: settings.request_timeout };
-        let Some(open) =
-            open_streams((settings, stop, out), &channels, a.streams, keys_of, plan, false).await
-        else {
+            Arc::new((0..a.keys).map(|_| Bytes::from(random_bytes(self.key_size))).collect());
+        let keys_of = |s| watchers_of_stream(s, &a).map(|g| keys[g % keys.len()].clone()).collect();
+        let opening = (a.streams, a.watchers as u64, a.streams);
+        let (open, _) =
+            open_streams((settings, stop, out), &channels, opening, keys_of, (false, false)).await;
+        if stop.is_stopped() {
             return;
-        };
-        let live: u64 = open.iter().map(|s| watchers_on(s.index, watchers, streams) as u64).sum();
+        }
+        let live: u64 = open.iter().map(|s| watchers_on(s.index, a.watchers, a.streams) as u64).sum();
         let expected = expected_events(open.iter().map(|s| s.index), &a);
         let phase = EventPhase {
             keys,
             put_total: a.puts,
-            put_rate: a.put_rate,
+            put_rate: self.put_rate,
             put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
             value_size: a.val_size,
             expected,
         };
         let (events, puts, took) = run_events(settings, stop, open, phase).await;
         let event_stats = events.stats(took);
-        out.extra("watchers", live.into());
-        out.extra("events_expected", expected.into());
-        out.extra("events_per_sec", serde_json::json!(event_stats.requests_per_sec));
+        out.extra("watchers", live);
+        out.extra("events_expected", expected);
+        out.extra("events_per_sec", event_stats.requests_per_sec);
         out.report("Put summary:\n", puts.stats(took), "");
         out.print(&format!(
             "\nWatch fan-out: {live} watchers of {} key(s), {} puts: {} events in {:.4} secs, {:.0} events/sec.\n",
@@ -113,19 +109,17 @@ impl WatchFanoutArgs {
 
 /// The watchers (numbered across all streams) on stream `s`: a run of consecutive numbers.
 /// Watcher g watches key g mod keys.
-fn watchers_of_stream(s: usize, watchers: usize, streams: usize) -> std::ops::Range<usize> {
-    let first = s * (watchers / streams) + s.min(watchers % streams);
-    first..first + watchers_on(s, watchers, streams)
+fn watchers_of_stream(s: usize, a: &Shape) -> std::ops::Range<usize> {
+    let first = s * (a.watchers / a.streams) + s.min(a.watchers % a.streams);
+    first..first + watchers_on(s, a.watchers, a.streams)
 }
 
 /// Events the puts make for the watchers of the `open` streams: each put reaches the watchers
 /// of its key, and put i goes to key i mod keys.
-fn expected_events(open: impl Iterator<Item = usize>, a: &WatchFanoutArgs) -> u64 {
+fn expected_events(open: impl Iterator<Item = usize>, a: &Shape) -> u64 {
     let mut per_key = vec![0u64; a.keys];
-    for s in open {
-        for g in watchers_of_stream(s, a.watchers, a.streams) {
-            per_key[g % a.keys] += 1;
-        }
+    for g in open.flat_map(|s| watchers_of_stream(s, a)) {
+        per_key[g % a.keys] += 1;
     }
     let n = a.keys as u64;
     per_key.iter().enumerate().map(|(k, w)| w * (a.puts / n + u64::from((k as u64) < a.puts % n))).sum()
@@ -135,38 +129,27 @@ fn expected_events(open: impl Iterator<Item = usize>, a: &WatchFanoutArgs) -> u6
 mod tests {
     use super::*;
 
-    fn args(watchers: usize, keys: usize, streams: usize, puts: u64) -> WatchFanoutArgs {
-        WatchFanoutArgs {
-            watchers,
-            keys,
-            streams,
-            puts,
-            put_rate: 0,
-            put_clients: 1,
-            key_size: 32,
-            val_size: 256,
-        }
+    fn shape(watchers: usize, keys: usize, streams: usize, puts: u64) -> Shape {
+        Shape { watchers, keys, streams, puts, put_clients: 1, val_size: 256 }
     }
 
     #[test]
     fn watchers_spread_over_keys_and_each_stream_watches_distinct_keys() {
-        let (w, k, s) = (100_000, 1000, 1000);
-        let mut per_key = vec![0; k];
-        for stream in 0..s {
-            let mut mine: Vec<usize> = watchers_of_stream(stream, w, s).map(|g| g % k).collect();
+        let a = shape(100_000, 1000, 1000, 5000);
+        let mut per_key = vec![0; a.keys];
+        for stream in 0..a.streams {
+            let mut mine: Vec<usize> = watchers_of_stream(stream, &a).map(|g| g % a.keys).collect();
             assert_eq!(mine.len(), 100);
             mine.sort_unstable();
             mine.dedup();
             assert_eq!(mine.len(), 100, "stream {stream} watches a key twice");
-            for key in mine {
-                per_key[key] += 1;
-            }
+            mine.into_iter().for_each(|key| per_key[key] += 1);
         }
         assert!(per_key.iter().all(|&n| n == 100));
-        assert_eq!(expected_events(0..s, &args(w, k, s, 5000)), 5000 * 100);
+        assert_eq!(expected_events(0..a.streams, &a), 5000 * 100);
         // One key: every put reaches every watcher of the open streams.
-        assert_eq!(expected_events([0, 2].into_iter(), &args(10, 1, 3, 7)), 7 * (4 + 3));
+        assert_eq!(expected_events([0, 2].into_iter(), &shape(10, 1, 3, 7)), 7 * (4 + 3));
         // Puts that do not divide over the keys: keys 0 and 1 get 2 puts, key 2 gets 1.
-        assert_eq!(expected_events(0..3, &args(6, 3, 3, 5)), 2 * 2 + 2 * 2 + 2);
+        assert_eq!(expected_events(0..3, &shape(6, 3, 3, 5)), 2 * 2 + 2 * 2 + 2);
     }
 }

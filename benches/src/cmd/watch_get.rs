@@ -9,20 +9,16 @@
 //! create on, one more client on a connection of its own gets key `abc` (serializable) over and
 //! over until every watcher has its events; the report is those gets' latencies.
 
-use crate::conn::{
-    bounded, channel_for, connect, dial_one, is_fatal, kv_client, status_text, Conn, MAX_RESPONSE,
-};
+use crate::conn::{bounded, channel_for, connect, dial_one, kv_client, Conn, OpError, MAX_RESPONSE};
 use crate::output::Out;
 use crate::progress::Progress;
 use crate::report::Recorder;
 use crate::runner::watchdog;
 use crate::settings::Settings;
+use crate::stamped_events;
 use crate::stop::Stop;
-use crate::watch_streams::watchers_on;
-use actcd_proto::etcdserverpb::kv_client::KvClient;
-use actcd_proto::etcdserverpb::watch_client::WatchClient;
-use actcd_proto::etcdserverpb::watch_request::RequestUnion;
-use actcd_proto::etcdserverpb::{PutRequest, RangeRequest, WatchCreateRequest, WatchRequest};
+use crate::watch_streams::{create_request, watchers_on};
+use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
 use bytes::Bytes;
 use clap::Args;
 use futures::SinkExt;
@@ -30,7 +26,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 /// The key the watchers watch (etcd benchmark's).
@@ -38,7 +33,6 @@ const WATCH_KEY: &[u8] = b"watchkey";
 /// The key the gets read (etcd benchmark's; it need not exist).
 const GET_KEY: &[u8] = b"abc";
 
-/// `watch-get`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct WatchGetArgs {
     /// Total number of watchers.
@@ -53,7 +47,6 @@ pub struct WatchGetArgs {
 }
 
 impl WatchGetArgs {
-    /// Checks the flags.
     pub fn validate(&self) -> Result<(), String> {
         if self.watchers == 0 || self.streams == 0 || self.events == 0 {
             return Err("--watchers, --streams and --events must be at least 1".to_string());
@@ -61,70 +54,58 @@ impl WatchGetArgs {
         Ok(())
     }
 
-    /// Runs `watch-get`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let Some(channels) = connect(settings, stop, out, &["watch-get"]).await else {
-            return;
-        };
+        let Some(channels) = connect(settings, stop, out, &["watch-get"]).await else { return };
         let Some(get_channel) = stop.check(dial_one(settings).await) else { return };
-        let Some(start_revision) = stop.check(put_versions(settings, channels[0].clone(), self.events).await)
-        else {
+        let Some(from) = stop.check(put_versions(settings, channels[0].clone(), self.events).await) else {
             return;
         };
-
         let expected = self.watchers as u64 * self.events;
         let received = Arc::new(AtomicU64::new(0));
+        let count = move |r: &Arc<AtomicU64>| r.load(Ordering::Relaxed);
         let progress = {
             let r = received.clone();
-            Progress::start(settings, expected, move || r.load(Ordering::Relaxed))
+            Progress::start(settings, expected, move || count(&r))
         };
         let dog = {
             let r = received.clone();
             watchdog(stop.clone(), settings.stall_timeout, "watch event", move || {
-                let n = r.load(Ordering::Relaxed);
-                (n, n < expected)
+                (count(&r), count(&r) < expected)
             })
         };
-        // Set when every watcher has its events: the gets stop then.
-        let caught_up = Arc::new(watch::channel(false).0);
-        let gets = Arc::new(Recorder::new("watch-get", 1, settings.sample));
+        let gets = Recorder::new("watch-get", settings.sample);
         let started = Instant::now();
-        let getter = tokio::spawn(get_loop(
-            kv_client(get_channel),
-            gets.clone(),
-            caught_up.subscribe(),
-            settings.request_timeout,
-        ));
         let mut streams = JoinSet::new();
         for s in 0..self.streams {
-            let unsynced = Unsynced {
-                channel: channel_for(&channels, s % settings.clients),
-                watchers: watchers_on(s, self.watchers, self.streams),
-                start_revision,
-                events: self.events,
-                received: received.clone(),
-            };
-            let stop = stop.clone();
+            let channel = channel_for(&channels, s % settings.clients);
+            let (watchers, received, stop) =
+                (watchers_on(s, self.watchers, self.streams), received.clone(), stop.clone());
+            let events = self.events;
             streams.spawn(async move {
-                if let Err(e) = unsynced.run().await {
-                    stop.stop(e);
+                if let Err(e) = catch_up(channel, watchers, from, events, &received).await {
+                    stop.stop(e.text);
                 }
             });
         }
-        let mut stop_rx = stop.subscribe();
-        loop {
-            tokio::select! {
-                next = streams.join_next() => if next.is_none() { break },
-                _ = Stop::stopped(&mut stop_rx) => break,
+        // The gets run until every stream is done (or the run stops); a get cut off is not
+        // recorded.
+        let mut kv = kv_client(get_channel);
+        let get = RangeRequest { key: Bytes::from_static(GET_KEY), serializable: true, ..Default::default() };
+        let getting = async {
+            loop {
+                let sent = Instant::now();
+                let _ = gets.record(sent, bounded(settings.request_timeout, kv.range(get.clone())).await);
             }
+        };
+        tokio::select! {
+            _ = streams.join_all() => {}
+            _ = stop.stopped() => {}
+            () = getting => {}
         }
-        caught_up.send_replace(true);
-        streams.abort_all();
-        let _ = getter.await;
         let took = started.elapsed();
         dog.abort();
-        progress.finish(received.load(Ordering::Relaxed));
-        out.extra("events_received", received.load(Ordering::Relaxed).into());
+        progress.finish(count(&received));
+        out.extra("events_received", count(&received));
         out.report("Get during watch summary:\n", gets.stats(took), "");
     }
 }
@@ -137,103 +118,65 @@ async fn put_versions(settings: &Settings, channel: Conn, versions: u64) -> Resu
     for i in 0..versions {
         let req = PutRequest {
             key: Bytes::from_static(WATCH_KEY),
-            value: Bytes::from(i.to_string()),
+            value: i.to_string().into(),
             ..Default::default()
         };
         let r = bounded(settings.request_timeout, kv.put(req))
             .await
             .map_err(|e| format!("putting the watched key: {e}"))?;
         if i == 0 {
-            first = r.header.map(|h| h.revision).unwrap_or(0);
+            first = r.into_inner().header.map_or(0, |h| h.revision);
         }
     }
     Ok(first)
 }
 
-/// Serializable gets of [`GET_KEY`], one after another, until `done`; a get cut off by `done`
-/// is not recorded.
-async fn get_loop(
-    mut kv: KvClient<Conn>,
-    rec: Arc<Recorder>,
-    mut done: watch::Receiver<bool>,
-    bound: std::time::Duration,
-) {
-    let req = RangeRequest { key: Bytes::from_static(GET_KEY), serializable: true, ..Default::default() };
-    loop {
-        let sent = Instant::now();
-        tokio::select! {
-            _ = done.wait_for(|d| *d) => return,
-            r = tokio::time::timeout(bound, kv.range(req.clone())) => match r {
-                Ok(Ok(_)) => rec.ok(0, sent, Instant::now()),
-                Ok(Err(s)) => rec.err(0, &status_text(&s)),
-                Err(_) => rec.err(0, &format!("request timed out after {bound:?} (--request-timeout)")),
-            },
-        }
-    }
-}
-
-/// One stream's watchers, each to catch up on `events` events from `start_revision`.
-struct Unsynced {
+/// One stream's `watchers`, created one after another from revision `from`, read until each
+/// has its `events` events. The error is why the stream could not go on.
+async fn catch_up(
     channel: Conn,
     watchers: usize,
-    start_revision: i64,
+    from: i64,
     events: u64,
-    received: Arc<AtomicU64>,
-}
-
-impl Unsynced {
-    /// Creates the watchers one after another and reads until each has its events. The error
-    /// is why the stream could not go on.
-    async fn run(self) -> Result<(), String> {
-        if self.watchers == 0 {
-            return Ok(());
+    received: &AtomicU64,
+) -> Result<(), OpError> {
+    if watchers == 0 {
+        return Ok(());
+    }
+    let create = create_request(Bytes::from_static(WATCH_KEY), false, from);
+    // One create is in flight at a time, so the buffer never fills.
+    let (mut tx, rx) = futures::channel::mpsc::channel(1);
+    let closed = || OpError::new("watch stream closed");
+    tx.send(create.clone()).await.map_err(|_| closed())?;
+    let failed = |e: OpError| match e.fatal {
+        true => OpError::new(format!("the server does not serve Watch ({})", e.text)),
+        false => OpError::new(format!("watch stream failed: {}", e.text)),
+    };
+    let mut responses =
+        stamped_events::watch(channel, MAX_RESPONSE, rx).await.map_err(|s| failed(s.into()))?;
+    let (mut created, mut done) = (1, 0);
+    // Events seen per watch id; a watcher is done at `events`.
+    let mut seen: HashMap<i64, u64> = HashMap::new();
+    while done < watchers {
+        let r = responses
+            .message()
+            .await
+            .map_err(|s| failed(s.into()))?
+            .ok_or_else(|| OpError::new("watch stream closed by the server"))?;
+        if r.canceled {
+            return Err(OpError::new(format!("watch canceled: {}", r.cancel_reason)));
         }
-        // One create is in flight at a time, so the buffer never fills.
-        let (mut tx, rx) = futures::channel::mpsc::channel(1);
-        let create = WatchRequest {
-            request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
-                key: Bytes::from_static(WATCH_KEY),
-                start_revision: self.start_revision,
-                ..Default::default()
-            })),
-        };
-        let fail = |s: tonic::Status| {
-            if is_fatal(&s) {
-                format!("the server does not serve Watch ({})", status_text(&s))
-            } else {
-                format!("watch stream failed: {}", status_text(&s))
-            }
-        };
-        let closed = || "watch stream closed".to_string();
-        tx.send(create.clone()).await.map_err(|_| closed())?;
-        let mut client = WatchClient::new(self.channel).max_decoding_message_size(MAX_RESPONSE);
-        let mut responses = client.watch(rx).await.map_err(fail)?.into_inner();
-        let mut created = 1;
-        // Events seen per watch id; a watcher is done at `events`.
-        let mut seen: HashMap<i64, u64> = HashMap::new();
-        let mut done = 0;
-        while done < self.watchers {
-            let Some(r) = responses.message().await.map_err(fail)? else {
-                return Err("watch stream closed by the server".to_string());
-            };
-            if r.canceled {
-                return Err(format!("watch canceled: {}", r.cancel_reason));
-            }
-            if r.created && created < self.watchers {
-                created += 1;
-                tx.send(create.clone()).await.map_err(|_| closed())?;
-            }
-            if r.events.is_empty() {
-                continue;
-            }
-            self.received.fetch_add(r.events.len() as u64, Ordering::Relaxed);
+        if r.created && created < watchers {
+            created += 1;
+            tx.send(create.clone()).await.map_err(|_| closed())?;
+        }
+        if !r.events.is_empty() {
+            received.fetch_add(r.events.len() as u64, Ordering::Relaxed);
             let n = seen.entry(r.watch_id).or_default();
             let before = *n;
             *n += r.events.len() as u64;
-            if before < self.events && *n >= self.events {
-                done += 1;
-            }
+            done += usize::from(before < events && *n >= events);
         }
-        Ok(())
     }
+    Ok(())
 }

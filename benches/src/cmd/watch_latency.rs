@@ -6,12 +6,11 @@ use crate::keys::random_bytes;
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use crate::watch_streams::{check_stamped_puts, open_streams, run_events, EventPhase, StreamPlan};
+use crate::watch_streams::{check_stamped_puts, open_streams, run_events, EventPhase};
 use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::sync::Arc;
 
-/// `watch-latency`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct WatchLatencyArgs {
     /// Total watch streams.
@@ -38,40 +37,33 @@ pub struct WatchLatencyArgs {
 }
 
 impl WatchLatencyArgs {
-    /// Checks the flags.
     pub fn validate(&self) -> Result<(), String> {
-        let a = self;
-        if a.streams == 0 || a.watchers_per_stream == 0 {
+        if self.streams == 0 || self.watchers_per_stream == 0 {
             return Err("--streams and --watchers-per-stream must be at least 1".to_string());
         }
-        check_stamped_puts(a.key_size, a.val_size)
+        check_stamped_puts(self.key_size, self.val_size)
     }
 
-    /// Runs `watch-latency`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
-        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else {
-            return;
-        };
+        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else { return };
         let key = Bytes::from(random_bytes(a.key_size));
         let per = a.watchers_per_stream;
-        let k = key.clone();
-        let plan = StreamPlan { prev_kv: a.prevkv, timeout: settings.request_timeout };
-        let keys_of = move |_| vec![k.clone(); per];
-        let Some(streams) =
-            open_streams((settings, stop, out), &channels, a.streams, keys_of, plan, false).await
-        else {
+        let keys_of = |_| vec![key.clone(); per];
+        let opening = (a.streams, (a.streams * per) as u64, a.streams);
+        let (streams, _) =
+            open_streams((settings, stop, out), &channels, opening, keys_of, (a.prevkv, false)).await;
+        if stop.is_stopped() {
             return;
-        };
-        let expected = a.put_total * (streams.len() * per) as u64;
+        }
         let phase = EventPhase {
+            expected: a.put_total * (streams.len() * per) as u64,
             keys: Arc::new(vec![key]),
             put_total: a.put_total,
             put_rate: a.put_rate,
             // One putter, like etcd's: puts go out one after another at --put-rate.
             put_channels: vec![channels[0].clone()],
             value_size: a.val_size,
-            expected,
         };
         let (events, puts, took) = run_events(settings, stop, streams, phase).await;
         out.report("Put summary:\n", puts.stats(took), "");

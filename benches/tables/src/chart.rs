@@ -4,7 +4,8 @@
 //! watches). No font files or system libraries are looked up, so a chart looks the same on
 //! every machine.
 
-use plotters::coord::Shift;
+use actcd_bench::format::short;
+use plotters::coord::{CoordTranslate, Shift};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{register_font, FontStyle, RGBColor};
@@ -32,24 +33,6 @@ fn fonts() -> Result<(), String> {
         .clone()
 }
 
-/// A value as an axis label: 950, 1.5K, 20K, 3M.
-pub fn short(v: f64) -> String {
-    let trim = |x: f64, unit: &str| {
-        let s = if x >= 10.0 || x.fract().abs() < 1e-9 { format!("{x:.0}") } else { format!("{x:.1}") };
-        format!("{s}{unit}")
-    };
-    let a = v.abs();
-    if a >= 1e9 {
-        trim(v / 1e9, "G")
-    } else if a >= 1e6 {
-        trim(v / 1e6, "M")
-    } else if a >= 1e4 {
-        trim(v / 1e3, "K")
-    } else {
-        trim(v, "")
-    }
-}
-
 /// Ticks from 0 to at least `max`: about five steps of 1, 2 or 5 × 10^k.
 fn ticks(max: f64) -> Vec<f64> {
     let max = if max > 0.0 && max.is_finite() { max } else { 1.0 };
@@ -60,17 +43,38 @@ fn ticks(max: f64) -> Vec<f64> {
     (0..=n).map(|i| i as f64 * step).collect()
 }
 
-/// A named series of a chart.
+/// A named series of a chart: its legend's name, and its values (bars: one per category,
+/// `None` for a row that did not run; lines: points).
 #[derive(Debug, Clone)]
 pub struct Series<T> {
-    /// The legend's name.
     pub name: String,
-    /// The values (bars: one per category, `None` for a row that did not run; lines: points).
     pub values: Vec<T>,
 }
 
 fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
+}
+
+/// The series' names in a box in the corner `pos`.
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), String> {
+    let mut labels = chart.configure_series_labels();
+    labels.position(pos).background_style(WHITE.mix(0.9)).border_style(MUTED).label_font((FONT, 14));
+    labels.draw().map_err(|e| e.to_string())
+}
+
+/// A chart titled `title` on `root`, with room for labels under it and left of it.
+fn chart_on<'a, 'b>(
+    root: &'a DrawingArea<BitMapBackend<'b>, Shift>,
+    title: &str,
+    x_labels: u32,
+) -> ChartBuilder<'a, 'b, BitMapBackend<'b>> {
+    let mut chart = ChartBuilder::on(root);
+    chart.caption(title, (FONT, 22).into_font().style(FontStyle::Bold)).margin(20);
+    chart.x_label_area_size(x_labels).y_label_area_size(80);
+    chart
 }
 
 /// Draws on a fresh white canvas with `draw` and encodes it as PNG.
@@ -108,11 +112,7 @@ pub fn bars(
     let groups = categories.len().max(1);
     let slots = series.len().max(1) as f64;
     png_of(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 22).into_font().style(FontStyle::Bold))
-            .margin(20)
-            .x_label_area_size(70)
-            .y_label_area_size(80)
+        let mut chart = chart_on(root, title, 70)
             .build_cartesian_2d(0f64..groups as f64, 0f64..top)
             .map_err(|e| e.to_string())?;
         chart
@@ -166,14 +166,7 @@ pub fn bars(
             let style = (FONT, 13).into_font().color(&BLACK).pos(Pos::new(HPos::Center, VPos::Top));
             root.draw(&Text::new(cat.clone(), (x, y + 8 + line * 16), style)).map_err(|e| e.to_string())?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.9))
-            .border_style(MUTED)
-            .label_font((FONT, 14))
-            .draw()
-            .map_err(|e| e.to_string())
+        legend(&mut chart, SeriesLabelPosition::UpperRight)
     })
 }
 
@@ -192,11 +185,7 @@ pub fn lines(
     let x_hi = points().fold(0.0f64, |m, (x, _)| m.max(*x)).log10().ceil();
     let (x_lo, x_hi) = if x_lo.is_finite() && x_hi > x_lo { (x_lo, x_hi) } else { (0.0, 1.0) };
     png_of(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, 22).into_font().style(FontStyle::Bold))
-            .margin(20)
-            .x_label_area_size(60)
-            .y_label_area_size(80)
+        let mut chart = chart_on(root, title, 60)
             .build_cartesian_2d((10f64.powf(x_lo)..10f64.powf(x_hi)).log_scale(), 0f64..top)
             .map_err(|e| e.to_string())?;
         chart
@@ -223,14 +212,7 @@ pub fn lines(
                 )
                 .map_err(|e| e.to_string())?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.9))
-            .border_style(MUTED)
-            .label_font((FONT, 14))
-            .draw()
-            .map_err(|e| e.to_string())
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })
 }
 
@@ -267,11 +249,7 @@ mod tests {
     }
 
     #[test]
-    fn labels_and_ticks_read_well() {
-        assert_eq!(short(950.0), "950");
-        assert_eq!(short(1500.0), "1500");
-        assert_eq!(short(25_000.0), "25K");
-        assert_eq!(short(2_500_000.0), "2.5M");
+    fn ticks_read_well() {
         assert_eq!(ticks(9.3), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
         assert_eq!(ticks(45_000.0).last().copied(), Some(50_000.0));
         assert_eq!(ticks(0.0).len(), 6, "an empty chart still has a scale");

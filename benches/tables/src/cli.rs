@@ -1,35 +1,18 @@
-//! The command line of `actcd-tables`: the load client's global flags (they shape the loads
-//! the tables run) and four commands: `measure` (the tables), `compare` (two runs side by
-//! side), `watch-memory` (one row of the watch-memory table against a running server, or rows
-//! measured earlier printed as etcd's table) and `fanout` (watch fan-out, actcd against etcd).
+//! `actcd-tables`' commands: `measure` (the tables), `compare` (two runs side by side),
+//! `watch-memory` (one row of the watch-memory table against a running server, or rows measured
+//! earlier printed as etcd's table) and `fanout` (watch fan-out, actcd against etcd), run
+//! through `actcd_bench::execute` with the load client's global flags (they shape the loads).
 
-use crate::compare::CompareArgs;
 use crate::fanout::FanoutArgs;
 use crate::measure::MeasureArgs;
+use crate::tablesdoc::CompareArgs;
 use crate::watch_row::WatchMemoryArgs;
-use actcd_bench::execute::{execute, Run};
+use actcd_bench::execute::Run;
 use actcd_bench::output::Out;
-use actcd_bench::settings::{Global, Settings};
+use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
-use clap::{Parser, Subcommand};
+use clap::Subcommand;
 
-/// `actcd-tables`: etcd's published benchmark tables, reproduced.
-#[derive(Debug, Parser)]
-#[command(
-    name = "actcd-tables",
-    version,
-    about = "etcd's published benchmark tables (storage memory, watch memory, put/range QPS) reproduced against actcd or etcd, with actcd-bench's load client"
-)]
-pub struct Cli {
-    /// The load client's flags (endpoints, connections, clients, timeouts).
-    #[command(flatten)]
-    pub global: Global,
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Measure the tables: storage memory (N keys x versions x key size x value size: server
@@ -49,54 +32,37 @@ pub enum Command {
     Fanout(FanoutArgs),
 }
 
-/// A command that loads a server.
-enum Load {
-    Measure(MeasureArgs),
-    WatchMemory(WatchMemoryArgs),
-    Fanout(FanoutArgs),
-}
-
-impl Run for Load {
-    fn name(&self) -> &'static str {
+impl Run for Command {
+    fn validate(&self) -> Result<(), String> {
         match self {
-            Load::Measure(_) => "measure",
-            Load::WatchMemory(_) => "watch-memory",
-            Load::Fanout(_) => "fanout",
+            Command::Measure(a) => a.validate(),
+            Command::Compare(_) => Ok(()),
+            Command::WatchMemory(a) => a.validate(),
+            Command::Fanout(a) => a.validate(),
+        }
+    }
+
+    fn offline(self) -> Result<i32, Self> {
+        match self {
+            Command::Compare(a) => Ok(a.run()),
+            Command::WatchMemory(a) if a.table => Ok(a.print_tables()),
+            other => Err(other),
         }
     }
 
     async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         match self {
-            Load::Measure(a) => a.run(settings, stop, out).await,
-            Load::WatchMemory(a) => a.run(settings, stop, out).await,
-            Load::Fanout(a) => a.run(settings, stop, out).await,
+            Command::Measure(a) => a.run(settings, stop, out).await,
+            Command::WatchMemory(a) => a.run(settings, stop, out).await,
+            Command::Fanout(a) => a.run(settings, stop, out).await,
+            Command::Compare(_) => {}
         }
     }
 }
 
-/// Parses the command line, runs the command and exits with its code: 0 on a finished run, 1
-/// when it stopped early (or a row did not complete), 2 on bad flags.
-pub fn main() {
-    let cli = Cli::parse();
-    let (name, checked) = match &cli.command {
-        Command::Measure(a) => ("measure", a.validate()),
-        Command::Compare(_) => ("compare", Ok(())),
-        Command::WatchMemory(a) => ("watch-memory", a.validate()),
-        Command::Fanout(a) => ("fanout", a.validate()),
-    };
-    let code = match cli.global.settings().and_then(|s| checked.map(|_| s)) {
-        Err(e) => {
-            eprintln!("actcd-tables {name}: {e}");
-            2
-        }
-        // Offline modes: no connection, no report, no client CPU line.
-        Ok(settings) => match cli.command {
-            Command::Compare(a) => a.run(),
-            Command::WatchMemory(a) if a.offline() => a.run_offline(),
-            Command::WatchMemory(a) => execute("actcd-tables", &settings, Load::WatchMemory(a)),
-            Command::Measure(a) => execute("actcd-tables", &settings, Load::Measure(a)),
-            Command::Fanout(a) => execute("actcd-tables", &settings, Load::Fanout(a)),
-        },
-    };
-    std::process::exit(code);
+pub fn main() -> ! {
+    actcd_bench::execute::main::<Command>(
+        "actcd-tables",
+        "etcd's published benchmark tables (storage memory, watch memory, put/range QPS) reproduced against actcd or etcd, with actcd-bench's load client",
+    )
 }

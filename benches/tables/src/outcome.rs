@@ -1,29 +1,26 @@
 //! What every memory row records about the server it measured: which server, whether the row
 //! ran (or why not, or why it stopped short), and the server's resident memory before and after
-//! the row, read from `/proc/PID/status` as etcd's benchmarks read it, from outside.
+//! the row, read from `/proc/PID/status` as etcd's benchmarks read it, from outside; and what
+//! the memory tables' rows share: their `--rows` lists, and a result per row.
 
+use actcd_bench::format::parse_count;
 use actcd_test_support::procfs::{self, Proc};
 use serde::{Deserialize, Serialize};
 
-/// A memory row's outcome on the server (the JSON keeps these fields at the row's top level).
+/// A memory row's outcome on the server (the JSON keeps these fields at the row's top level):
+/// the server's name (empty when unknown), why the row did not run or stopped short, and the
+/// server's VmRSS before the row and after it (after the settle time) and its VmHWM then, KiB.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Outcome {
-    /// The server's name (actcd, etcd, or the process name of a given pid), empty when unknown.
     pub server: String,
-    /// Why the row did not run (too big for the machine), if it did not.
     pub skipped: Option<String>,
-    /// Why the row stopped short, if it did.
     pub failed: Option<String>,
-    /// Server VmRSS before the row, KiB.
     pub server_rss_idle_kb: u64,
-    /// Server VmRSS at the end of the row, after the settle time, KiB.
     pub server_rss_kb: u64,
-    /// Server VmHWM (peak RSS) then, KiB.
     pub server_hwm_kb: u64,
 }
 
 impl Outcome {
-    /// A row that did not run, and why.
     pub fn skipped(server: String, reason: String) -> Self {
         Self { server, skipped: Some(reason), ..Self::default() }
     }
@@ -41,10 +38,7 @@ impl Outcome {
     /// Reads the server's RSS at the end of the row (failed when unreadable: did it die?).
     pub fn finish(&mut self, pid: u32) {
         match procfs::memory(Proc::Pid(pid)) {
-            Ok(m) => {
-                self.server_rss_kb = m.rss_kb;
-                self.server_hwm_kb = m.hwm_kb;
-            }
+            Ok(m) => (self.server_rss_kb, self.server_hwm_kb) = (m.rss_kb, m.hwm_kb),
             Err(e) => {
                 self.fail(format!("the server's memory is not readable after the row (did it die?): {e}"))
             }
@@ -61,12 +55,10 @@ impl Outcome {
         self.skipped.is_none() && self.failed.is_none() && self.server_rss_kb > 0
     }
 
-    /// Server RSS at the end, bytes.
     pub fn rss_bytes(&self) -> f64 {
         self.server_rss_kb as f64 * 1024.0
     }
 
-    /// Server RSS before the row, bytes.
     pub fn idle_bytes(&self) -> f64 {
         self.server_rss_idle_kb as f64 * 1024.0
     }
@@ -75,6 +67,71 @@ impl Outcome {
     pub fn delta_bytes(&self) -> f64 {
         self.rss_bytes() - self.idle_bytes()
     }
+}
+
+/// A memory table's result of one row.
+pub trait MemoryRow {
+    type Row: Copy;
+    /// A row with `outcome` and nothing measured yet.
+    fn new(row: Self::Row, outcome: Outcome) -> Self;
+    /// The row as its `--rows` flag takes it.
+    fn spec(row: &Self::Row) -> String;
+    fn outcome(&mut self) -> &mut Outcome;
+}
+
+/// [`MemoryRow`] for a result of `row` and `outcome` fields and figures that start at 0.
+macro_rules! memory_row {
+    ($result:ty, $row:ty) => {
+        impl $crate::outcome::MemoryRow for $result {
+            type Row = $row;
+
+            fn new(row: $row, outcome: $crate::outcome::Outcome) -> Self {
+                Self { row, outcome, ..Self::default() }
+            }
+
+            fn spec(row: &$row) -> String {
+                row.spec()
+            }
+
+            fn outcome(&mut self) -> &mut $crate::outcome::Outcome {
+                &mut self.outcome
+            }
+        }
+    };
+}
+pub(crate) use memory_row;
+
+/// Parses a comma-separated list of rows, in order and each once: names of sets (`set`) and
+/// `AxBx…` rows of `fields` counts that may use k and M (`row`). `what` and `usage` name them
+/// in errors.
+pub fn parse_rows<R: PartialEq>(
+    spec: &str,
+    (what, fields, usage): (&str, usize, &str),
+    set: impl Fn(&str) -> Option<Vec<R>>,
+    row: impl Fn(&[u64]) -> Result<R, String>,
+) -> Result<Vec<R>, String> {
+    let mut rows: Vec<R> = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let add = match set(part) {
+            Some(add) => add,
+            None => {
+                let counts = part.split(['x', 'X', '*']).map(parse_count);
+                if counts.clone().count() != fields {
+                    return Err(format!("{what} {part:?}: expected {usage}"));
+                }
+                vec![row(&counts.collect::<Result<Vec<u64>, _>>()?)?]
+            }
+        };
+        for r in add {
+            if !rows.contains(&r) {
+                rows.push(r);
+            }
+        }
+    }
+    if rows.is_empty() {
+        return Err(format!("no {what}s given"));
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -103,13 +160,9 @@ mod tests {
             #[serde(flatten)]
             outcome: Outcome,
         }
-        let r = Row {
-            n: 1,
-            outcome: Outcome { server_rss_kb: 5, ..Outcome::skipped("etcd".into(), "no".into()) },
-        };
-        let v = serde_json::to_value(&r).expect("encodes");
-        assert_eq!(v["server"], "etcd");
-        assert_eq!(v["server_rss_kb"], 5);
+        let outcome = Outcome { server_rss_kb: 5, ..Outcome::skipped("etcd".into(), "no".into()) };
+        let v = serde_json::to_value(Row { n: 1, outcome }).expect("encodes");
+        assert_eq!((v["server"].as_str(), v["server_rss_kb"].as_u64()), (Some("etcd"), Some(5)));
         let back: Row = serde_json::from_value(v).expect("decodes");
         assert_eq!(back.outcome.skipped.as_deref(), Some("no"));
     }

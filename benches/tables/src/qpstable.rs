@@ -2,34 +2,40 @@
 //! 256-byte values at 1 connection / 1 client and at 100 connections / 1000 clients, then
 //! ranges of one key, linearizable and serializable, at both shapes; printed as the doc's two
 //! tables (writes: keys, conns, clients, QPS, average latency, RSS; reads: requests, conns,
-//! clients, consistency, QPS, average latency).
+//! clients, consistency, QPS, average latency); and the runs measured on one server.
 
-use crate::units::{count, mb};
+use crate::server::{died, settings_for, Spec};
+use actcd_bench::cmd::put::PutArgs;
+use actcd_bench::cmd::range::RangeArgs;
+use actcd_bench::conn::{bounded, dial_one, kv_client};
+use actcd_bench::format::{count, mb};
+use actcd_bench::output::{cpu_now, ClientCpu, Out};
+use actcd_bench::settings::Settings;
+use actcd_bench::stop::Stop;
+use actcd_proto::etcdserverpb::PutRequest;
+use actcd_test_support::procfs;
+use actcd_test_support::server::Server;
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
+use std::time::Instant;
 
-/// A run's operation.
+/// A run's operation: puts of 8-byte sequential keys with 256-byte values, or linearizable or
+/// serializable ranges of one key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Op {
-    /// Puts of 8-byte sequential keys, 256-byte values.
     Put,
-    /// Linearizable ranges of one key.
     RangeLinearizable,
-    /// Serializable ranges of one key.
     RangeSerializable,
 }
 
-/// One run of the table.
+/// One run of the table: what it sends, over how many connections and clients, how often.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QpsRun {
-    /// What it sends.
     pub op: Op,
-    /// Connections.
     pub conns: usize,
-    /// Clients, spread over the connections.
     pub clients: usize,
-    /// Requests in all.
     pub total: u64,
 }
 
@@ -50,7 +56,7 @@ pub fn runs(small: u64, large: u64) -> Vec<QpsRun> {
 }
 
 impl QpsRun {
-    /// A short name: `put-1x1`, `range-s-100x1000`.
+    /// `put-1x1`, `range-s-100x1000`.
     pub fn name(&self) -> String {
         let op = match self.op {
             Op::Put => "put",
@@ -61,29 +67,104 @@ impl QpsRun {
     }
 }
 
-/// What a run measured.
+/// What a run measured: why it stopped short (if it did), successes, failures, successes a
+/// second, mean and 99th percentile latency, the server's VmRSS after it, and the cores this
+/// client kept busy (it shares the machine with the server).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct QpsResult {
-    /// The run.
     pub run: QpsRun,
-    /// The server's name.
     pub server: String,
-    /// Why the run stopped short, if it did.
     pub failed: Option<String>,
-    /// Successful requests.
     pub requests: u64,
-    /// Failed requests.
     pub errors: u64,
-    /// Requests per second.
     pub qps: f64,
-    /// Mean latency, seconds.
     pub average_secs: f64,
-    /// 99th percentile latency, seconds.
     pub p99_secs: f64,
-    /// Server VmRSS after the run, KiB.
     pub server_rss_kb: u64,
-    /// Cores this client kept busy during the run (it shares the machine with the server).
     pub client_cores: f64,
+}
+
+/// The key the ranges read.
+const RANGE_KEY: &str = "foo";
+
+/// Runs `runs` on one fresh server of `spec`, each under a stop of its own.
+pub async fn measure(
+    spec: &Spec,
+    (base, stop, out): (&Settings, &Stop, &Out),
+    runs: Vec<QpsRun>,
+) -> Vec<QpsResult> {
+    let load = async |server: &mut Server, stop: &Stop| {
+        let (mut results, mut key_written) = (Vec::new(), false);
+        for run in runs {
+            if stop.is_stopped() {
+                break;
+            }
+            let settings = settings_for(base, server, run.conns, run.clients);
+            let (own, forward) = stop.child();
+            let out = Out::new(&run.name(), &settings);
+            let (cpu_start, started) = (cpu_now(), Instant::now());
+            match run.op {
+                Op::Put => {
+                    PutArgs::sequential(KEY_SIZE, VAL_SIZE, run.total, run.total)
+                        .run(&settings, &own, &out)
+                        .await
+                }
+                op => {
+                    if !std::mem::replace(&mut key_written, true) {
+                        if let Err(e) = put_range_key(&settings).await {
+                            own.stop(e);
+                        }
+                    }
+                    let consistency = if op == Op::RangeSerializable { "s" } else { "l" };
+                    RangeArgs::of_key(RANGE_KEY, consistency, run.total).run(&settings, &own, &out).await
+                }
+            }
+            let client_cores = ClientCpu::measure(cpu_start, started.elapsed()).map_or(0.0, |c| c.cores_used);
+            forward.abort();
+            let doc = out.document();
+            let stats = doc.reports.first();
+            let r = QpsResult {
+                run,
+                server: spec.kind.name().to_string(),
+                failed: own.reason().or_else(|| died(server)),
+                requests: stats.map_or(0, |s| s.requests),
+                errors: stats.map_or(0, |s| s.errors),
+                qps: stats.map_or(0.0, |s| s.requests_per_sec),
+                average_secs: stats.map_or(0.0, |s| s.average_secs),
+                p99_secs: stats.and_then(|s| s.percentile(99.0)).unwrap_or(0.0),
+                server_rss_kb: procfs::memory(procfs::Proc::Pid(server.pid())).map_or(0, |m| m.rss_kb),
+                client_cores,
+            };
+            let stopped = r.failed.as_ref().map(|f| format!("; stopped: {f}")).unwrap_or_default();
+            eprintln!(
+                "tables: qps {}: {:.0} requests/s, avg {:.2} ms, client {:.2} cores{stopped}",
+                run.name(),
+                r.qps,
+                r.average_secs * 1e3,
+                r.client_cores
+            );
+            results.push(r);
+        }
+        results
+    };
+    if stop.is_stopped() {
+        return Vec::new();
+    }
+    spec.on_fresh("qps", stop, None, load).await.unwrap_or_else(|why| {
+        out.note(format!("tables: qps: no server: {why}"));
+        Vec::new()
+    })
+}
+
+/// Puts [`RANGE_KEY`] with a value of the doc's size, so that the ranges read one real key.
+async fn put_range_key(settings: &Settings) -> Result<(), String> {
+    let value = Bytes::from(vec![b'v'; VAL_SIZE]);
+    let req = PutRequest { key: Bytes::from_static(RANGE_KEY.as_bytes()), value, ..Default::default() };
+    let mut kv = kv_client(dial_one(settings).await?);
+    bounded(settings.request_timeout, kv.put(req))
+        .await
+        .map_err(|e| format!("putting the key the ranges read: {e}"))?;
+    Ok(())
 }
 
 fn latency(secs: f64) -> String {

@@ -2,24 +2,33 @@
 //! size × value size, each loaded into a fresh server, with what a row needs from the machine
 //! (memory, disk, time) and whether it fits, and the table in etcd's layout ("overall memory
 //! usage": N, versions, key size, value size, memory usage) with the RSS over idle split into a
-//! per-key and a per-version part by least squares.
+//! per-key and a per-version part by least squares; and one row measured, from this separate
+//! process.
 
 use crate::fit::fit;
-use crate::outcome::Outcome;
-use crate::units::{count, mb, parse_count, per_item};
+use crate::memtable::{machine, memory_room, Limits};
+use crate::outcome::{memory_row, parse_rows as parse_rows_of, MemoryRow, Outcome};
+use actcd_bench::cmd::put::PutArgs;
+use actcd_bench::conn::{bounded, dial_one, kv_client};
+use actcd_bench::format::{count, mb, per_item};
+use actcd_bench::keys::varint_len;
+use actcd_bench::output::Out;
+use actcd_bench::settings::Settings;
+use actcd_bench::stop::Stop;
+use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use actcd_proto::etcdserverpb::{RangeRequest, StatusRequest};
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
+use std::time::Duration;
 
-/// One row: `keys` keys of `key_size` bytes, each put `versions` times with `val_size`-byte values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// One row: `keys` keys (N) of `key_size` bytes, each put `versions` times with
+/// `val_size`-byte values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreRow {
-    /// Distinct keys (N).
     pub keys: u64,
-    /// Puts per key (versions).
     pub versions: u64,
-    /// Key size, bytes.
     pub key_size: usize,
-    /// Value size, bytes.
     pub val_size: usize,
 }
 
@@ -44,7 +53,6 @@ pub const ETCD_ROWS: [StoreRow; 8] = [
 pub const QUICK_ROWS: [StoreRow; 3] = [row(2000, 1, 64, 256), row(2000, 5, 64, 256), row(4000, 1, 64, 1024)];
 
 impl StoreRow {
-    /// Puts in all.
     pub fn puts(&self) -> u64 {
         self.keys * self.versions
     }
@@ -71,71 +79,44 @@ impl StoreRow {
 /// Parses `--storage-rows`: `etcd` (etcd's 8 rows), `quick`, or a comma-separated list of
 /// `KEYSxVERSIONSxKEYSIZExVALUESIZE` (counts may use k and M: `1Mx5x64x1024`).
 pub fn parse_rows(spec: &str) -> Result<Vec<StoreRow>, String> {
-    let mut rows: Vec<StoreRow> = Vec::new();
-    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let add: Vec<StoreRow> = match part {
-            "etcd" | "all" => ETCD_ROWS.to_vec(),
-            "quick" => QUICK_ROWS.to_vec(),
-            _ => {
-                let fields: Vec<&str> = part.split(['x', 'X']).collect();
-                let [n, v, k, s] = fields.as_slice() else {
-                    return Err(format!(
-                        "storage row {part:?}: expected KEYSxVERSIONSxKEYSIZExVALUESIZE (like 1Mx5x64x1024), or etcd, quick"
-                    ));
-                };
-                let size = |s: &str| -> Result<usize, String> {
-                    let n = parse_count(s)?;
-                    usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
-                };
-                vec![row(parse_count(n)?, parse_count(v)?, size(k)?, size(s)?)]
-            }
-        };
-        for r in add {
-            if !rows.contains(&r) {
-                rows.push(r);
-            }
-        }
-    }
-    if rows.is_empty() {
-        return Err("--storage-rows is empty".to_string());
-    }
-    if let Some(r) =
-        rows.iter().find(|r| actcd_bench::keys::varint_len(r.keys.saturating_sub(1) as i64) > r.key_size)
-    {
-        return Err(format!(
+    let usage = "KEYSxVERSIONSxKEYSIZExVALUESIZE (like 1Mx5x64x1024), or etcd, quick";
+    let set = |name: &str| match name {
+        "etcd" | "all" => Some(ETCD_ROWS.to_vec()),
+        "quick" => Some(QUICK_ROWS.to_vec()),
+        _ => None,
+    };
+    let rows = parse_rows_of(spec, ("storage row", 4, usage), set, |n| {
+        Ok(row(n[0], n[1], n[2] as usize, n[3] as usize))
+    })?;
+    match rows.iter().find(|r| varint_len(r.keys.saturating_sub(1) as i64) > r.key_size) {
+        Some(r) => Err(format!(
             "storage row {}: {}-byte keys cannot hold {} distinct keys",
             r.spec(),
             r.key_size,
             r.keys
-        ));
+        )),
+        None => Ok(rows),
     }
-    Ok(rows)
 }
 
-/// What a row measured (or why it did not run).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// What a row measured (or why it did not run): the puts acknowledged, the keys the server
+/// counted after the load (a Range over every key, count only), the backend size it reports
+/// (Status db_size), and the seconds the load took.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct StoreResult {
-    /// The row.
     pub row: StoreRow,
     /// The server, whether the row ran, its RSS after the load.
     #[serde(flatten)]
     pub outcome: Outcome,
-    /// Puts acknowledged.
     pub puts_done: u64,
-    /// Keys the server counted after the load (a Range over every key, count only).
     pub keys_counted: u64,
-    /// The backend size the server reports (Status db_size), bytes.
     pub db_size_bytes: u64,
-    /// Seconds the load took.
     pub load_secs: f64,
 }
 
-impl StoreResult {
-    /// A row with `outcome` and nothing loaded yet.
-    pub fn new(row: StoreRow, outcome: Outcome) -> Self {
-        Self { row, outcome, puts_done: 0, keys_counted: 0, db_size_bytes: 0, load_secs: 0.0 }
-    }
+memory_row!(StoreResult, StoreRow);
 
+impl StoreResult {
     /// Whether the row ran to the end: every put acknowledged, every key counted, RSS read.
     pub fn complete(&self) -> bool {
         self.outcome.ran() && self.puts_done == self.row.puts() && self.keys_counted == self.row.keys
@@ -145,6 +126,98 @@ impl StoreResult {
     pub fn bytes_per_sec(&self) -> Option<f64> {
         (self.complete() && self.load_secs > 0.0).then(|| self.row.bytes() as f64 / self.load_secs)
     }
+}
+
+/// Why `row` does not fit, given the rows measured `before` it: its backend over `quota`, its
+/// memory over the machine's or the budget, its load time (at the last row's rate) over the
+/// row limit.
+pub fn plan(row: &StoreRow, before: &[StoreResult], quota: u64, limits: &Limits) -> Option<String> {
+    let gb = |b: f64| b / 1e9;
+    let backend = row.bytes() as f64 * 1.3;
+    if backend > quota as f64 {
+        let quota = gb(quota as f64);
+        return Some(format!(
+            "its ~{:.1} GB of backend is over --quota-backend-bytes ({quota:.1} GB)",
+            gb(backend)
+        ));
+    }
+    // The idle server and the load client, plus the most RSS per byte loaded seen so far (at
+    // least the row's high estimate).
+    let complete = before.iter().filter(|r| r.complete());
+    let per_byte = complete.map(|r| r.outcome.delta_bytes() / r.row.bytes() as f64).fold(0.0, f64::max);
+    let need = (300e6 + row.high_estimate().max(per_byte * row.bytes() as f64)) * limits.margin;
+    if let Some(why) = memory_room(need, &machine(None), limits) {
+        return Some(format!("needs ~{:.1} GB, {why}", gb(need)));
+    }
+    let rate = before.iter().rev().find_map(StoreResult::bytes_per_sec)?;
+    let secs = row.bytes() as f64 / rate * limits.margin;
+    (secs > limits.max_secs).then(|| {
+        format!(
+            "its load would take ~{secs:.0} s at the {:.1} MB/s of the previous row, over the {:.0} s row time limit",
+            rate / 1e6,
+            limits.max_secs
+        )
+    })
+}
+
+/// Loads `row` into the server at `settings.endpoints` (pid `pid`) with `put` (sequential key
+/// numbers, so every key gets exactly `versions` puts; single puts, as etcd's benchmark sends
+/// them: transactions of many puts would inflate etcd's in-memory raft log, which keeps its
+/// last 100,000 entries), checks that the server counts the row's keys, waits `settle` and
+/// reads the server's VmRSS.
+pub async fn measure(
+    settings: &Settings,
+    stop: &Stop,
+    row: StoreRow,
+    pid: u32,
+    server: String,
+    settle: Duration,
+) -> StoreResult {
+    let mut r = StoreResult::new(row, Outcome::start(server, pid));
+    if r.outcome.failed.is_some() {
+        return r;
+    }
+    let out = Out::new("put", settings);
+    PutArgs::sequential(row.key_size, row.val_size, row.puts(), row.keys).run(settings, stop, &out).await;
+    if let Some(stats) = out.document().reports.first() {
+        (r.puts_done, r.load_secs) = (stats.requests, stats.total_secs);
+        if let Some(e) = stats.error_distribution.first() {
+            r.outcome.fail(format!("{} of {} puts failed: {}", stats.errors, row.puts(), e.error));
+        }
+    }
+    if let Some(why) = stop.reason() {
+        r.outcome.fail(why);
+    }
+    match count_keys(settings).await {
+        Ok((keys, db_size)) => (r.keys_counted, r.db_size_bytes) = (keys, db_size),
+        Err(e) => r.outcome.fail(e),
+    }
+    tokio::time::sleep(settle).await;
+    r.outcome.finish(pid);
+    if r.keys_counted != row.keys {
+        r.outcome.fail(format!("the server counts {} keys, the row loaded {}", r.keys_counted, row.keys));
+    }
+    r
+}
+
+/// Every key counted by the server (a Range over all keys, count only) and its backend size.
+async fn count_keys(settings: &Settings) -> Result<(u64, u64), String> {
+    let channel = dial_one(settings).await?;
+    let all = RangeRequest {
+        key: Bytes::from_static(b"\0"),
+        range_end: Bytes::from_static(b"\0"),
+        count_only: true,
+        ..Default::default()
+    };
+    let bound = settings.request_timeout;
+    let counted = bounded(bound, kv_client(channel.clone()).range(all))
+        .await
+        .map_err(|e| format!("counting the keys: {e}"))?;
+    let status = bounded(bound, MaintenanceClient::new(channel).status(StatusRequest {}))
+        .await
+        .map_err(|e| format!("Status: {e}"))?;
+    let size = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok((size(counted.into_inner().count), size(status.into_inner().db_size)))
 }
 
 /// The fit of `server`'s complete rows: RSS over idle ≈ a·keys + b·(keys·versions), with the

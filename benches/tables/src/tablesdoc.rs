@@ -1,38 +1,69 @@
 //! The result of one `measure` run (the JSON file) and what is made of it: the tables in etcd's
-//! layout, the PNG charts, and two runs side by side with their ratios (`--compare`).
+//! layout, the PNG charts, and `actcd-tables compare BASE OTHER`: two runs side by side with
+//! the ratios OTHER / BASE, printed and written with charts of both (it measures nothing).
 
 use crate::chart::{self, Series};
 use crate::memtable::{self, RowResult};
 use crate::qpstable::{self, QpsResult, QpsRun};
+use crate::results::{write_all, Files, Utc};
 use crate::storetable::{self, StoreResult, StoreRow};
-use crate::units;
+use actcd_bench::format::{count, mb};
+use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// One run of `measure`: what the JSON file holds.
+/// One run of `measure`, as its JSON file holds it: the server measured (actcd, etcd), its
+/// version line, when the run started (UTC), the machine, the command line, how servers were
+/// provided, the rows and runs of each table, and the run's wall time.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TablesDoc {
-    /// The server measured (actcd, etcd, or the process name of --pid).
     pub server: String,
-    /// Its version line.
     pub server_version: String,
-    /// When the run started (UTC).
     pub date: String,
-    /// The machine.
     pub machine: String,
-    /// The command line.
     pub command: String,
-    /// How servers were provided (started per row, or one given).
     pub mode: String,
-    /// The storage-memory rows.
     pub storage: Vec<StoreResult>,
-    /// The watch-memory rows.
     pub watch: Vec<RowResult>,
-    /// The QPS runs.
     pub qps: Vec<QpsResult>,
-    /// Wall time of the whole run, seconds.
     pub total_secs: f64,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The base run's JSON file (the ratios are OTHER / BASE).
+    pub base: PathBuf,
+    /// The other run's JSON file.
+    pub other: PathBuf,
+    #[command(flatten)]
+    pub files: Files,
+}
+
+impl CompareArgs {
+    /// Prints the side-by-side tables and writes them with charts of both runs; the exit code.
+    pub fn run(&self) -> i32 {
+        let load = |p: &Path| {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            serde_json::from_str::<TablesDoc>(&text)
+                .map_err(|e| format!("{} is not a tables JSON file: {e}", p.display()))
+        };
+        let written = load(&self.base).and_then(|base| {
+            let (other, now) = (load(&self.other)?, Utc::now());
+            let text = side_by_side(&base, &other);
+            println!("{text}");
+            let prefix = format!("{}-{}-vs-{}", now.stamp, base.server, other.server);
+            files(&self.files.dir(&now), &prefix, ("compare.md", text), &[&base, &other])
+        });
+        match written {
+            Ok(paths) => paths.iter().for_each(|p| eprintln!("tables: wrote {}", p.display())),
+            Err(e) => {
+                eprintln!("actcd-tables compare: {e}");
+                return 1;
+            }
+        }
+        0
+    }
 }
 
 impl TablesDoc {
@@ -75,85 +106,58 @@ pub fn text(doc: &TablesDoc) -> String {
 /// watches, QPS per run. Only tables some run has rows for are drawn.
 pub fn charts(docs: &[&TablesDoc]) -> Result<Vec<(&'static str, Vec<u8>)>, String> {
     let mut charts = Vec::new();
-    let mut storage_rows: Vec<StoreRow> = Vec::new();
-    let mut runs: Vec<QpsRun> = Vec::new();
-    for d in docs {
-        for r in &d.storage {
-            if !storage_rows.contains(&r.row) {
-                storage_rows.push(r.row);
-            }
-        }
-        for r in &d.qps {
-            if !runs.contains(&r.run) {
-                runs.push(r.run);
-            }
-        }
-    }
-    if !storage_rows.is_empty() {
-        let cats: Vec<String> = storage_rows.iter().map(|r| r.spec()).collect();
-        let series: Vec<Series<Option<f64>>> = docs
-            .iter()
-            .map(|d| Series {
-                name: d.server.clone(),
-                values: storage_rows
-                    .iter()
-                    .map(|row| {
-                        d.storage
-                            .iter()
-                            .find(|r| r.row == *row && r.complete())
-                            .map(|r| r.outcome.rss_bytes() / 1e6)
-                    })
-                    .collect(),
-            })
-            .collect();
-        let title = "STORAGE MEMORY: RSS AFTER N KEYS X VERSIONS X KEY X VALUE";
-        charts.push(("storage-memory", chart::bars(title, "RSS, MB", &cats, &series)?));
+    let title = "STORAGE MEMORY: RSS AFTER N KEYS X VERSIONS X KEY X VALUE";
+    let storage = |d: &TablesDoc| {
+        d.storage.iter().map(|r| (r.row, r.complete().then(|| r.outcome.rss_bytes() / 1e6))).collect()
+    };
+    if let Some(png) = bar_chart(docs, storage, StoreRow::spec, (title, "RSS, MB"))? {
+        charts.push(("storage-memory", png));
     }
     if docs.iter().any(|d| !d.watch.is_empty()) {
-        let series: Vec<Series<(f64, f64)>> = docs
-            .iter()
-            .map(|d| Series {
-                name: d.server.clone(),
-                values: d
-                    .watch
-                    .iter()
-                    .filter(|r| r.complete())
-                    .map(|r| (r.row.watches() as f64, r.outcome.rss_bytes() / 1e6))
-                    .collect(),
-            })
-            .collect();
-        charts.push((
-            "watch-memory",
-            chart::lines("WATCH MEMORY: RSS AGAINST WATCHES", "watches (log scale)", "RSS, MB", &series)?,
-        ));
+        let points = |d: &TablesDoc| {
+            let done = d.watch.iter().filter(|r| r.complete());
+            done.map(|r| (r.row.watches() as f64, r.outcome.rss_bytes() / 1e6)).collect()
+        };
+        let series: Vec<_> =
+            docs.iter().map(|d| Series { name: d.server.clone(), values: points(d) }).collect();
+        let title = "WATCH MEMORY: RSS AGAINST WATCHES";
+        charts.push(("watch-memory", chart::lines(title, "watches (log scale)", "RSS, MB", &series)?));
     }
-    if !runs.is_empty() {
-        let cats: Vec<String> = runs.iter().map(|r| r.name()).collect();
-        let series: Vec<Series<Option<f64>>> = docs
-            .iter()
-            .map(|d| Series {
-                name: d.server.clone(),
-                values: runs
-                    .iter()
-                    .map(|run| d.qps.iter().find(|r| r.run == *run && r.failed.is_none()).map(|r| r.qps))
-                    .collect(),
-            })
-            .collect();
-        charts.push(("qps", chart::bars("PUT/RANGE QPS (CONNS X CLIENTS)", "requests/s", &cats, &series)?));
+    let qps = |d: &TablesDoc| d.qps.iter().map(|r| (r.run, r.failed.is_none().then_some(r.qps))).collect();
+    if let Some(png) = bar_chart(docs, qps, QpsRun::name, ("PUT/RANGE QPS (CONNS X CLIENTS)", "requests/s"))?
+    {
+        charts.push(("qps", png));
     }
     Ok(charts)
 }
 
-/// Writes `files` (name suffix, bytes) as `<dir>/<prefix>-<suffix>`; returns the paths.
-pub fn write_all(dir: &Path, prefix: &str, files: &[(String, Vec<u8>)]) -> Result<Vec<PathBuf>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut paths = Vec::new();
-    for (suffix, bytes) in files {
-        let p = dir.join(format!("{prefix}-{suffix}"));
-        std::fs::write(&p, bytes).map_err(|e| format!("cannot write {}: {e}", p.display()))?;
-        paths.push(p);
+/// Bars of every run's values (`of` gives a run's rows and their values, `None` for a row not
+/// complete), one group per row any run has; `None` when no run has one.
+fn bar_chart<K: PartialEq + Copy>(
+    docs: &[&TablesDoc],
+    of: impl Fn(&TablesDoc) -> Vec<(K, Option<f64>)>,
+    name: impl Fn(&K) -> String,
+    (title, unit): (&str, &str),
+) -> Result<Option<Vec<u8>>, String> {
+    let mut keys: Vec<K> = Vec::new();
+    docs.iter().flat_map(|d| of(d)).for_each(|(k, _)| {
+        if !keys.contains(&k) {
+            keys.push(k)
+        }
+    });
+    if keys.is_empty() {
+        return Ok(None);
     }
-    Ok(paths)
+    let series: Vec<_> = docs
+        .iter()
+        .map(|d| {
+            let values = of(d);
+            let value = |k: &K| values.iter().find(|(j, v)| j == k && v.is_some()).and_then(|(_, v)| *v);
+            Series { name: d.server.clone(), values: keys.iter().map(value).collect() }
+        })
+        .collect();
+    let cats: Vec<String> = keys.iter().map(name).collect();
+    chart::bars(title, unit, &cats, &series).map(Some)
 }
 
 fn ratio(other: f64, base: f64) -> String {
@@ -177,7 +181,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
         for rb in &base.storage {
             let ro = other.storage.iter().find(|r| r.row == rb.row);
             let show = |r: Option<&StoreResult>| match r {
-                Some(r) if r.complete() => units::mb(r.outcome.rss_bytes()),
+                Some(r) if r.complete() => mb(r.outcome.rss_bytes()),
                 Some(r) => match &r.outcome.skipped {
                     Some(why) => format!("skipped: {why}"),
                     None => format!("incomplete: {}", r.outcome.failed.clone().unwrap_or_default()),
@@ -193,7 +197,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} | {both} |",
-                units::count(rb.row.keys).to_uppercase(),
+                count(rb.row.keys).to_uppercase(),
                 rb.row.versions,
                 rb.row.key_size,
                 rb.row.val_size,
@@ -226,7 +230,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
                 s,
                 "| {} | {} | {:.0} | {:.0} | {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} ms | {:.2} / {:.2} |",
                 rb.run.name(),
-                units::count(rb.run.total),
+                count(rb.run.total),
                 rb.qps,
                 ro.qps,
                 ratio(ro.qps, rb.qps),
@@ -245,20 +249,27 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
 /// Writes a run's JSON, its tables (`text`) and its charts as `<dir>/<prefix>-<what>`.
 pub fn save(dir: &Path, prefix: &str, doc: &TablesDoc, text: &str) -> Result<Vec<PathBuf>, String> {
     let json = serde_json::to_string_pretty(doc).map_err(|e| format!("cannot encode the tables: {e}"))?;
-    let mut files = vec![
-        ("tables.json".to_string(), json.into_bytes()),
-        ("tables.md".to_string(), text.as_bytes().to_vec()),
-    ];
-    for (suffix, png) in charts(&[doc])? {
-        files.push((format!("{suffix}.png"), png));
-    }
+    let mut paths = write_all(dir, prefix, &[("tables.json".to_string(), json.into_bytes())])?;
+    paths.extend(files(dir, prefix, ("tables.md", text.to_string()), &[doc])?);
+    Ok(paths)
+}
+
+/// Writes `text` as `<dir>/<prefix>-<name>` and the charts of `docs` beside it.
+fn files(
+    dir: &Path,
+    prefix: &str,
+    (name, text): (&str, String),
+    docs: &[&TablesDoc],
+) -> Result<Vec<PathBuf>, String> {
+    let mut files = vec![(name.to_string(), text.into_bytes())];
+    files.extend(charts(docs)?.into_iter().map(|(suffix, png)| (format!("{suffix}.png"), png)));
     write_all(dir, prefix, &files)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Outcome;
+    use crate::outcome::{MemoryRow, Outcome};
 
     fn doc(server: &str, rss_scale: f64) -> TablesDoc {
         let store = |row: StoreRow| StoreResult {

@@ -25,7 +25,7 @@ use crate::apply::validate;
 use crate::auth_store::needs::check_command;
 use crate::auth_store::simple_tokens::SimpleTokens;
 use crate::auth_store::{AuthState, Caller};
-use crate::backend::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY};
+use crate::backend::codec::{self, AppliedPosition, APPLIED_KEY, COMPACTED_KEY, LEGACY_APPLIED_INDEX_KEY};
 use crate::backend::engine::{Engine, Family, WriteSet};
 use crate::backend::member::{self, MemberIds};
 use crate::backend::recovery::{recover, Recovered};
@@ -89,7 +89,10 @@ pub struct StoreCore<E> {
     config: StoreConfig,
     /// Revision of the last applied command (may be ahead of `visible` until the commit).
     pub(crate) current: i64,
-    applied_index: u64,
+    /// The last log entry committed (none before the first).
+    applied: Option<AppliedPosition>,
+    /// The old second record of the position is still on disk, for the next commit to delete.
+    legacy_applied: bool,
     /// Set when a commit failed: the writer can no longer vouch for its state (fail-stop).
     failed: Option<String>,
     /// Leases and their keys (writer-owned: only commands change them).
@@ -123,7 +126,7 @@ impl<E: Engine> StoreCore<E> {
     /// Opens the store on `engine`, checking the data format and rebuilding the index from
     /// the history records (see [`crate::backend::recovery`]).
     pub fn open(engine: E, config: StoreConfig) -> Result<Self, StoreError> {
-        let Recovered { index, leases, current, compacted, applied_index } = recover(&engine)?;
+        let Recovered { index, leases, current, compacted, applied, legacy_applied } = recover(&engine)?;
         if let Some(ids) = config.member {
             member::bind(&engine, ids)?;
         }
@@ -138,13 +141,14 @@ impl<E: Engine> StoreCore<E> {
             index: RwLock::new(index),
             visible: AtomicI64::new(current),
             compacted: AtomicI64::new(compacted),
-            applied_index: AtomicU64::new(applied_index),
+            applied_index: AtomicU64::new(applied.map_or(0, |a| a.index)),
         };
         Ok(Self {
             shared: Arc::new(shared),
             config,
             current,
-            applied_index,
+            applied,
+            legacy_applied,
             failed: None,
             leases,
             alarms,
@@ -167,7 +171,8 @@ impl<E: Engine> StoreCore<E> {
     /// Rebuilds everything from the engine's records, as an open does: after a snapshot
     /// replaced them. Readers see the new state from the next read on.
     pub fn reload(&mut self) -> Result<(), StoreError> {
-        let Recovered { index, leases, current, compacted, applied_index } = recover(&self.shared.engine)?;
+        let Recovered { index, leases, current, compacted, applied, legacy_applied } =
+            recover(&self.shared.engine)?;
         let alarms = AlarmList::load(&self.shared.engine)?;
         let auth = AuthState::load(&self.shared.engine)?;
         *self.shared.write_index()? = index;
@@ -175,11 +180,11 @@ impl<E: Engine> StoreCore<E> {
         *self.shared.alarms.write().map_err(|_| StoreError::Stopped("alarm lock poisoned".into()))? =
             alarms.clone();
         self.shared.compacted.store(compacted, Ordering::Release);
-        self.shared.applied_index.store(applied_index, Ordering::Release);
+        self.shared.applied_index.store(applied.map_or(0, |a| a.index), Ordering::Release);
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
         self.shared.visible.store(current, Ordering::Release);
-        (self.current, self.leases, self.applied_index, self.alarms, self.auth) =
-            (current, leases, applied_index, alarms, auth);
+        (self.current, self.leases, self.applied, self.legacy_applied, self.alarms, self.auth) =
+            (current, leases, applied, legacy_applied, alarms, auth);
         if let Some(journal) = self.lease_journal.as_mut() {
             journal.clear();
             journal.push(LeaseChange::Reloaded);
@@ -312,26 +317,36 @@ impl<E: Engine> StoreCore<E> {
         }
     }
 
-    /// The log index of the last entry applied: the next batch is that of the entry after it.
+    /// The log index of the last entry applied (0 before the first): the next batch is that of
+    /// the entry after it.
     pub fn applied_index(&self) -> u64 {
-        self.applied_index
+        self.applied.map_or(0, |a| a.index)
     }
 
-    /// Writes `batch`, the changes of Raft log entries up to `log_index` that the log already
-    /// holds durably, without an fsync of its own (a restart replays what a crash lost), then
-    /// makes it visible. The batch may hold no command (a blank or membership entry): the
-    /// applied position it records is written all the same.
-    pub fn commit_by_log(&mut self, mut batch: Batch, log_index: u64) -> Result<CommittedEvents, StoreError> {
-        self.applied_index = log_index;
+    /// The last log entry applied, as the one record of it says.
+    pub fn applied_position(&self) -> Option<AppliedPosition> {
+        self.applied
+    }
+
+    /// Writes `batch`, the changes of Raft log entries up to the one at `position` that the log
+    /// already holds durably, without an fsync of its own (a restart replays what a crash lost),
+    /// then makes it visible. The batch may hold no command (a blank or membership entry): the
+    /// applied position is written all the same, in the batch, so the two never disagree.
+    pub fn commit_by_log(
+        &mut self,
+        mut batch: Batch,
+        position: impl Into<AppliedPosition>,
+    ) -> Result<CommittedEvents, StoreError> {
+        let position = position.into();
+        self.applied = Some(position);
         if let Some(reason) = &self.failed {
             return Err(StoreError::Stopped(reason.clone()));
         }
         let prev_revision = self.shared.visible.load(Ordering::Acquire);
-        batch.writes.put(
-            Family::Meta,
-            APPLIED_INDEX_KEY.to_vec(),
-            codec::encode_i64(self.applied_index as i64),
-        );
+        batch.writes.put(Family::Meta, APPLIED_KEY.to_vec(), codec::encode_applied(&position));
+        if std::mem::take(&mut self.legacy_applied) {
+            batch.writes.delete(Family::Meta, LEGACY_APPLIED_INDEX_KEY.to_vec());
+        }
         if let Err(err) = self.shared.engine.commit_by_log(&batch.writes) {
             // The batch may or may not be on disk (a failed fsync says nothing about what the
             // disk kept), so its writes are answered as etcd's stopping server answers them:
@@ -352,7 +367,7 @@ impl<E: Engine> StoreCore<E> {
             None => self.change_tokens(&batch.tokens)?,
         }
         self.shared.db_size.store(self.shared.engine.size_bytes(), Ordering::Relaxed);
-        self.shared.applied_index.store(self.applied_index, Ordering::Release);
+        self.shared.applied_index.store(position.index, Ordering::Release);
         self.shared.visible.store(self.current, Ordering::Release);
         Ok(CommittedEvents { prev_revision, revision: self.current, events: batch.events })
     }

@@ -19,17 +19,51 @@ pub const FORMAT_KEY: &[u8] = b"format";
 pub const FORMAT_VERSION: &[u8] = b"actcd-store-v1";
 /// The meta record holding the last compaction revision.
 pub const COMPACTED_KEY: &[u8] = b"compacted_revision";
-/// The meta record holding the index of the last applied Raft log entry (etcd's applied
-/// index; before the Raft log, the number of commands applied).
-pub const APPLIED_INDEX_KEY: &[u8] = b"applied_index";
-/// The meta record holding the last applied Raft log id (postcard), written in the same batch
-/// as the changes of the entries up to it, as etcd's consistent index is.
-pub const RAFT_APPLIED_KEY: &[u8] = b"raft_applied";
+/// The meta record holding the [`AppliedPosition`] (postcard), written by every commit in the
+/// batch of the entries up to it, as etcd's consistent index is. Its name is the one the Raft
+/// state machine gave it when it kept the record itself: data dirs written then open as they are.
+pub const APPLIED_KEY: &[u8] = b"raft_applied";
+/// A second applied-position record that builds up to d99d737 kept beside [`APPLIED_KEY`] (a
+/// bare index), and the single-node store before the Raft log kept alone (a count of commands,
+/// which no log id matches, so a data dir with only this record has no applied position). Read
+/// by nothing; the first commit after an open deletes it.
+pub const LEGACY_APPLIED_INDEX_KEY: &[u8] = b"applied_index";
 /// The meta record holding the last applied Raft membership (postcard).
 pub const RAFT_MEMBERSHIP_KEY: &[u8] = b"raft_membership";
 /// The meta record holding every member id ever removed (postcard), written in the batch of
 /// the membership that removed the last of them.
 pub const RAFT_REMOVED_KEY: &[u8] = b"raft_removed";
+
+/// The Raft log id of the last entry whose changes the store holds: etcd's consistent index
+/// and term, with the member that led that term, as openraft names a log id. The fields are in
+/// the order of openraft's `LogId` (term, node id, index), so the records the state machine
+/// wrote as `LogId`s decode as this.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AppliedPosition {
+    /// The term of the entry.
+    pub term: u64,
+    /// The member that led that term.
+    pub leader: u64,
+    /// The entry's log index.
+    pub index: u64,
+}
+
+/// A store driven without Raft (tests, tools) names its entries by index alone.
+impl From<u64> for AppliedPosition {
+    fn from(index: u64) -> Self {
+        Self { term: 0, leader: 0, index }
+    }
+}
+
+/// Encodes an [`AppliedPosition`] for [`APPLIED_KEY`].
+pub fn encode_applied(position: &AppliedPosition) -> Vec<u8> {
+    postcard::to_stdvec(position).expect("three integers always encode")
+}
+
+/// Decodes an [`APPLIED_KEY`] record.
+pub fn decode_applied(bytes: &[u8]) -> Result<AppliedPosition, StoreError> {
+    postcard::from_bytes(bytes).map_err(|e| StoreError::Corrupt(format!("applied position: {e}")))
+}
 
 const PUT_KIND: u8 = b'p';
 const DELETE_KIND: u8 = b'd';

@@ -1,7 +1,7 @@
 //! The stores' records in etcd's terms, for the two ways data crosses between etcd and actcd as
 //! a file: a snapshot of this store read out as etcd's backend buckets (`etcdctl snapshot
 //! save`, Maintenance.Snapshot), and etcd's history written in as a new store (`actcd
-//! migrate`). The bbolt file around them is the edge's (src/etcd_file/); what the records are
+//! migrate`). The bbolt file around them is the edge's (edge/src/bbolt/); what the records are
 //! is the store's, here beside the codec that defines them, so nothing else reads or writes
 //! them.
 //!
@@ -22,7 +22,7 @@
 use actcd_proto::mvccpb::KeyValue;
 use prost::Message;
 
-use super::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
+use super::codec::{self, APPLIED_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
 use super::engine::{Engine, Family, WriteSet};
 use super::rocks::{RocksEngine, RocksSnapshot};
 use crate::auth_store::auth_state::{ENABLED_KEY, REVISION_KEY, ROLE_PREFIX, USER_PREFIX};
@@ -121,9 +121,9 @@ pub fn export(
             put(&id.to_be_bytes(), &LeaseRecord { id, ttl }.encode_to_vec())
         }),
         EtcdBucket::Meta => {
-            let applied =
-                snapshot.get(Family::Meta, APPLIED_INDEX_KEY)?.map(|v| codec::decode_i64(&v)).transpose()?;
-            if !put(b"consistent_index", &applied.unwrap_or(0).to_be_bytes())? {
+            let applied = snapshot.get(Family::Meta, APPLIED_KEY)?.map(|v| codec::decode_applied(&v));
+            let applied = applied.transpose()?.map_or(0, |a| a.index);
+            if !put(b"consistent_index", &applied.to_be_bytes())? {
                 return Ok(());
             }
             let compacted =

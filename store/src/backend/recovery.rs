@@ -3,7 +3,9 @@
 //! damaged data dir is refused at open rather than overflowing later. It also finishes what a
 //! crash interrupted: the deletes of a compaction whose record was already durable.
 
-use crate::backend::codec::{self, APPLIED_INDEX_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION};
+use crate::backend::codec::{
+    self, AppliedPosition, APPLIED_KEY, COMPACTED_KEY, FORMAT_KEY, FORMAT_VERSION, LEGACY_APPLIED_INDEX_KEY,
+};
 use crate::backend::engine::{Engine, Family, WriteSet};
 use crate::error::StoreError;
 use crate::lease_store::index::{LeaseIndex, MAX_LEASE_TTL};
@@ -20,8 +22,16 @@ pub(crate) struct Recovered {
     pub(crate) current: i64,
     /// The compaction revision (0 if never compacted).
     pub(crate) compacted: i64,
-    /// Commands applied and durable.
-    pub(crate) applied_index: u64,
+    /// The last log entry applied and durable (none before the first).
+    pub(crate) applied: Option<AppliedPosition>,
+    /// The data dir still holds [`LEGACY_APPLIED_INDEX_KEY`], for the next commit to delete.
+    pub(crate) legacy_applied: bool,
+}
+
+/// The applied position `engine` records: the one record of it, read at open and by the Raft
+/// state machine when it starts or takes a snapshot.
+pub fn applied_position(engine: &impl Engine) -> Result<Option<AppliedPosition>, StoreError> {
+    engine.get(Family::Meta, APPLIED_KEY)?.map(|v| codec::decode_applied(&v)).transpose()
 }
 
 /// Reads back what `engine` holds, checking the data format (and writing it on an empty
@@ -29,7 +39,8 @@ pub(crate) struct Recovered {
 pub(crate) fn recover(engine: &impl Engine) -> Result<Recovered, StoreError> {
     // Numbers read back are checked against what this store writes: a damaged record must
     // refuse the data dir here, not overflow later (a TTL past MAX_LEASE_TTL overflowed
-    // the lessor's deadline at start; a negative applied index, its counter).
+    // the lessor's deadline at start; a negative applied index, its counter, when it was an
+    // i64 record).
     let compacted = match engine.get(Family::Meta, COMPACTED_KEY)? {
         Some(v) => match codec::decode_i64(&v)? {
             c @ 0..=Revision::MAX_MAIN => c,
@@ -37,13 +48,8 @@ pub(crate) fn recover(engine: &impl Engine) -> Result<Recovered, StoreError> {
         },
         None => 0,
     };
-    let applied_index = match engine.get(Family::Meta, APPLIED_INDEX_KEY)? {
-        Some(v) => {
-            let index = codec::decode_i64(&v)?;
-            u64::try_from(index).map_err(|_| StoreError::Corrupt(format!("applied index {index}")))?
-        }
-        None => 0,
-    };
+    let applied = applied_position(engine)?;
+    let legacy_applied = engine.get(Family::Meta, LEGACY_APPLIED_INDEX_KEY)?.is_some();
     let mut leases = LeaseIndex::default();
     engine.scan(Family::Lease, &[], &mut |key, value| {
         let (id, ttl) = (codec::decode_i64(key)?, codec::decode_i64(value)?);
@@ -116,7 +122,7 @@ pub(crate) fn recover(engine: &impl Engine) -> Result<Recovered, StoreError> {
     }
     // An empty store is at revision 1, so the first write gets revision 2.
     let current = last.max(compacted).max(1);
-    Ok(Recovered { index, leases, current, compacted, applied_index })
+    Ok(Recovered { index, leases, current, compacted, applied, legacy_applied })
 }
 
 #[cfg(test)]
@@ -139,12 +145,13 @@ mod tests {
     }
 
     /// Found by fuzz/open_store: a negative applied index overflowed its counter at the first
-    /// write, and a lease TTL past the largest overflowed the lessor's deadline at start.
+    /// write (the record is three unsigned varints now; a torn one is refused), and a lease
+    /// TTL past the largest overflowed the lessor's deadline at start.
     #[test]
     fn out_of_range_numbers_on_disk_refuse_the_data_dir() {
         let lease = 7i64.to_be_bytes();
         for records in [
-            vec![(Family::Meta, APPLIED_INDEX_KEY, codec::encode_i64(-1))],
+            vec![(Family::Meta, APPLIED_KEY, vec![0x80])],
             vec![(Family::Meta, COMPACTED_KEY, codec::encode_i64(-3))],
             vec![(Family::Meta, COMPACTED_KEY, codec::encode_i64(Revision::MAX_MAIN + 1))],
             vec![(Family::Lease, &lease[..], codec::encode_i64(i64::MAX))],
@@ -177,11 +184,32 @@ mod tests {
         assert!(open_on(&[(family, &key[..], value)]).is_ok(), "three puts at revisions 1 to 3");
 
         let fine = open_on(&[
-            (Family::Meta, APPLIED_INDEX_KEY, codec::encode_i64(5)),
+            (
+                Family::Meta,
+                APPLIED_KEY,
+                codec::encode_applied(&AppliedPosition { term: 2, leader: 9, index: 5 }),
+            ),
             (Family::Lease, &lease[..], codec::encode_i64(MAX_LEASE_TTL)),
         ])
         .expect("in-range records open");
         assert_eq!(fine.read_view().applied_index(), 5);
         assert_eq!(fine.lease_list(), vec![(7, MAX_LEASE_TTL)]);
+    }
+
+    /// A data dir from before the Raft log holds a count of commands as its applied index,
+    /// which names no log entry: it opens with no applied position, and its first commit
+    /// deletes the old record, so one record of the position is left.
+    #[test]
+    fn the_old_applied_index_record_is_not_a_position_and_goes_at_the_first_commit() {
+        let mut core =
+            open_on(&[(Family::Meta, LEGACY_APPLIED_INDEX_KEY, codec::encode_i64(40))]).expect("opens");
+        assert_eq!(core.applied_position(), None);
+        assert_eq!(core.read_view().applied_index(), 0);
+        let position = AppliedPosition { term: 1, leader: 3, index: 1 };
+        core.commit_by_log(crate::Batch::default(), position).expect("commits");
+        let engine = core.engine();
+        assert_eq!(engine.get(Family::Meta, LEGACY_APPLIED_INDEX_KEY).expect("reads"), None);
+        assert_eq!(applied_position(engine).expect("reads"), Some(position));
+        assert_eq!(core.read_view().applied_index(), 1);
     }
 }

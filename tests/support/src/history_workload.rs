@@ -123,6 +123,17 @@ impl Workload {
         }
     }
 
+    /// A count of every key, at the latest revision: what a compactor reads to learn the
+    /// revision it will compact to a few rounds later.
+    pub fn count_all() -> Request {
+        Request::Range(RangeRequest {
+            key: PREFIX.into(),
+            range_end: PREFIX_END.into(),
+            count_only: true,
+            ..Default::default()
+        })
+    }
+
     /// A compaction to `revision` (at least 1).
     pub fn compaction(&mut self, revision: i64) -> Request {
         Request::Compact(CompactionRequest { revision: revision.max(1), physical: self.rng.percent(50) })

@@ -9,8 +9,9 @@
 use std::path::{Path, PathBuf};
 
 /// Top-level folders whose paths the docs name.
-const ROOTS: [&str; 13] = [
+const ROOTS: [&str; 14] = [
     "src",
+    "edge",
     "store",
     "actors",
     "raft",

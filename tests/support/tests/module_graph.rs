@@ -9,8 +9,9 @@ use std::path::Path;
 
 use actcd_test_support::module_graph::ModuleGraph;
 
-const ROOTS: [&str; 9] = [
+const ROOTS: [&str; 10] = [
     "src/lib.rs",
+    "edge/src/lib.rs",
     "store/src/lib.rs",
     "actors/src/lib.rs",
     "raft/src/lib.rs",

@@ -3,18 +3,17 @@
 //! reused by every such write for that window or up to a number of objects. Nothing keeps the
 //! leases alive: they expire, and their events with them.
 
-use crate::conn::Conn;
+use crate::conn::{Conn, OpError};
 use crate::report::Recorder;
-use crate::runner::OpError;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
 use actcd_proto::etcdserverpb::LeaseGrantRequest;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
-/// The apiserver's defaults: a lease is reused for 5 % of the TTL, at most 60 s, and for at
-/// most 1000 objects.
-const REUSE_PERCENT: u64 = 5;
+// The apiserver's defaults: a lease is reused for 5 % of the TTL, at most 60 s, and for at most
+// 1000 objects.
+const REUSE_PERCENT: u32 = 5;
 const MAX_REUSE: Duration = Duration::from_secs(60);
 const MAX_OBJECTS: u64 = 1000;
 
@@ -38,16 +37,12 @@ impl LeaseManager {
         Self { lease: LeaseClient::new(conn), ttl, current: Mutex::new(None), grants }
     }
 
-    fn reuse(&self) -> Duration {
-        (self.ttl * REUSE_PERCENT as u32 / 100).min(MAX_REUSE)
-    }
-
     /// The lease the next object with the TTL attaches to: the current one while it outlives
     /// the TTL, expires within TTL + reuse window and has room, else a new grant.
     pub async fn get(&self) -> Result<i64, OpError> {
         let mut current = self.current.lock().await;
         let now = Instant::now();
-        let reuse = self.reuse();
+        let reuse = (self.ttl * REUSE_PERCENT / 100).min(MAX_REUSE);
         if let Some(c) = current.as_mut() {
             c.attached += 1;
             let valid = now + self.ttl < c.expires;
@@ -57,21 +52,10 @@ impl LeaseManager {
             }
         }
         let ttl = self.ttl + reuse;
-        let sent = Instant::now();
-        let granted =
-            self.lease.clone().lease_grant(LeaseGrantRequest { ttl: ttl.as_secs() as i64, id: 0 }).await;
-        match granted {
-            Ok(r) => {
-                self.grants.ok(0, sent, Instant::now());
-                let id = r.into_inner().id;
-                *current = Some(Current { id, expires: now + ttl, attached: 1 });
-                Ok(id)
-            }
-            Err(s) => {
-                let e = OpError::from(s);
-                self.grants.err(0, &e.text);
-                Err(e)
-            }
-        }
+        let (mut lease, sent) = (self.lease.clone(), Instant::now());
+        let granted = lease.lease_grant(LeaseGrantRequest { ttl: ttl.as_secs() as i64, id: 0 }).await;
+        let id = self.grants.record(sent, granted.map_err(OpError::from))?.into_inner().id;
+        *current = Some(Current { id, expires: now + ttl, attached: 1 });
+        Ok(id)
     }
 }

@@ -31,17 +31,17 @@ pub mod watch;
 pub mod writes;
 
 use self::leases::LeaseManager;
-use self::periodic::{count_all, status, Compactor, Ticker};
+use self::periodic::{count_all, every, status, Compactor};
 use self::reads::{FreshReader, ListChecks, Lister};
 use self::resources::{prefix, watched, Bodies, Object, Objects, Resource, NODE_LEASES, RESOURCES};
 use self::server::{Sampler, ServerUsage};
 use self::watch::{WatchCache, WatchCounts};
 use self::writes::{Mix, Namer, Nodes, Renewer, Seeder, Shared, Writer, VERBS};
-use crate::conn::{channel_for, connect, kv_client, Conn};
+use crate::conn::{bounded, channel_for, connect, kv_client, Conn};
 use crate::keys::Rng;
 use crate::output::Out;
 use crate::report::{Recorder, Stats};
-use crate::runner::{run_load, OpError, Plan};
+use crate::runner::{run_load, Plan};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -62,7 +62,10 @@ const RENEW_CLIENTS: usize = 8;
 /// Node leases created at once at the start.
 const CREATE_NODES_AT_ONCE: usize = 64;
 
-/// `k8s`'s flags.
+/// The reports after the write verbs ([`VERBS`]), in their order.
+const OTHER_VERBS: [&str; 8] =
+    ["node-lease", "list", "list-page", "consistent-read", "count", "status", "compact", "lease-grant"];
+
 #[derive(Debug, Clone, Args)]
 pub struct K8sArgs {
     /// Objects in the store (pods, replicasets, configmaps, secrets, endpointslices, services,
@@ -117,20 +120,15 @@ pub struct K8sArgs {
     pub server_pid: Option<u32>,
 }
 
-/// One verb's figures in the closing table.
+/// One verb's figures in the closing table, latencies in ms.
 #[derive(Debug, Clone, Serialize)]
 pub struct VerbFigures {
-    /// The verb.
     pub verb: String,
-    /// Successes.
     pub requests: u64,
-    /// Failures.
     pub errors: u64,
     /// Successes per second of the load.
     pub qps: f64,
-    /// Median latency, ms.
     pub p50_ms: f64,
-    /// 99th percentile latency, ms.
     pub p99_ms: f64,
     /// The most frequent error, if any.
     pub first_error: Option<String>,
@@ -153,39 +151,29 @@ impl VerbFigures {
     }
 }
 
-/// What a run did, checked.
+/// What a run did, checked: the objects found at the start and created to reach `--objects`
+/// (and the seconds that took), the nodes, the load's seconds, per verb, the lists checked and
+/// those whose pages did not add up to their count at the pinned revision, what the watch
+/// stream delivered and whether it reached the store's last revision after the load, what the
+/// compactor did, the conflicts updates and deletes retried, the server's RSS and CPU.
 #[derive(Debug, Clone, Serialize)]
 pub struct K8sSummary {
-    /// Objects found at the start.
     pub found: u64,
-    /// Objects created before the load to reach `--objects`.
     pub seeded: u64,
-    /// Seconds the start (lists and creates) took.
     pub seed_secs: f64,
-    /// Nodes renewing leases.
     pub nodes: usize,
-    /// Seconds the load ran.
     pub load_secs: f64,
-    /// Per verb.
     pub verbs: Vec<VerbFigures>,
-    /// Lists checked.
     pub lists_checked: u64,
-    /// Lists whose pages did not add up to their count at the pinned revision.
     pub lists_inconsistent: u64,
-    /// What the watch stream delivered.
     pub watch: WatchCounts,
-    /// Whether the watch stream reached the store's last revision after the load.
     pub watch_caught_up: bool,
-    /// What the compactor did.
     pub compactor: Compactor,
-    /// Conflicts retried by updates and deletes.
     pub conflicts: u64,
-    /// The server's RSS and CPU, with `--server-pid`.
     pub server: Option<ServerUsage>,
 }
 
 impl K8sSummary {
-    /// The figures of `verb`.
     pub fn verb(&self, verb: &str) -> Option<&VerbFigures> {
         self.verbs.iter().find(|v| v.verb == verb)
     }
@@ -217,15 +205,17 @@ impl K8sSummary {
             "  compactions {} (to revision {}), CAS lost {}; write conflicts retried {}\n",
             c.compactions, c.compacted_to, c.lost, self.conflicts
         );
-        if let Some(server) = &self.server {
-            s += &server.to_text();
+        if let Some(u) = &self.server {
+            s += &format!(
+                "\nServer (pid {}):\n  RSS:\t{:.0} MiB at start, {:.0} MiB peak, {:.0} MiB at end.\n  CPU:\t{:.2} secs, {:.2} cores.\n",
+                u.pid, u.rss_start_mib, u.rss_peak_mib, u.rss_end_mib, u.cpu_secs, u.cores_used
+            );
         }
         s
     }
 }
 
 impl K8sArgs {
-    /// Checks the flags.
     pub fn validate(&self) -> Result<(), String> {
         if self.objects == 0 || self.namespaces == 0 {
             return Err("--objects and --namespaces must be at least 1".to_string());
@@ -239,14 +229,13 @@ impl K8sArgs {
         if self.event_ttl < Duration::from_secs(1) {
             return Err("--event-ttl must be at least 1s".to_string());
         }
-        for (flag, r) in [
+        let rates = [
             ("--rate", self.rate),
             ("--list-rate", self.list_rate),
             ("--consistent-read-rate", self.consistent_read_rate),
-        ] {
-            if !(r.is_finite() && r >= 0.0) {
-                return Err(format!("{flag} must be 0 or more, got {r}"));
-            }
+        ];
+        if let Some((flag, r)) = rates.into_iter().find(|(_, r)| !(r.is_finite() && *r >= 0.0)) {
+            return Err(format!("{flag} must be 0 or more, got {r}"));
         }
         if self.page_size < 1 || self.read_clients == 0 {
             return Err("--page-size and --read-clients must be at least 1".to_string());
@@ -254,15 +243,6 @@ impl K8sArgs {
         Ok(())
     }
 
-    fn nodes(&self) -> usize {
-        if self.nodes > 0 {
-            self.nodes
-        } else {
-            (self.objects / 100).max(1) as usize
-        }
-    }
-
-    /// Runs `k8s`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         self.load(settings, stop, out).await;
     }
@@ -272,24 +252,26 @@ impl K8sArgs {
         let a = self;
         let channels = connect(settings, stop, out, &["k8s"]).await?;
         let bound = settings.request_timeout;
+        let page = (a.page_size, bound);
         let mut kv = kv_client(channels[0].clone());
         let started = Instant::now();
+        let recs: Vec<Arc<Recorder>> =
+            VERBS.iter().chain(&OTHER_VERBS).map(|v| Arc::new(Recorder::new(*v, settings.sample))).collect();
+        let rec = |verb: &str| recs.iter().find(|r| r.name() == verb).expect("a verb of the load");
 
         // The start: what is there, then creates up to the target.
-        let objects = Objects::new();
+        let objects = Objects::default();
         for (t, resource) in RESOURCES.iter().enumerate() {
-            let found = stop.check(list_all(&mut kv, resource, a.page_size, bound).await)?;
-            for o in found {
-                objects.pools[t].put(o);
+            for o in stop.check(list_all(&mut kv, resource, page).await)? {
+                objects.put(t, o);
             }
         }
         let found = objects.total() as u64;
-        let grants = Arc::new(Recorder::new("lease-grant", 1, settings.sample));
         let shared = Arc::new(Shared {
             objects,
-            bodies: Bodies::new(),
+            bodies: Bodies::default(),
             namer: Namer::new(a.namespaces),
-            leases: LeaseManager::new(channels[0].clone(), a.event_ttl, grants.clone()),
+            leases: LeaseManager::new(channels[0].clone(), a.event_ttl, rec("lease-grant").clone()),
             conflicts: AtomicU64::new(0),
         });
         let writer = |c: usize| Writer {
@@ -301,37 +283,34 @@ impl K8sArgs {
         let seeded = a.objects.saturating_sub(found);
         if seeded > 0 {
             out.print(&format!("k8s: {found} objects found, creating {seeded}\n"));
-            let rec = Arc::new(Recorder::new("seed", settings.clients, false));
+            let rec = Arc::new(Recorder::new("seed", false));
             let seeders = (0..settings.clients).map(|c| Seeder(writer(c))).collect();
             run_load(settings, stop, Plan::new(seeded, 0), std::slice::from_ref(&rec), seeders).await;
             let s = rec.stats(Duration::ZERO);
-            if s.errors > 0 {
-                let first = s.error_distribution.first().map(|e| e.error.clone()).unwrap_or_default();
-                stop.stop(format!("creating the objects failed {} times: {first}", s.errors));
+            if let Some(e) = s.error_distribution.first() {
+                stop.stop(format!("creating the objects failed {} times: {}", s.errors, e.error));
             }
         }
-        let nodes =
-            Arc::new(stop.check(node_leases(&channels, &shared, a.nodes(), a.page_size, bound).await)?);
+        let nodes = if a.nodes > 0 { a.nodes } else { (a.objects / 100).max(1) as usize };
+        let nodes = Arc::new(stop.check(node_leases(&channels, &shared, nodes, page).await)?);
         if stop.is_stopped() {
             return None;
         }
         let seed_secs = started.elapsed().as_secs_f64();
 
         // The watch cache starts where the lists ended.
-        let (_, revision) =
-            stop.check(with_bound(bound, store::count(&mut kv, &prefix(&RESOURCES[0]))).await)?;
+        let revision = stop
+            .check(bounded(bound, store::count(&mut kv, &prefix(&RESOURCES[0]))).await.map_err(String::from))?
+            .1;
         let prefixes: Vec<_> = watched().map(|r| prefix(&r)).collect();
         let cache =
             stop.check(WatchCache::open(channels[0].clone(), &prefixes, revision + 1, bound).await)?;
-        let sampler = a.server_pid.and_then(|pid| match Sampler::start(pid) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                out.note(format!("--server-pid {pid}: {e}; the server's figures are left out"));
-                None
-            }
+        let sampler = a.server_pid.and_then(|pid| {
+            Sampler::start(pid)
+                .map_err(|e| out.note(format!("--server-pid {pid}: {e}; the server's figures are left out")))
+                .ok()
         });
 
-        let recs = Recs::new(settings);
         let checks = Arc::new(ListChecks::default());
         let load_started = Instant::now();
         let end = load_started + a.duration;
@@ -347,73 +326,68 @@ impl K8sArgs {
         let listers: Vec<Lister> = (0..LIST_CLIENTS)
             .map(|c| Lister {
                 kv: kv_client(channel_for(&channels, c)),
-                page_size: a.page_size,
-                pages: recs.pages.clone(),
+                page,
+                pages: rec("list-page").clone(),
                 checks: checks.clone(),
-                client: c,
             })
             .collect();
         let readers: Vec<FreshReader> = (0..a.read_clients)
             .map(|c| FreshReader { kv: kv_client(channel_for(&channels, c)), cache: cache.cache.clone() })
             .collect();
-        let renew_rate = nodes.len() as f64 / a.node_lease_interval.as_secs_f64();
+        let renew_rate = nodes.count() as f64 / a.node_lease_interval.as_secs_f64();
         let plan = |rate: f64| Plan::for_duration(rate, a.duration).quiet();
+        let one = |verb| std::slice::from_ref(rec(verb));
         let mut compactor = Compactor::default();
         let mut m = MaintenanceClient::new(channels[0].clone());
         let (mut count_kv, mut compact_kv) = (kv.clone(), kv.clone());
         let load = async {
             tokio::join!(
-                run_load(settings, stop, Plan::for_duration(a.rate, a.duration), &recs.writes, writers),
-                run_load(settings, stop, plan(renew_rate), std::slice::from_ref(&recs.renew), renewers),
+                run_load(
+                    settings,
+                    stop,
+                    Plan::for_duration(a.rate, a.duration),
+                    &recs[..VERBS.len()],
+                    writers
+                ),
+                run_load(settings, stop, plan(renew_rate), one("node-lease"), renewers),
                 async {
                     if a.list_rate > 0.0 {
-                        run_load(
-                            settings,
-                            stop,
-                            plan(a.list_rate),
-                            std::slice::from_ref(&recs.list),
-                            listers,
-                        )
-                        .await;
+                        run_load(settings, stop, plan(a.list_rate), one("list"), listers).await;
                     }
                 },
                 async {
                     if a.consistent_read_rate > 0.0 {
-                        let r = std::slice::from_ref(&recs.fresh);
-                        run_load(settings, stop, plan(a.consistent_read_rate), r, readers).await;
+                        run_load(
+                            settings,
+                            stop,
+                            plan(a.consistent_read_rate),
+                            one("consistent-read"),
+                            readers,
+                        )
+                        .await;
                     }
                 },
-                async {
-                    let Some(mut clock) = Ticker::new(Duration::ZERO, a.count_interval, end) else { return };
-                    while clock.next().await {
-                        count_all(&mut count_kv, &recs.count, bound).await;
-                    }
-                },
-                async {
-                    let Some(mut clock) = Ticker::new(Duration::ZERO, a.status_interval, end) else { return };
-                    while clock.next().await {
-                        status(&mut m, &recs.status, bound).await;
-                    }
-                },
-                async {
-                    let Some(mut clock) = Ticker::new(a.compact_interval, a.compact_interval, end) else {
-                        return;
-                    };
-                    while clock.next().await {
-                        compactor.round(&mut compact_kv, &recs.compact, bound).await;
-                    }
-                },
+                every(Duration::ZERO, a.count_interval, end, async || count_all(
+                    &mut count_kv,
+                    rec("count"),
+                    bound
+                )
+                .await),
+                every(Duration::ZERO, a.status_interval, end, async || status(&mut m, rec("status"), bound)
+                    .await),
+                every(a.compact_interval, a.compact_interval, end, async || {
+                    compactor.round(&mut compact_kv, rec("compact"), bound).await
+                }),
             )
         };
-        let mut stopped = stop.subscribe();
         tokio::select! {
             _ = load => {}
-            _ = Stop::stopped(&mut stopped) => {}
+            _ = stop.stopped() => {}
         }
         let load_secs = load_started.elapsed();
 
         // The watch has seen every write once it reaches the store's revision now.
-        let last = with_bound(bound, store::count(&mut kv, &prefix(&RESOURCES[0]))).await.map(|(_, r)| r);
+        let last = bounded(bound, store::count(&mut kv, &prefix(&RESOURCES[0]))).await.map(|(_, r)| r);
         let watch_caught_up = match last {
             Ok(r) => matches!(tokio::time::timeout(bound, cache.cache.wait_fresh(r)).await, Ok(Ok(()))),
             Err(_) => false,
@@ -423,21 +397,18 @@ impl K8sArgs {
         let server = sampler.and_then(Sampler::finish);
 
         let mut verbs = Vec::new();
-        let mut all = recs.all();
-        all.push(&grants);
-        for rec in all {
+        for rec in &recs {
             let stats = rec.stats(load_secs);
-            if stats.requests + stats.errors == 0 {
-                continue;
+            if stats.requests + stats.errors > 0 {
+                verbs.push(VerbFigures::of(&stats));
+                out.report(&format!("{}:", rec.name()), stats, "\n");
             }
-            verbs.push(VerbFigures::of(&stats));
-            out.report(&format!("{}:", rec.name()), stats, "\n");
         }
         let summary = K8sSummary {
             found,
             seeded,
             seed_secs,
-            nodes: nodes.len(),
+            nodes: nodes.count(),
             load_secs: load_secs.as_secs_f64(),
             verbs,
             lists_checked: checks.checked.load(Ordering::Relaxed),
@@ -449,63 +420,8 @@ impl K8sArgs {
             server,
         };
         out.print(&summary.to_text());
-        match serde_json::to_value(&summary) {
-            Ok(v) => out.extra("k8s", v),
-            Err(e) => out.note(format!("cannot encode the k8s summary: {e}")),
-        }
+        out.extra("k8s", &summary);
         Some(summary)
-    }
-}
-
-/// The recorders of the load, one per verb.
-struct Recs {
-    writes: Vec<Arc<Recorder>>,
-    renew: Arc<Recorder>,
-    list: Arc<Recorder>,
-    pages: Arc<Recorder>,
-    fresh: Arc<Recorder>,
-    count: Recorder,
-    status: Recorder,
-    compact: Recorder,
-}
-
-impl Recs {
-    fn new(settings: &Settings) -> Self {
-        let rec = |name: &str, clients: usize| Arc::new(Recorder::new(name, clients, settings.sample));
-        Self {
-            writes: VERBS.iter().map(|v| rec(v, settings.clients)).collect(),
-            renew: rec("node-lease", RENEW_CLIENTS),
-            list: rec("list", LIST_CLIENTS),
-            pages: rec("list-page", LIST_CLIENTS),
-            fresh: rec("consistent-read", 16),
-            count: Recorder::new("count", 1, settings.sample),
-            status: Recorder::new("status", 1, settings.sample),
-            compact: Recorder::new("compact", 1, settings.sample),
-        }
-    }
-
-    fn all(&self) -> Vec<&Recorder> {
-        let mut all: Vec<&Recorder> = self.writes.iter().map(|r| r.as_ref()).collect();
-        all.extend([
-            &*self.renew,
-            &*self.list,
-            &*self.pages,
-            &*self.fresh,
-            &self.count,
-            &self.status,
-            &self.compact,
-        ]);
-        all
-    }
-}
-
-async fn with_bound<T>(
-    bound: Duration,
-    call: impl std::future::Future<Output = Result<T, OpError>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(bound, call).await {
-        Ok(r) => r.map_err(|e| e.text),
-        Err(_) => Err(format!("request timed out after {bound:?} (--request-timeout)")),
     }
 }
 
@@ -513,25 +429,16 @@ async fn with_bound<T>(
 async fn list_all(
     kv: &mut KvClient<Conn>,
     resource: &Resource,
-    page_size: i64,
-    bound: Duration,
+    page: (i64, Duration),
 ) -> Result<Vec<Object>, String> {
-    let p = prefix(resource);
-    let (mut from, mut pinned, mut objects) = (p.clone(), 0, Vec::new());
-    loop {
-        let page = with_bound(bound, store::list_page(kv, &p, from.clone(), page_size, pinned))
-            .await
-            .map_err(|e| format!("listing {}: {e}", resource.name))?;
-        if pinned == 0 {
-            pinned = page.header.as_ref().map_or(0, |h| h.revision);
-        }
-        objects
-            .extend(page.kvs.iter().map(|kv| Object { key: kv.key.clone(), mod_revision: kv.mod_revision }));
-        match page.kvs.last() {
-            Some(kv) if page.more => from = store::after(&kv.key),
-            _ => return Ok(objects),
-        }
-    }
+    let mut objects = Vec::new();
+    store::list(kv, &prefix(resource), page, None, |p| {
+        objects.extend(p.kvs.iter().map(|kv| Object { key: kv.key.clone(), mod_revision: kv.mod_revision }));
+        Ok(())
+    })
+    .await
+    .map_err(|e| format!("listing {}: {e}", resource.name))?;
+    Ok(objects)
 }
 
 /// The Lease of every node, created where missing.
@@ -539,15 +446,11 @@ async fn node_leases(
     channels: &[Conn],
     shared: &Arc<Shared>,
     nodes: usize,
-    page_size: i64,
-    bound: Duration,
+    page: (i64, Duration),
 ) -> Result<Nodes, String> {
     let mut kv = kv_client(channels[0].clone());
-    let found: HashMap<_, _> = list_all(&mut kv, &NODE_LEASES, page_size, bound)
-        .await?
-        .into_iter()
-        .map(|o| (o.key, o.mod_revision))
-        .collect();
+    let found: HashMap<_, _> =
+        list_all(&mut kv, &NODE_LEASES, page).await?.into_iter().map(|o| (o.key, o.mod_revision)).collect();
     let made = futures::stream::iter(0..nodes)
         .map(|n| {
             let key = Nodes::key(n);
@@ -559,7 +462,7 @@ async fn node_leases(
                     return Ok(Object { key, mod_revision });
                 }
                 let value = shared.bodies.body(&NODE_LEASES, &mut Rng::new());
-                let mod_revision = with_bound(bound, store::create(&mut kv, key.clone(), value, 0))
+                let mod_revision = bounded(page.1, store::create(&mut kv, key.clone(), value, 0))
                     .await
                     .map_err(|e| format!("creating node lease {n}: {e}"))?;
                 Ok(Object { key, mod_revision })
@@ -568,6 +471,5 @@ async fn node_leases(
         .buffered(CREATE_NODES_AT_ONCE)
         .collect::<Vec<Result<Object, String>>>()
         .await;
-    let leases = made.into_iter().collect::<Result<Vec<_>, _>>()?;
-    Ok(Nodes { leases: std::sync::Mutex::new(leases) })
+    Ok(Nodes(std::sync::Mutex::new(made.into_iter().collect::<Result<_, _>>()?)))
 }

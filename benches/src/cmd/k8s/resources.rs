@@ -4,44 +4,44 @@
 
 use crate::keys::{random_bytes, Rng};
 use bytes::Bytes;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
-/// One resource type: its path under /registry, its share of the objects and the size range of
-/// its objects in storage (protobuf, as the apiserver writes them: most 1–10 KiB).
+/// One resource type: its path element after /registry/, its share (per mille) of the
+/// `--objects` (events and node leases are counted apart), and the size range of its objects in
+/// storage (protobuf, as the apiserver writes them: most 1–10 KiB).
 #[derive(Debug, Clone, Copy)]
 pub struct Resource {
-    /// The path element after /registry/.
     pub name: &'static str,
-    /// Per mille of the `--objects` (events and node leases are counted apart).
     pub share: u64,
-    /// Smallest object, bytes.
     pub min_size: usize,
-    /// Largest object, bytes.
     pub max_size: usize,
 }
 
 const KIB: usize = 1024;
 
+const fn resource(name: &'static str, share: u64, min_size: usize, max_size: usize) -> Resource {
+    Resource { name, share, min_size, max_size }
+}
+
 /// The types that hold `--objects` between them. Pods dominate a cluster's objects and its
 /// writes (status updates); configmaps and secrets spread over the whole 1–10 KiB range.
 pub const RESOURCES: [Resource; 8] = [
-    Resource { name: "pods", share: 400, min_size: 3 * KIB, max_size: 8 * KIB },
-    Resource { name: "replicasets", share: 120, min_size: 2 * KIB, max_size: 5 * KIB },
-    Resource { name: "configmaps", share: 100, min_size: KIB, max_size: 10 * KIB },
-    Resource { name: "secrets", share: 100, min_size: KIB, max_size: 4 * KIB },
-    Resource { name: "endpointslices", share: 80, min_size: KIB, max_size: 4 * KIB },
-    Resource { name: "services", share: 70, min_size: KIB, max_size: 2 * KIB },
-    Resource { name: "deployments", share: 70, min_size: 3 * KIB, max_size: 6 * KIB },
-    Resource { name: "serviceaccounts", share: 60, min_size: KIB, max_size: 2 * KIB },
+    resource("pods", 400, 3 * KIB, 8 * KIB),
+    resource("replicasets", 120, 2 * KIB, 5 * KIB),
+    resource("configmaps", 100, KIB, 10 * KIB),
+    resource("secrets", 100, KIB, 4 * KIB),
+    resource("endpointslices", 80, KIB, 4 * KIB),
+    resource("services", 70, KIB, 2 * KIB),
+    resource("deployments", 70, 3 * KIB, 6 * KIB),
+    resource("serviceaccounts", 60, KIB, 2 * KIB),
 ];
 
 /// Events: created with a lease (the event TTL), never updated by this load.
-pub const EVENTS: Resource = Resource { name: "events", share: 0, min_size: KIB, max_size: 2 * KIB };
+pub const EVENTS: Resource = resource("events", 0, KIB, 2 * KIB);
 
 /// Node heartbeats: /registry/leases/kube-node-lease/<node>, a few hundred bytes each.
-pub const NODE_LEASES: Resource = Resource { name: "leases", share: 0, min_size: 300, max_size: 500 };
+pub const NODE_LEASES: Resource = resource("leases", 0, 300, 500);
 
-/// The namespace of node leases.
 pub const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
 
 /// Every type the load lists, counts and watches: the object types, events, node leases.
@@ -64,109 +64,68 @@ pub fn key(resource: &Resource, namespace: &str, name: &str) -> Bytes {
 /// making one costs no copy.
 pub struct Bodies(Bytes);
 
-/// Bytes of random data the bodies are cut from.
-const BODY_POOL: usize = 4 << 20;
+impl Default for Bodies {
+    fn default() -> Self {
+        Self(Bytes::from(random_bytes(4 << 20)))
+    }
+}
 
 impl Bodies {
-    /// A fresh random buffer.
-    pub fn new() -> Self {
-        Self(Bytes::from(random_bytes(BODY_POOL)))
-    }
-
     /// A body for `resource`, its size uniform in the type's range.
     pub fn body(&self, resource: &Resource, rng: &mut Rng) -> Bytes {
-        let span = (resource.max_size - resource.min_size) as u64 + 1;
-        let size = resource.min_size + rng.u64(..span) as usize;
-        let at = rng.u64(..(self.0.len() - size) as u64) as usize;
+        let size = resource.min_size + rng.usize(..=resource.max_size - resource.min_size);
+        let at = rng.usize(..self.0.len() - size);
         self.0.slice(at..at + size)
     }
 }
 
-impl Default for Bodies {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// An object as the load knows it: its key and the mod_revision of its last write.
+/// An object as the load knows it: its key and the mod_revision of its last write (the compare
+/// of its next one).
 #[derive(Debug, Clone)]
 pub struct Object {
-    /// The key.
     pub key: Bytes,
-    /// The mod_revision the object was last seen at (the compare of its next write).
     pub mod_revision: i64,
 }
 
-/// The objects of one type that the load may update or delete. An object being written is
-/// taken out, so no two writers race on it (the apiserver's writers do race; their conflicts
-/// are retried the same way as here, but would make the figures depend on luck).
-#[derive(Default)]
-pub struct Pool(Mutex<Vec<Object>>);
+/// The objects of every type in [`RESOURCES`] (in that order) that the load may update or
+/// delete. An object being written is taken out, so no two writers race on it (the apiserver's
+/// writers do race; their conflicts are retried the same way as here, but would make the
+/// figures depend on luck).
+pub struct Objects(Vec<Mutex<Vec<Object>>>);
 
-impl Pool {
-    fn objects(&self) -> std::sync::MutexGuard<'_, Vec<Object>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+impl Default for Objects {
+    fn default() -> Self {
+        Self(RESOURCES.iter().map(|_| Mutex::default()).collect())
     }
-
-    /// Adds an object.
-    pub fn put(&self, object: Object) {
-        self.objects().push(object);
-    }
-
-    /// Takes a random object out, `None` when none is free.
-    pub fn take(&self, rng: &mut Rng) -> Option<Object> {
-        let mut objects = self.objects();
-        if objects.is_empty() {
-            return None;
-        }
-        let at = rng.u64(..objects.len() as u64) as usize;
-        Some(objects.swap_remove(at))
-    }
-
-    /// Objects free now.
-    pub fn len(&self) -> usize {
-        self.objects().len()
-    }
-
-    /// Whether no object is free.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-}
-
-/// The objects of every type in [`RESOURCES`], in that order.
-pub struct Objects {
-    /// One pool per type.
-    pub pools: Vec<Pool>,
 }
 
 impl Objects {
-    /// No objects yet.
-    pub fn new() -> Self {
-        Self { pools: RESOURCES.iter().map(|_| Pool::default()).collect() }
+    fn of(&self, t: usize) -> MutexGuard<'_, Vec<Object>> {
+        self.0[t].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn put(&self, t: usize, object: Object) {
+        self.of(t).push(object);
+    }
+
+    /// Takes a random object of type `t` out, `None` when none is free.
+    pub fn take(&self, t: usize, rng: &mut Rng) -> Option<Object> {
+        let mut objects = self.of(t);
+        (!objects.is_empty()).then(|| {
+            let at = rng.usize(..objects.len());
+            objects.swap_remove(at)
+        })
     }
 
     /// A type by share (pods most often), as its index in [`RESOURCES`].
     pub fn pick(rng: &mut Rng) -> usize {
         let mut at = rng.u64(..1000);
-        for (i, r) in RESOURCES.iter().enumerate() {
-            if at < r.share {
-                return i;
-            }
-            at -= r.share;
-        }
-        0
+        RESOURCES.iter().position(|r| at.checked_sub(r.share).map(|left| at = left).is_none()).unwrap_or(0)
     }
 
-    /// Objects of every type together.
+    /// Objects of every type together, free now.
     pub fn total(&self) -> usize {
-        self.pools.iter().map(Pool::len).sum()
-    }
-}
-
-impl Default for Objects {
-    fn default() -> Self {
-        Self::new()
+        (0..self.0.len()).map(|t| self.of(t).len()).sum()
     }
 }
 
@@ -188,11 +147,8 @@ mod tests {
 
     #[test]
     fn bodies_stay_in_range_and_differ() {
-        let bodies = Bodies::new();
-        let mut rng = Rng::with_seed(1);
-        let r = RESOURCES[2];
-        let a = bodies.body(&r, &mut rng);
-        let b = bodies.body(&r, &mut rng);
+        let (bodies, mut rng, r) = (Bodies::default(), Rng::with_seed(1), RESOURCES[2]);
+        let (a, b) = (bodies.body(&r, &mut rng), bodies.body(&r, &mut rng));
         for x in [&a, &b] {
             assert!(x.len() >= r.min_size && x.len() <= r.max_size, "{}", x.len());
         }

@@ -8,41 +8,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
-/// How often RSS is sampled.
-const SAMPLE_EVERY: Duration = Duration::from_millis(250);
-
-/// The server's use over the load.
+/// The server's use over the load: RSS in MiB, CPU seconds (user + system) and cores kept busy
+/// on average.
 #[derive(Debug, Clone, Serialize)]
 pub struct ServerUsage {
-    /// The pid read.
     pub pid: u32,
-    /// RSS when the load started, MiB.
     pub rss_start_mib: f64,
-    /// Highest RSS sampled, MiB.
     pub rss_peak_mib: f64,
-    /// RSS when the load ended, MiB.
     pub rss_end_mib: f64,
-    /// CPU seconds (user + system) over the load.
     pub cpu_secs: f64,
-    /// cpu_secs / wall seconds: cores kept busy on average.
     pub cores_used: f64,
 }
 
-impl ServerUsage {
-    /// The text shown after the report.
-    pub fn to_text(&self) -> String {
-        format!(
-            "\nServer (pid {}):\n  RSS:\t{:.0} MiB at start, {:.0} MiB peak, {:.0} MiB at end.\n  CPU:\t{:.2} secs, {:.2} cores.\n",
-            self.pid, self.rss_start_mib, self.rss_peak_mib, self.rss_end_mib, self.cpu_secs, self.cores_used
-        )
-    }
+fn rss_mib(pid: u32) -> Result<f64, String> {
+    memory(Proc::Pid(pid)).map(|m| m.rss_kb as f64 / 1024.0)
 }
 
-fn rss_mib(pid: u32) -> Option<f64> {
-    memory(Proc::Pid(pid)).ok().map(|m| m.rss_kb as f64 / 1024.0)
-}
-
-/// Sampling of one server process, from its start to [`Sampler::finish`].
+/// Sampling of one server process (every 250 ms), from its start to [`Sampler::finish`].
 pub struct Sampler {
     pid: u32,
     started: Instant,
@@ -55,21 +37,17 @@ pub struct Sampler {
 impl Sampler {
     /// Starts sampling `pid`; the error says why it cannot be read.
     pub fn start(pid: u32) -> Result<Self, String> {
-        let rss_start = memory(Proc::Pid(pid))?.rss_kb as f64 / 1024.0;
+        let rss_start = rss_mib(pid)?;
         let cpu = cpu_times(Proc::Pid(pid)).ok_or_else(|| format!("cannot read /proc/{pid}/stat"))?;
         let peak = Arc::new(Mutex::new(rss_start));
-        let task = {
-            let peak = peak.clone();
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval(SAMPLE_EVERY);
-                loop {
-                    tick.tick().await;
-                    let Some(now) = rss_mib(pid) else { return };
-                    let mut p = peak.lock().unwrap_or_else(|p| p.into_inner());
-                    *p = p.max(now);
-                }
-            })
-        };
+        let p = peak.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            while let (_, Ok(now)) = (tick.tick().await, rss_mib(pid)) {
+                let mut peak = p.lock().unwrap_or_else(|p| p.into_inner());
+                *peak = peak.max(now);
+            }
+        });
         Ok(Self { pid, started: Instant::now(), cpu, rss_start, peak, task })
     }
 
@@ -78,13 +56,12 @@ impl Sampler {
         self.task.abort();
         let wall = self.started.elapsed().as_secs_f64();
         let used = cpu_times(Proc::Pid(self.pid))?.since(self.cpu);
-        let rss_end = rss_mib(self.pid)?;
-        let peak = self.peak.lock().unwrap_or_else(|p| p.into_inner()).max(rss_end);
+        let rss_end = rss_mib(self.pid).ok()?;
         let cpu_secs = used.user + used.sys;
         Some(ServerUsage {
             pid: self.pid,
             rss_start_mib: self.rss_start,
-            rss_peak_mib: peak,
+            rss_peak_mib: self.peak.lock().unwrap_or_else(|p| p.into_inner()).max(rss_end),
             rss_end_mib: rss_end,
             cpu_secs,
             cores_used: if wall > 0.0 { cpu_secs / wall } else { 0.0 },

@@ -8,17 +8,18 @@
 //!   first page (the continue token carries it);
 //! - Count: a count_only Range over the type's prefix.
 
-use crate::conn::Conn;
-use crate::runner::OpError;
-use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use crate::cmd::{compare, put_op, range_of, range_op};
+use crate::conn::{bounded, Conn, OpError};
+use crate::report::Recorder;
+use actcd_proto::etcdserverpb::compare::{CompareResult, TargetUnion};
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::request_op::Request;
-use actcd_proto::etcdserverpb::response_op::Response;
 use actcd_proto::etcdserverpb::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, RangeResponse, RequestOp, TxnRequest, TxnResponse,
 };
 use actcd_proto::key_range::prefix_end;
 use bytes::Bytes;
+use std::time::{Duration, Instant};
 
 /// Conflicts a GuaranteedUpdate or a delete retries before it gives up. The apiserver retries
 /// without bound; here each object has one writer at a time, so a conflict means someone else
@@ -26,33 +27,15 @@ use bytes::Bytes;
 const MAX_CONFLICTS: u32 = 3;
 
 fn mod_revision_is(key: &Bytes, revision: i64) -> Compare {
-    Compare {
-        result: CompareResult::Equal as i32,
-        target: CompareTarget::Mod as i32,
-        key: key.clone(),
-        range_end: Bytes::new(),
-        target_union: Some(TargetUnion::ModRevision(revision)),
-    }
+    compare(key, CompareResult::Equal, TargetUnion::ModRevision(revision))
 }
 
 fn op(request: Request) -> RequestOp {
     RequestOp { request: Some(request) }
 }
 
-fn get(key: &Bytes) -> RequestOp {
-    op(Request::RequestRange(RangeRequest { key: key.clone(), ..Default::default() }))
-}
-
 fn revision(r: &TxnResponse) -> i64 {
     r.header.as_ref().map_or(0, |h| h.revision)
-}
-
-/// The mod_revision of the key in the Else branch's Get; `None` when the key is gone.
-fn current_mod_revision(r: &TxnResponse) -> Option<i64> {
-    match r.responses.first().and_then(|o| o.response.as_ref()) {
-        Some(Response::ResponseRange(range)) => range.kvs.first().map(|kv| kv.mod_revision),
-        _ => None,
-    }
 }
 
 /// Creates `key` if it does not exist; the revision it was written at, or an error when it
@@ -71,12 +54,10 @@ pub async fn create(kv: &mut KvClient<Conn>, key: Bytes, value: Bytes, lease: i6
     }
 }
 
-/// What a conditional write did.
+/// What a conditional write did: its revision, and the conflicts it retried on the way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Written {
-    /// The revision of the write.
     pub revision: i64,
-    /// Conflicts retried on the way.
     pub conflicts: u32,
 }
 
@@ -87,8 +68,7 @@ pub async fn update(
     seen: i64,
     value: Bytes,
 ) -> Result<Written, OpError> {
-    let put = op(Request::RequestPut(PutRequest { key: key.clone(), value, ..Default::default() }));
-    conditional(kv, key, seen, put).await
+    conditional(kv, key, seen, put_op(key.clone(), value)).await
 }
 
 /// conditionalDelete of `key`, last seen at `seen`.
@@ -109,14 +89,15 @@ async fn conditional(
         let txn = TxnRequest {
             compare: vec![mod_revision_is(key, seen)],
             success: vec![then.clone()],
-            failure: vec![get(key)],
+            failure: vec![range_op(RangeRequest { key: key.clone(), ..Default::default() })],
         };
         let r = kv.txn(txn).await?.into_inner();
         if r.succeeded {
             return Ok(Written { revision: revision(&r), conflicts });
         }
         conflicts += 1;
-        match current_mod_revision(&r) {
+        // The key's mod_revision in the Else branch's Get; `None` when the key is gone.
+        match range_of(r.responses.first()).and_then(|g| g.kvs.first()).map(|kv| kv.mod_revision) {
             Some(current) if conflicts < MAX_CONFLICTS => seen = current,
             Some(_) => return Err(OpError::new(format!("conflict {MAX_CONFLICTS} times in a row"))),
             None => return Err(OpError::new("the object is gone")),
@@ -135,7 +116,7 @@ pub async fn list_page(
 ) -> Result<RangeResponse, OpError> {
     let req = RangeRequest {
         key: from,
-        range_end: Bytes::from(prefix_end(prefix)),
+        range_end: prefix_end(prefix).into(),
         limit,
         revision,
         ..Default::default()
@@ -143,19 +124,41 @@ pub async fn list_page(
     Ok(kv.range(req).await?.into_inner())
 }
 
-/// The key after `key` in a list: where the next page starts (the apiserver's continue key).
-pub fn after(key: &[u8]) -> Bytes {
-    let mut next = Vec::with_capacity(key.len() + 1);
-    next.extend_from_slice(key);
-    next.push(0);
-    Bytes::from(next)
+/// A full list of `prefix` as an informer makes it: pages of `page_size` at the first page's
+/// revision (the continue token pins it), each under `bound`, recorded in `pages` and handed to
+/// `page`. The revision listed at and the first page's count.
+pub async fn list(
+    kv: &mut KvClient<Conn>,
+    prefix: &Bytes,
+    (page_size, bound): (i64, Duration),
+    pages: Option<&Recorder>,
+    mut page: impl FnMut(&RangeResponse) -> Result<(), OpError>,
+) -> Result<(i64, i64), OpError> {
+    let (mut from, mut pinned, mut count) = (prefix.clone(), 0, 0);
+    loop {
+        let (sent, got) =
+            (Instant::now(), bounded(bound, list_page(kv, prefix, from.clone(), page_size, pinned)).await);
+        let p = match pages {
+            Some(rec) => rec.record(sent, got),
+            None => got,
+        }?;
+        if pinned == 0 {
+            (pinned, count) = (p.header.as_ref().map_or(0, |h| h.revision), p.count);
+        }
+        page(&p)?;
+        match p.kvs.last() {
+            // The apiserver's continue key: the key after the last one listed.
+            Some(kv) if p.more => from = Bytes::from([&kv.key[..], &[0]].concat()),
+            _ => return Ok((pinned, count)),
+        }
+    }
 }
 
 /// Count: the objects under `prefix` now, and the revision counted at.
 pub async fn count(kv: &mut KvClient<Conn>, prefix: &Bytes) -> Result<(i64, i64), OpError> {
     let req = RangeRequest {
         key: prefix.clone(),
-        range_end: Bytes::from(prefix_end(prefix)),
+        range_end: prefix_end(prefix).into(),
         count_only: true,
         ..Default::default()
     };

@@ -5,8 +5,7 @@
 //! R, while a requester sends RequestProgress every 100 ms as long as anyone waits (the
 //! apiserver's conditionalProgressRequester).
 
-use crate::conn::{status_text, Conn, MAX_RESPONSE};
-use actcd_proto::etcdserverpb::watch_client::WatchClient;
+use crate::conn::{status_text, watch_client, Conn};
 use actcd_proto::etcdserverpb::watch_request::RequestUnion;
 use actcd_proto::etcdserverpb::{WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse};
 use actcd_proto::key_range::prefix_end;
@@ -30,22 +29,18 @@ pub const PROGRESS_PERIOD: Duration = Duration::from_millis(100);
 /// and answers the waiters as well; the new one is dropped.
 const REQUEST_QUEUE: usize = 4;
 
-/// What the stream delivered, for the report.
+/// What the stream delivered: put events of new keys (create_revision = mod_revision) and of
+/// existing ones, delete events, update and delete events without the prev_kv asked for,
+/// progress notifications (answers to RequestProgress and periodic ones), the RequestProgress
+/// sent, and why the stream ended early, if it did.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct WatchCounts {
-    /// Put events of new keys (create_revision = mod_revision).
     pub created: u64,
-    /// Put events of existing keys.
     pub updated: u64,
-    /// Delete events.
     pub deleted: u64,
-    /// Update and delete events without the prev_kv asked for.
     pub missing_prev_kv: u64,
-    /// Progress notifications (answers to RequestProgress and periodic ones).
     pub progress: u64,
-    /// RequestProgress sent.
     pub progress_requests: u64,
-    /// Why the stream ended early, if it did.
     pub error: Option<String>,
 }
 
@@ -83,7 +78,6 @@ impl Cache {
         self.counts.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What the stream delivered so far.
     pub fn counts(&self) -> WatchCounts {
         self.count().clone()
     }
@@ -130,7 +124,6 @@ impl Cache {
 
 /// The open stream: its shared state, and the tasks reading it and asking for progress.
 pub struct WatchCache {
-    /// What readers share.
     pub cache: Arc<Cache>,
     reader: JoinHandle<()>,
     requester: JoinHandle<()>,
@@ -157,8 +150,7 @@ impl WatchCache {
         if let Some(first) = creates.next() {
             tx.send(first).await.map_err(|_| closed())?;
         }
-        let mut client = WatchClient::new(conn).max_decoding_message_size(MAX_RESPONSE);
-        let mut responses = tokio::time::timeout(timeout, client.watch(rx))
+        let mut responses = tokio::time::timeout(timeout, watch_client(conn).watch(rx))
             .await
             .map_err(|_| format!("no Watch stream within {timeout:?}"))?
             .map_err(|s| format!("Watch: {}", status_text(&s)))?
@@ -195,7 +187,6 @@ impl WatchCache {
         Ok(Self { cache, reader, requester })
     }
 
-    /// Closes the stream.
     pub fn close(self) {
         self.reader.abort();
         self.requester.abort();

@@ -6,9 +6,9 @@ use super::resources::{
     key, Bodies, Object, Objects, Resource, EVENTS, NODE_LEASES, NODE_LEASE_NAMESPACE, RESOURCES,
 };
 use super::store;
-use crate::conn::Conn;
+use crate::conn::{Conn, OpError};
 use crate::keys::Rng;
-use crate::runner::{OpError, Worker};
+use crate::runner::Worker;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,106 +43,92 @@ impl Mix {
 
     fn pick(&self, rng: &mut Rng) -> usize {
         let mut at = rng.u64(..self.0.iter().map(|&w| w as u64).sum::<u64>());
-        for (verb, &w) in self.0.iter().enumerate() {
-            if at < w as u64 {
-                return verb;
-            }
-            at -= w as u64;
-        }
-        UPDATE
+        self.0
+            .iter()
+            .position(|&w| at.checked_sub(w as u64).map(|left| at = left).is_none())
+            .unwrap_or(UPDATE)
     }
 }
 
 /// Names the objects a run creates: unique per run, so that a rerun on the same store adds
 /// objects rather than collide with the last run's.
-#[derive(Clone)]
 pub struct Namer {
     run: u32,
-    next: Arc<AtomicU64>,
+    next: AtomicU64,
     namespaces: u64,
 }
 
 impl Namer {
     /// Names spread over `namespaces` namespaces.
     pub fn new(namespaces: u64) -> Self {
-        Self { run: fastrand::u32(..), next: Arc::new(AtomicU64::new(0)), namespaces }
+        Self { run: fastrand::u32(..), next: AtomicU64::new(0), namespaces }
     }
 
     /// The next object's key for `resource`.
     pub fn next(&self, resource: &Resource) -> bytes::Bytes {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let namespace = format!("ns-{:04}", n % self.namespaces);
         let singular = resource.name.trim_end_matches('s');
-        key(resource, &namespace, &format!("{singular}-{:08x}-{n:09}", self.run))
+        key(
+            resource,
+            &format!("ns-{:04}", n % self.namespaces),
+            &format!("{singular}-{:08x}-{n:09}", self.run),
+        )
     }
 }
 
-/// What the writers share.
+/// What the writers share: the objects that may be updated or deleted, the bodies to write, the
+/// new objects' names, the events' lease, and the conflicts updates and deletes retried.
 pub struct Shared {
-    /// The objects that may be updated or deleted.
     pub objects: Objects,
-    /// Bodies to write.
     pub bodies: Bodies,
-    /// New objects' names.
     pub namer: Namer,
-    /// The events' lease.
     pub leases: LeaseManager,
-    /// Conflicts retried by updates and deletes.
     pub conflicts: AtomicU64,
 }
 
 /// One client of the write mix.
 pub struct Writer {
-    /// The client's KV.
     pub kv: KvClient<Conn>,
-    /// Its random numbers.
     pub rng: Rng,
-    /// The mix.
     pub mix: Mix,
-    /// The state the writers share.
     pub shared: Arc<Shared>,
 }
 
 impl Writer {
     async fn create(&mut self) -> Result<(), OpError> {
         let t = Objects::pick(&mut self.rng);
-        let resource = RESOURCES[t];
-        let key = self.shared.namer.next(&resource);
-        let value = self.shared.bodies.body(&resource, &mut self.rng);
+        let key = self.shared.namer.next(&RESOURCES[t]);
+        let value = self.shared.bodies.body(&RESOURCES[t], &mut self.rng);
         let mod_revision = store::create(&mut self.kv, key.clone(), value, 0).await?;
-        self.shared.objects.pools[t].put(Object { key, mod_revision });
+        self.shared.objects.put(t, Object { key, mod_revision });
         Ok(())
     }
 
-    async fn update(&mut self) -> Result<(), OpError> {
+    /// An update (`delete` false) or a delete of a random object.
+    async fn write(&mut self, delete: bool) -> Result<(), OpError> {
         let t = Objects::pick(&mut self.rng);
-        let Some(mut object) = self.shared.objects.pools[t].take(&mut self.rng) else {
+        let Some(mut object) = self.shared.objects.take(t, &mut self.rng) else {
             // Every object of the type is being written or gone: a create keeps the mix going.
-            return self.create().await;
+            return if delete {
+                Err(OpError::new("delete: no object left to delete"))
+            } else {
+                self.create().await
+            };
         };
-        let value = self.shared.bodies.body(&RESOURCES[t], &mut self.rng);
-        let result = store::update(&mut self.kv, &object.key, object.mod_revision, value).await;
+        let result = if delete {
+            store::delete(&mut self.kv, &object.key, object.mod_revision).await
+        } else {
+            let value = self.shared.bodies.body(&RESOURCES[t], &mut self.rng);
+            store::update(&mut self.kv, &object.key, object.mod_revision, value).await
+        };
         if let Ok(w) = &result {
             object.mod_revision = w.revision;
             self.shared.conflicts.fetch_add(w.conflicts as u64, Ordering::Relaxed);
         }
-        // A failed update leaves the object as it was known: the next writer's compare tells.
-        self.shared.objects.pools[t].put(object);
-        result.map(|_| ())
-    }
-
-    async fn delete(&mut self) -> Result<(), OpError> {
-        let t = Objects::pick(&mut self.rng);
-        let Some(object) = self.shared.objects.pools[t].take(&mut self.rng) else {
-            return Err(OpError::new("delete: no object left to delete"));
-        };
-        let result = store::delete(&mut self.kv, &object.key, object.mod_revision).await;
-        match &result {
-            Ok(w) => {
-                self.shared.conflicts.fetch_add(w.conflicts as u64, Ordering::Relaxed);
-            }
-            // Not deleted: still there to be written.
-            Err(_) => self.shared.objects.pools[t].put(object),
+        // A failed write leaves the object as it was known (the next writer's compare tells);
+        // a deleted one is gone.
+        if !(delete && result.is_ok()) {
+            self.shared.objects.put(t, object);
         }
         result.map(|_| ())
     }
@@ -161,9 +147,9 @@ impl Worker for Writer {
         (verb, async move {
             match verb {
                 CREATE => self.create().await,
-                DELETE => self.delete().await,
+                DELETE => self.write(true).await,
                 EVENT => self.event().await,
-                _ => self.update().await,
+                _ => self.write(false).await,
             }
         })
     }
@@ -180,10 +166,7 @@ impl Worker for Seeder {
 }
 
 /// The node leases: node `n`'s key and the mod_revision of its last renewal.
-pub struct Nodes {
-    /// One per node.
-    pub leases: Mutex<Vec<Object>>,
-}
+pub struct Nodes(pub Mutex<Vec<Object>>);
 
 impl Nodes {
     /// The key of node `n`'s lease.
@@ -191,48 +174,36 @@ impl Nodes {
         key(&NODE_LEASES, NODE_LEASE_NAMESPACE, &format!("node-{n:05}"))
     }
 
-    fn get(&self, n: usize) -> Option<Object> {
-        self.leases.lock().unwrap_or_else(|p| p.into_inner()).get(n).cloned()
+    fn leases(&self) -> std::sync::MutexGuard<'_, Vec<Object>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn set(&self, n: usize, mod_revision: i64) {
-        if let Some(o) = self.leases.lock().unwrap_or_else(|p| p.into_inner()).get_mut(n) {
-            o.mod_revision = mod_revision;
-        }
-    }
-
-    /// Nodes known.
-    pub fn len(&self) -> usize {
-        self.leases.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
-
-    /// Whether there is no node.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub fn count(&self) -> usize {
+        self.leases().len()
     }
 }
 
 /// A client renewing node leases: request `i` renews node `i mod nodes` (the kubelet's
 /// GuaranteedUpdate of its Lease, every 10 s).
 pub struct Renewer {
-    /// The client's KV.
     pub kv: KvClient<Conn>,
-    /// Its random numbers.
     pub rng: Rng,
-    /// The nodes.
     pub nodes: Arc<Nodes>,
-    /// The bodies (and the rest the writers share).
     pub shared: Arc<Shared>,
 }
 
 impl Worker for Renewer {
     fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_) {
         (0, async move {
-            let n = (i % self.nodes.len().max(1) as u64) as usize;
-            let Some(lease) = self.nodes.get(n) else { return Err(OpError::new("no node leases")) };
+            let n = (i % self.nodes.count().max(1) as u64) as usize;
+            let Some(lease) = self.nodes.leases().get(n).cloned() else {
+                return Err(OpError::new("no node leases"));
+            };
             let value = self.shared.bodies.body(&NODE_LEASES, &mut self.rng);
             let w = store::update(&mut self.kv, &lease.key, lease.mod_revision, value).await?;
-            self.nodes.set(n, w.revision);
+            if let Some(o) = self.nodes.leases().get_mut(n) {
+                o.mod_revision = w.revision;
+            }
             Ok(())
         })
     }
@@ -244,9 +215,9 @@ mod tests {
 
     #[test]
     fn mix_parses_and_picks_by_weight() {
-        assert!(Mix::parse("1,2,3").is_err());
-        assert!(Mix::parse("0,0,0,0").is_err());
-        assert!(Mix::parse("1,x,1,1").is_err());
+        for bad in ["1,2,3", "0,0,0,0", "1,x,1,1"] {
+            assert!(Mix::parse(bad).is_err(), "{bad}");
+        }
         let mix = Mix::parse("0, 3, 0, 1").expect("parses");
         let mut rng = Rng::with_seed(3);
         let mut seen = [0u32; 4];
@@ -260,11 +231,9 @@ mod tests {
     #[test]
     fn names_are_unique_and_namespaced() {
         let namer = Namer::new(3);
-        let a = namer.next(&RESOURCES[0]);
-        let b = namer.next(&RESOURCES[0]);
+        let (a, b) = (namer.next(&RESOURCES[0]), namer.next(&RESOURCES[0]));
         assert_ne!(a, b);
-        let a = String::from_utf8_lossy(&a).to_string();
-        assert!(a.starts_with("/registry/pods/ns-0000/pod-"), "{a}");
+        assert!(String::from_utf8_lossy(&a).starts_with("/registry/pods/ns-0000/pod-"), "{a:?}");
         assert!(String::from_utf8_lossy(&b).starts_with("/registry/pods/ns-0001/pod-"));
         assert_eq!(&Nodes::key(7)[..], b"/registry/leases/kube-node-lease/node-00007");
     }

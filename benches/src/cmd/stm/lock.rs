@@ -9,26 +9,26 @@
 //! - `lock-rpc`, the server's Lock service (etcd's `v3lockpb.Lock`), which does the same on the
 //!   server: Lock(name `stmlock`, the lease) answers with the held key, Unlock deletes it.
 
-use crate::conn::{status_text, Conn, MAX_RESPONSE};
-use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use crate::cmd::{compare, range_of, range_op};
+use crate::conn::{kv_client, watch_client, Conn, OpError};
+use actcd_proto::etcdserverpb::compare::{CompareResult, TargetUnion};
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::lease_client::LeaseClient;
 use actcd_proto::etcdserverpb::range_request::{SortOrder, SortTarget};
 use actcd_proto::etcdserverpb::request_op::Request;
-use actcd_proto::etcdserverpb::response_op::Response;
 use actcd_proto::etcdserverpb::watch_client::WatchClient;
-use actcd_proto::etcdserverpb::watch_request::RequestUnion;
 use actcd_proto::etcdserverpb::{
-    Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest, PutRequest,
-    RangeRequest, RangeResponse, RequestOp, ResponseHeader, TxnRequest, WatchCreateRequest, WatchRequest,
+    DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseRevokeRequest, PutRequest,
+    RangeRequest, RequestOp, TxnRequest,
 };
 use actcd_proto::key_range::prefix_end;
 use actcd_proto::mvccpb::event::EventType;
+use actcd_proto::v3lockpb::lock_client::LockClient;
+use actcd_proto::v3lockpb::{LockRequest, UnlockRequest};
 use bytes::Bytes;
 use futures::StreamExt;
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use tonic::codegen::http::uri::PathAndQuery;
 use tonic::Status;
 
 /// The lock's name (etcd benchmark's); the mutex's keys live under `stmlock/`.
@@ -38,7 +38,6 @@ const SESSION_TTL: i64 = 60;
 
 /// A lease kept alive until [`Session::close`] (or the drop of the session).
 pub struct Session {
-    /// The lease.
     pub lease: i64,
     lease_client: LeaseClient<Conn>,
     keep_alive: JoinHandle<()>,
@@ -53,8 +52,7 @@ impl Session {
         if !grant.error.is_empty() {
             return Err(Status::unknown(format!("lease grant: {}", grant.error)));
         }
-        let lease = grant.id;
-        let mut client = lease_client.clone();
+        let (lease, mut client) = (grant.id, lease_client.clone());
         let keep_alive = tokio::spawn(async move {
             let every = Duration::from_secs(SESSION_TTL as u64 / 3);
             let requests = futures::stream::unfold(true, move |first| async move {
@@ -76,28 +74,14 @@ impl Session {
     /// Stops the keep-alive and revokes the lease (and so any lock key left under it).
     pub async fn close(mut self, bound: Duration) {
         self.keep_alive.abort();
-        let _ = tokio::time::timeout(
-            bound,
-            self.lease_client.lease_revoke(LeaseRevokeRequest { id: self.lease }),
-        )
-        .await;
+        let revoke = self.lease_client.lease_revoke(LeaseRevokeRequest { id: self.lease });
+        let _ = tokio::time::timeout(bound, revoke).await;
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
         self.keep_alive.abort();
-    }
-}
-
-fn range_op(range: RangeRequest) -> RequestOp {
-    RequestOp { request: Some(Request::RequestRange(range)) }
-}
-
-fn range_of(op: Option<&actcd_proto::etcdserverpb::ResponseOp>) -> Option<&RangeResponse> {
-    match op?.response.as_ref()? {
-        Response::ResponseRange(r) => Some(r),
-        _ => None,
     }
 }
 
@@ -113,12 +97,11 @@ pub struct Mutex {
 impl Mutex {
     /// The mutex of the session with `lease`, over `channel`.
     pub fn new(channel: Conn, lease: i64) -> Self {
-        let prefix = Bytes::from(format!("{LOCK_NAME}/"));
         Self {
-            kv: KvClient::new(channel.clone()).max_decoding_message_size(MAX_RESPONSE),
-            watch: WatchClient::new(channel).max_decoding_message_size(MAX_RESPONSE),
+            kv: kv_client(channel.clone()),
+            watch: watch_client(channel),
             key: Bytes::from(format!("{LOCK_NAME}/{lease:x}")),
-            prefix,
+            prefix: Bytes::from(format!("{LOCK_NAME}/")),
             lease,
         }
     }
@@ -138,34 +121,20 @@ impl Mutex {
     }
 
     /// Waits until this session holds the lock.
-    pub async fn lock(&mut self) -> Result<(), String> {
+    pub async fn lock(&mut self) -> Result<(), OpError> {
         let mine = RangeRequest { key: self.key.clone(), ..Default::default() };
-        let owner = self.edge(SortOrder::Ascend, 0);
+        let owner = range_op(self.edge(SortOrder::Ascend, 0));
         // Put our key unless it exists (a session that holds the lock already keeps it), and
         // read the oldest key in the same round trip.
+        let put = PutRequest { key: self.key.clone(), lease: self.lease, ..Default::default() };
         let txn = TxnRequest {
-            compare: vec![Compare {
-                key: self.key.clone(),
-                result: CompareResult::Equal as i32,
-                target: CompareTarget::Create as i32,
-                target_union: Some(TargetUnion::CreateRevision(0)),
-                ..Default::default()
-            }],
-            success: vec![
-                RequestOp {
-                    request: Some(Request::RequestPut(PutRequest {
-                        key: self.key.clone(),
-                        lease: self.lease,
-                        ..Default::default()
-                    })),
-                },
-                range_op(owner.clone()),
-            ],
-            failure: vec![range_op(mine.clone()), range_op(owner)],
+            compare: vec![compare(&self.key, CompareResult::Equal, TargetUnion::CreateRevision(0))],
+            success: vec![RequestOp { request: Some(Request::RequestPut(put)) }, owner.clone()],
+            failure: vec![range_op(mine.clone()), owner],
         };
-        let r = self.kv.txn(txn).await.map_err(|s| format!("lock: {}", status_text(&s)))?.into_inner();
+        let r = self.kv.txn(txn).await?.into_inner();
         let my_rev = if r.succeeded {
-            r.header.as_ref().map_or(0, |h: &ResponseHeader| h.revision)
+            r.header.as_ref().map_or(0, |h| h.revision)
         } else {
             range_of(r.responses.first()).and_then(|g| g.kvs.first()).map_or(0, |kv| kv.create_revision)
         };
@@ -177,122 +146,66 @@ impl Mutex {
             let _ = self.unlock().await;
             return Err(e);
         }
-        let still = self.kv.range(mine).await.map_err(|s| format!("lock: {}", status_text(&s)))?.into_inner();
-        if still.kvs.is_empty() {
-            return Err("mutex: session is expired".to_string());
+        if self.kv.range(mine).await?.into_inner().kvs.is_empty() {
+            return Err(OpError::new("mutex: session is expired"));
         }
         Ok(())
     }
 
     /// Waits until no key under the prefix has a create revision at most `max_create`: for the
     /// newest such key, a watch from the revision it was read at until its deletion, again.
-    async fn wait_older_deleted(&mut self, max_create: i64) -> Result<(), String> {
+    async fn wait_older_deleted(&mut self, max_create: i64) -> Result<(), OpError> {
         loop {
-            let newest = self.edge(SortOrder::Descend, max_create);
-            let r =
-                self.kv.range(newest).await.map_err(|s| format!("lock: {}", status_text(&s)))?.into_inner();
+            let r = self.kv.range(self.edge(SortOrder::Descend, max_create)).await?.into_inner();
             let Some(kv) = r.kvs.first() else { return Ok(()) };
             let from = r.header.as_ref().map_or(0, |h| h.revision);
-            self.wait_deleted(kv.key.clone(), from).await?;
-        }
-    }
-
-    async fn wait_deleted(&mut self, key: Bytes, from: i64) -> Result<(), String> {
-        let create = WatchRequest {
-            request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
-                key,
-                start_revision: from,
-                ..Default::default()
-            })),
-        };
-        // The request side stays open (a closed one ends the stream on etcd) until this returns.
-        let requests = futures::stream::iter([create]).chain(futures::stream::pending());
-        let mut events =
-            self.watch.watch(requests).await.map_err(|s| format!("lock: {}", status_text(&s)))?.into_inner();
-        loop {
-            match events.message().await {
-                Ok(Some(r)) if r.events.iter().any(|e| e.r#type == EventType::Delete as i32) => return Ok(()),
-                Ok(Some(r)) if r.canceled => {
-                    return Err(format!("lock: watch canceled: {}", r.cancel_reason))
+            let create = crate::watch_streams::create_request(kv.key.clone(), false, from);
+            // The request side stays open (a closed one ends the stream on etcd) until the
+            // deletion is seen.
+            let requests = futures::stream::iter([create]).chain(futures::stream::pending());
+            let mut events = self.watch.watch(requests).await?.into_inner();
+            loop {
+                match events.message().await? {
+                    Some(r) if r.events.iter().any(|e| e.r#type == EventType::Delete as i32) => break,
+                    Some(r) if r.canceled => {
+                        return Err(format!("lock: watch canceled: {}", r.cancel_reason).into())
+                    }
+                    Some(_) => {}
+                    None => return Err(OpError::new("lock: lost watcher waiting for delete")),
                 }
-                Ok(Some(_)) => {}
-                Ok(None) => return Err("lock: lost watcher waiting for delete".to_string()),
-                Err(s) => return Err(format!("lock: {}", status_text(&s))),
             }
         }
     }
 
     /// Releases the lock: deletes this session's key.
-    pub async fn unlock(&mut self) -> Result<(), String> {
-        let delete = DeleteRangeRequest { key: self.key.clone(), ..Default::default() };
-        self.kv.delete_range(delete).await.map(|_| ()).map_err(|s| format!("unlock: {}", status_text(&s)))
+    pub async fn unlock(&mut self) -> Result<(), Status> {
+        self.kv
+            .delete_range(DeleteRangeRequest { key: self.key.clone(), ..Default::default() })
+            .await
+            .map(|_| ())
     }
 }
 
-/// etcd's `v3lockpb` messages, the fields read (the header is skipped, and UnlockResponse has
-/// nothing else): the Lock service is etcd's, outside the KV API this project's proto crate
-/// defines (actcd does not serve it, and answers UNIMPLEMENTED).
-mod v3lockpb {
-    use bytes::Bytes;
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LockRequest {
-        #[prost(bytes = "bytes", tag = "1")]
-        pub name: Bytes,
-        #[prost(int64, tag = "2")]
-        pub lease: i64,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LockResponse {
-        #[prost(bytes = "bytes", tag = "2")]
-        pub key: Bytes,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct UnlockRequest {
-        #[prost(bytes = "bytes", tag = "1")]
-        pub key: Bytes,
-    }
-}
-
-/// The server's Lock service, for one session.
+/// The server's Lock service, for one session; `held` is the key the last Lock answered with,
+/// which Unlock deletes.
 pub struct RpcLock {
-    grpc: tonic::client::Grpc<Conn>,
+    client: LockClient<Conn>,
     lease: i64,
-    /// The key the last Lock answered with, which Unlock deletes.
     held: Bytes,
 }
 
 impl RpcLock {
-    /// The lock of the session with `lease`, over `channel`.
     pub fn new(channel: Conn, lease: i64) -> Self {
-        Self { grpc: tonic::client::Grpc::new(channel), lease, held: Bytes::new() }
+        Self { client: LockClient::new(channel), lease, held: Bytes::new() }
     }
 
-    async fn call<Q, A>(&mut self, path: &'static str, request: Q) -> Result<A, Status>
-    where
-        Q: prost::Message + Send + Sync + 'static,
-        A: prost::Message + Default + Send + Sync + 'static,
-    {
-        self.grpc.ready().await.map_err(|e| Status::unavailable(format!("service not ready: {e}")))?;
-        let codec = tonic_prost::ProstCodec::<Q, A>::default();
-        let r = self.grpc.unary(tonic::Request::new(request), PathAndQuery::from_static(path), codec).await?;
-        Ok(r.into_inner())
-    }
-
-    /// Waits until this session holds the lock.
     pub async fn lock(&mut self) -> Result<(), Status> {
-        let request =
-            v3lockpb::LockRequest { name: Bytes::from_static(LOCK_NAME.as_bytes()), lease: self.lease };
-        let r: v3lockpb::LockResponse = self.call("/v3lockpb.Lock/Lock", request).await?;
-        self.held = r.key;
+        let request = LockRequest { name: Bytes::from_static(LOCK_NAME.as_bytes()), lease: self.lease };
+        self.held = self.client.lock(request).await?.into_inner().key;
         Ok(())
     }
 
-    /// Releases the lock.
     pub async fn unlock(&mut self) -> Result<(), Status> {
-        let request = v3lockpb::UnlockRequest { key: self.held.clone() };
-        self.call::<_, ()>("/v3lockpb.Lock/Unlock", request).await
+        self.client.unlock(UnlockRequest { key: self.held.clone() }).await.map(|_| ())
     }
 }

@@ -9,10 +9,10 @@
 pub mod lock;
 pub mod txn;
 
-use crate::conn::{channel_for, connect, kv_client, status_text, Conn};
+use crate::conn::{channel_for, connect, kv_client, status_text, Conn, OpError};
 use crate::keys::{random_bytes, varint_key, Rng};
 use crate::output::Out;
-use crate::runner::{run_report, OpError, Plan, Worker};
+use crate::runner::{run_report, Plan, Worker};
 use crate::settings::Settings;
 use crate::stop::Stop;
 use actcd_proto::etcdserverpb::kv_client::KvClient;
@@ -27,7 +27,6 @@ use txn::{Commit, Isolation, Stm};
 /// The size of an STM key (etcd benchmark's).
 const KEY_SIZE: usize = 16;
 
-/// `stm`'s flags.
 #[derive(Debug, Clone, Args)]
 pub struct StmArgs {
     /// Read Committed (c), Repeatable Reads (r), Serializable (s), or Snapshot (ss).
@@ -56,13 +55,12 @@ pub struct StmArgs {
     pub rate: u64,
 }
 
+/// `--stm-locker`: no lock (the STM's own conflict checks only), etcd's client-side mutex, or
+/// the server's Lock service.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Locker {
-    /// No lock: the STM's own conflict checks only.
     Stm,
-    /// etcd's client-side mutex.
     Client,
-    /// The server's Lock service.
     Rpc,
 }
 
@@ -78,7 +76,6 @@ impl Locker {
 }
 
 impl StmArgs {
-    /// Checks the flags.
     pub fn validate(&self) -> Result<(), String> {
         if self.keys == 0 {
             return Err(format!("expected positive --keys, got ({})", self.keys));
@@ -93,30 +90,21 @@ impl StmArgs {
             ));
         }
         Isolation::parse(&self.isolation)?;
-        Locker::parse(&self.stm_locker)?;
-        Ok(())
+        Locker::parse(&self.stm_locker).map(|_| ())
     }
 
-    /// Runs `stm`.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let (Ok(isolation), Ok(locker)) =
             (Isolation::parse(&self.isolation), Locker::parse(&self.stm_locker))
         else {
             return;
         };
-        let Some(channels) = connect(settings, stop, out, &["stm"]).await else {
-            return;
-        };
+        let Some(channels) = connect(settings, stop, out, &["stm"]).await else { return };
         let mut sessions = Vec::new();
-        if locker != Locker::Stm {
-            for c in 0..settings.clients {
-                match Session::open(channel_for(&channels, c)).await {
-                    Ok(s) => sessions.push(s),
-                    Err(s) => {
-                        stop.stop(format!("cannot open a lock session: {}", status_text(&s)));
-                        return;
-                    }
-                }
+        for c in (0..settings.clients).filter(|_| locker != Locker::Stm) {
+            match Session::open(channel_for(&channels, c)).await {
+                Ok(s) => sessions.push(s),
+                Err(s) => return stop.stop(format!("cannot open a lock session: {}", status_text(&s))),
             }
         }
         let limiter = Arc::new(Limiter::new(self.rate));
@@ -141,7 +129,7 @@ impl StmArgs {
                 }
             })
             .collect();
-        run_report(settings, stop, out, "stm", Plan::new(self.total, 0), workers, "").await;
+        run_report((settings, stop, out), "stm", Plan::new(self.total, 0), workers, "").await;
         for s in sessions {
             s.close(settings.request_timeout).await;
         }
@@ -157,10 +145,8 @@ struct Limiter {
 
 impl Limiter {
     fn new(rate: u64) -> Self {
-        Self {
-            interval: (rate > 0).then(|| Duration::from_secs_f64(1.0 / rate as f64)),
-            next: std::sync::Mutex::new(Instant::now()),
-        }
+        let interval = (rate > 0).then(|| Duration::from_secs_f64(1.0 / rate as f64));
+        Self { interval, next: std::sync::Mutex::new(Instant::now()) }
     }
 
     async fn wait(&self) {
@@ -212,7 +198,7 @@ impl StmWorker {
         let Self { kv, isolation, lock, writes, val_size, limiter, .. } = self;
         match lock {
             Lock::None => {}
-            Lock::Client(m) => m.lock().await.map_err(OpError::new)?,
+            Lock::Client(m) => m.lock().await?,
             Lock::Rpc(l) => l.lock().await?,
         }
         let mut stm = Stm::new(kv, *isolation);
@@ -226,7 +212,7 @@ impl StmWorker {
         };
         match lock {
             Lock::None => {}
-            Lock::Client(m) => m.unlock().await.map_err(OpError::new)?,
+            Lock::Client(m) => m.unlock().await?,
             Lock::Rpc(l) => l.unlock().await?,
         }
         result
@@ -242,12 +228,10 @@ async fn attempt(
     val_size: usize,
 ) -> Result<Commit, tonic::Status> {
     stm.reset();
-    let mut writes = writes;
-    for key in keys {
+    for (i, key) in keys.iter().enumerate() {
         stm.get(key).await?;
-        if writes > 0 {
+        if i < writes {
             stm.put(key.clone(), Bytes::from(random_bytes(val_size)));
-            writes -= 1;
         }
     }
     stm.commit().await
@@ -279,12 +263,16 @@ mod tests {
     #[test]
     fn flags_are_checked_as_etcd_checks_them() {
         assert!(check(&[]).is_ok());
-        assert!(check(&["--keys=0"]).is_err());
-        assert!(check(&["--txn-wr-percent=101"]).is_err());
-        assert!(check(&["--keys=4", "--keys-per-txn=5"]).is_err());
         assert!(check(&["--keys=4", "--keys-per-txn=4", "--isolation=ss", "--stm-locker=lock-rpc"]).is_ok());
-        assert!(check(&["--isolation=x"]).is_err());
-        assert!(check(&["--stm-locker=x"]).is_err());
+        for bad in [
+            &["--keys=0"][..],
+            &["--txn-wr-percent=101"],
+            &["--keys=4", "--keys-per-txn=5"],
+            &["--isolation=x"],
+            &["--stm-locker=x"],
+        ] {
+            assert!(check(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[tokio::test]

@@ -15,31 +15,24 @@
 //! The serializable levels also read every key of the read set in the commit's failure branch,
 //! so a retry starts from those values without asking again (etcd's prefetch).
 
+use crate::cmd::{compare, put_op, range_of, range_op};
 use crate::conn::Conn;
-use actcd_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use actcd_proto::etcdserverpb::compare::{CompareResult, TargetUnion};
 use actcd_proto::etcdserverpb::kv_client::KvClient;
-use actcd_proto::etcdserverpb::request_op::Request;
-use actcd_proto::etcdserverpb::response_op::Response;
-use actcd_proto::etcdserverpb::{Compare, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse};
+use actcd_proto::etcdserverpb::{RangeRequest, RangeResponse, TxnRequest, TxnResponse};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use tonic::Status;
 
-/// etcd's STM isolation levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
-    /// `c`: reads from any committed revision, no conflict check.
     ReadCommitted,
-    /// `r`: reads stay the same within an attempt; the commit fails if a read key changed.
     RepeatableReads,
-    /// `s`: every read at the revision of the first.
     Serializable,
-    /// `ss`: serializable, and the commit fails if a written key changed after the first read.
     SerializableSnapshot,
 }
 
 impl Isolation {
-    /// The `--isolation` flag's value.
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
             "c" => Ok(Isolation::ReadCommitted),
@@ -57,21 +50,18 @@ impl Isolation {
     }
 }
 
-/// What a get saw of one key.
+/// What a get saw of one key: its mod revision (0 when it did not exist), and the store's
+/// revision when it was read.
 #[derive(Debug, Clone, PartialEq)]
 struct Read {
-    /// The key's mod revision, 0 when it did not exist.
     mod_revision: i64,
-    /// The store's revision when it was read.
     revision: i64,
 }
 
-/// How a commit ended.
+/// How a commit ended: applied, or a compare failed (run the transaction again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Commit {
-    /// Applied.
     Done,
-    /// A compare failed: run the transaction again.
     Retry,
 }
 
@@ -89,7 +79,6 @@ pub struct Stm<'a> {
 }
 
 impl<'a> Stm<'a> {
-    /// A transaction at `isolation`.
     pub fn new(kv: &'a mut KvClient<Conn>, isolation: Isolation) -> Self {
         Self {
             kv,
@@ -133,7 +122,6 @@ impl<'a> Stm<'a> {
         Ok(())
     }
 
-    /// Adds a put of `value` at `key` to the write set.
     pub fn put(&mut self, key: Bytes, value: Bytes) {
         self.writes.insert(key, value);
     }
@@ -141,44 +129,22 @@ impl<'a> Stm<'a> {
     /// The commit's Txn: the compares of the isolation level, the writes on success and, for
     /// the serializable levels, a read of every read key on failure.
     fn commit_request(&self) -> TxnRequest {
-        let mod_is = |key: &Bytes, result: CompareResult, revision: i64| Compare {
-            key: key.clone(),
-            result: result as i32,
-            target: CompareTarget::Mod as i32,
-            target_union: Some(TargetUnion::ModRevision(revision)),
-            ..Default::default()
-        };
-        let mut compare = Vec::new();
+        let mod_is = |key, result, revision| compare(key, result, TargetUnion::ModRevision(revision));
+        let mut compares = Vec::new();
         if self.isolation != Isolation::ReadCommitted {
-            compare.extend(self.reads.iter().map(|(k, r)| mod_is(k, CompareResult::Equal, r.mod_revision)));
+            compares.extend(self.reads.iter().map(|(k, r)| mod_is(k, CompareResult::Equal, r.mod_revision)));
         }
         if self.isolation == Isolation::SerializableSnapshot {
             let first = self.reads.values().map(|r| r.revision).min().unwrap_or(i64::MAX - 1);
-            compare.extend(self.writes.keys().map(|k| mod_is(k, CompareResult::Less, first + 1)));
+            compares.extend(self.writes.keys().map(|k| mod_is(k, CompareResult::Less, first + 1)));
         }
-        let success = self
-            .writes
-            .iter()
-            .map(|(key, value)| RequestOp {
-                request: Some(Request::RequestPut(PutRequest {
-                    key: key.clone(),
-                    value: value.clone(),
-                    ..Default::default()
-                })),
-            })
-            .collect();
-        let failure = if self.isolation.serializable() {
-            self.reads
-                .keys()
-                .map(|key| range_op(RangeRequest { key: key.clone(), ..Default::default() }))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        TxnRequest { compare, success, failure }
+        let success = self.writes.iter().map(|(key, value)| put_op(key.clone(), value.clone())).collect();
+        let reads = self.reads.keys().filter(|_| self.isolation.serializable());
+        let failure =
+            reads.map(|key| range_op(RangeRequest { key: key.clone(), ..Default::default() })).collect();
+        TxnRequest { compare: compares, success, failure }
     }
 
-    /// Commits the attempt.
     pub async fn commit(&mut self) -> Result<Commit, Status> {
         let txn = self.commit_request();
         let r = self.kv.txn(txn).await?.into_inner();
@@ -193,22 +159,14 @@ impl<'a> Stm<'a> {
     }
 }
 
-fn range_op(range: RangeRequest) -> RequestOp {
-    RequestOp { request: Some(Request::RequestRange(range)) }
-}
-
 /// What each range of a Txn's answer saw: the first key's mod revision, at the Txn's revision.
 fn reads_of(r: &TxnResponse) -> Vec<Read> {
     let revision = r.header.as_ref().map_or(0, |h| h.revision);
-    r.responses
-        .iter()
-        .filter_map(|op| match &op.response {
-            Some(Response::ResponseRange(range)) => {
-                Some(Read { mod_revision: range.kvs.first().map_or(0, |kv| kv.mod_revision), revision })
-            }
-            _ => None,
-        })
-        .collect()
+    let read = |range: &RangeResponse| Read {
+        mod_revision: range.kvs.first().map_or(0, |kv| kv.mod_revision),
+        revision,
+    };
+    r.responses.iter().filter_map(|op| range_of(Some(op)).map(read)).collect()
 }
 
 #[cfg(test)]
@@ -263,10 +221,9 @@ mod tests {
 
     #[test]
     fn isolation_flags_are_etcds() {
-        assert_eq!(Isolation::parse("c"), Ok(Isolation::ReadCommitted));
-        assert_eq!(Isolation::parse("r"), Ok(Isolation::RepeatableReads));
-        assert_eq!(Isolation::parse("s"), Ok(Isolation::Serializable));
-        assert_eq!(Isolation::parse("ss"), Ok(Isolation::SerializableSnapshot));
+        let parsed = ["c", "r", "s", "ss"].map(Isolation::parse);
+        use Isolation::*;
+        assert_eq!(parsed, [ReadCommitted, RepeatableReads, Serializable, SerializableSnapshot].map(Ok));
         assert!(Isolation::parse("x").is_err());
     }
 }

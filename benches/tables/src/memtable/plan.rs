@@ -3,33 +3,30 @@
 
 use super::{Row, RowResult};
 use crate::fit::{fit, predict};
+use actcd_test_support::procfs::{self, Proc};
 
-/// A per-row cost model (bytes or seconds): a base plus c1·conns + c2·streams + c3·watches.
+/// A per-row cost model (bytes or seconds): a base every row pays (the idle server or client)
+/// plus c1·conns + c2·streams + c3·watches, and where the coefficients come from (a fit of N
+/// rows, or defaults).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
-    /// What every row pays (the idle server or client).
     pub base: f64,
-    /// Per connection, per stream, per watch.
     pub per: [f64; 3],
-    /// Where the coefficients come from (a fit of N rows, or defaults).
     pub source: String,
 }
 
 impl Model {
-    /// The model's figure for `row`.
     pub fn predict(&self, row: &Row) -> f64 {
         predict(self.base, &self.per, &row.terms())
     }
 }
 
-/// The models a plan estimates with: server memory, client memory, setup time.
+/// The models a plan estimates with: server and client RSS (bytes), and seconds from the first
+/// dial to the last created response.
 #[derive(Debug, Clone)]
 pub struct Models {
-    /// Server RSS, bytes.
     pub server: Model,
-    /// Client RSS, bytes.
     pub client: Model,
-    /// Seconds from the first dial to the last created response.
     pub time: Model,
 }
 
@@ -88,47 +85,46 @@ pub fn models_from(results: &[RowResult]) -> Models {
     }
 }
 
-/// What the machine offers a row.
+/// What the machine offers a row: `MemAvailable` (bytes, read while no server runs), and the
+/// client's and the server's open-file limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Machine {
-    /// `MemAvailable`, bytes (read while no server runs).
     pub mem_available: u64,
-    /// The client's open-file limit.
     pub client_fds: u64,
-    /// The server's open-file limit (the client's when not known).
     pub server_fds: u64,
 }
 
-/// Limits a plan applies on top of the machine's.
+/// What the machine offers now; the server's open-file limit is this process's when its pid is
+/// not known.
+pub fn machine(server_pid: Option<u32>) -> Machine {
+    let client_fds = procfs::open_file_limit(Proc::Me).unwrap_or(u64::MAX);
+    Machine {
+        mem_available: procfs::mem_available().unwrap_or(0),
+        client_fds,
+        server_fds: server_pid.and_then(|p| procfs::open_file_limit(Proc::Pid(p))).unwrap_or(client_fds),
+    }
+}
+
+/// Limits a plan applies on top of the machine's: memory kept free for the rest of the machine
+/// (bytes), the longest setup a row may take (seconds), the factor estimates are multiplied by
+/// before they are compared with the machine, and the most memory server and client may take
+/// together (bytes), however much the machine has.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
-    /// Memory kept free for the rest of the machine, bytes.
     pub reserve: u64,
-    /// Longest setup a row may take, seconds.
     pub max_secs: f64,
-    /// Estimates are multiplied by this before they are compared with the machine.
     pub margin: f64,
-    /// Most memory server and client may take together, bytes, however much the machine has.
     pub budget: u64,
 }
 
 /// File descriptors a process needs besides one per connection (listeners, logs, the store's
 /// files).
-pub const FD_SLACK: u64 = 200;
+const FD_SLACK: u64 = 200;
 
-/// Whether a row runs, with its estimates.
+/// Whether a row runs, with its estimated server and client bytes and setup seconds, or why not.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// It fits: estimated server bytes, client bytes, setup seconds.
-    Run {
-        /// Server RSS, bytes.
-        server: f64,
-        /// Client RSS, bytes.
-        client: f64,
-        /// Setup seconds.
-        secs: f64,
-    },
-    /// It does not fit, and why.
+    Run { server: f64, client: f64, secs: f64 },
     Skip(String),
 }
 

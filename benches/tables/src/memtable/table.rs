@@ -4,22 +4,17 @@ use std::fmt::Write as _;
 
 use super::{Row, RowResult};
 use crate::fit::{fit, predict};
-use crate::units::{count, mb, per_item};
+use actcd_bench::format::{count, mb, per_item};
 
 /// One step of a row shape: from `from` to `to` watches per stream at the same clients and
-/// streams per client, the server's RSS growth divided by the watches added. Unlike c3 (fitted
-/// over every row), it shows where a shape's cost per watch grows in steps.
+/// streams per client, the server's RSS growth (bytes) divided by the watches added. Unlike c3
+/// (fitted over every row), it shows where a shape's cost per watch grows in steps.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WatchStep {
-    /// Clients of the shape.
     pub clients: u64,
-    /// Streams per client of the shape.
     pub streams_per_client: u64,
-    /// Watches per stream before.
     pub from: u64,
-    /// Watches per stream after.
     pub to: u64,
-    /// RSS bytes per added watch.
     pub per_watch: f64,
 }
 
@@ -212,6 +207,7 @@ pub fn table(server: &str, results: &[RowResult]) -> String {
 mod tests {
     use super::*;
     use crate::memtable::{parse_rows, quick_rows, row, test_support::done};
+    use crate::outcome::{MemoryRow, Outcome};
 
     #[test]
     fn steps_pair_rows_of_one_shape_only() {
@@ -242,11 +238,8 @@ mod tests {
     fn table_lists_every_row_with_the_fit() {
         let c = [21e3, 3e3, 90.0];
         let mut results: Vec<_> = quick_rows().iter().map(|r| done(*r, 20.0, c)).collect();
-        results.push(RowResult::skipped(
-            row(5000, 50, 100),
-            "actcd".to_string(),
-            "needs ~30 GiB".to_string(),
-        ));
+        let skipped = Outcome::skipped("actcd".to_string(), "needs ~30 GiB".to_string());
+        results.push(RowResult::new(row(5000, 50, 100), skipped));
         let mut failed = done(row(2000, 50, 10), 20.0, c);
         failed.outcome.failed = Some("stalled".to_string());
         failed.watches_created = 5;

@@ -101,3 +101,97 @@ fn unknown_call(path: &str) -> Status {
         Status::unimplemented(format!("unknown service {service}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tonic::body::Body;
+    use tonic::{Code, Status};
+
+    use super::{refuse_content_type, rewrite_answer, stream_receive_error};
+
+    fn seen(status: &Status) -> (Code, &str) {
+        (status.code(), status.message())
+    }
+
+    /// The status in the trailers-only answer tonic would send for `status`, after the rewrite.
+    fn rewritten(path: &str, status: Status) -> Status {
+        let mut answer: http::Response<Body> = status.into_http();
+        rewrite_answer(path, &mut answer);
+        Status::from_header_map(answer.headers()).unwrap()
+    }
+
+    #[test]
+    fn only_grpc_content_types_reach_the_services() {
+        let request = |content_type: Option<&str>| {
+            let mut request = http::Request::builder();
+            if let Some(value) = content_type {
+                request = request.header(http::header::CONTENT_TYPE, value);
+            }
+            request.body(()).unwrap()
+        };
+        for served in ["application/grpc", "application/grpc+proto", "application/grpc;charset=utf-8"] {
+            assert!(refuse_content_type(&request(Some(served))).is_none(), "{served}");
+        }
+        for (refused, shown) in [
+            (Some("application/json"), "application/json"),
+            (Some("application/grpcx"), "application/grpcx"),
+            (None, ""),
+        ] {
+            let answer = refuse_content_type(&request(refused)).unwrap();
+            assert_eq!(answer.status(), http::StatusCode::UNSUPPORTED_MEDIA_TYPE);
+            let status = Status::from_header_map(answer.headers()).unwrap();
+            let text = format!("invalid gRPC request content-type {shown:?}");
+            assert_eq!(seen(&status), (Code::InvalidArgument, text.as_str()));
+        }
+    }
+
+    /// tonic's refusals of a unary request, in grpc-go's code and words (read off etcd 3.4.23).
+    #[test]
+    fn unary_refusals_get_grpc_gos_code_and_words() {
+        let cases = [
+            (
+                Status::out_of_range("Error, decoded message length too large: found 5000 bytes, the limit is: 4096 bytes"),
+                (Code::ResourceExhausted, "grpc: received message larger than max (5000 vs. 4096)"),
+            ),
+            (
+                Status::internal("failed to decode Protobuf message: invalid wire type"),
+                (Code::Internal, "grpc: error unmarshalling request: invalid wire type"),
+            ),
+            (Status::internal("Unexpected EOF decoding stream."), (Code::Unknown, "unexpected EOF")),
+            (Status::internal("Missing request message."), (Code::Unknown, "EOF")),
+            (
+                Status::internal("protocol error: received message with invalid compression flag: 7 (valid flags are 0 and 1) while receiving request"),
+                (Code::Internal, "grpc: received unexpected payload format 7"),
+            ),
+            (
+                Status::internal("protocol error: received message with compressed-flag but no grpc-encoding was specified"),
+                (Code::Internal, "grpc: compressed flag set with identity or empty encoding"),
+            ),
+            (Status::unimplemented(""), (Code::Unimplemented, "unknown method Nope for service etcdserverpb.KV")),
+            (Status::not_found("kept"), (Code::NotFound, "kept")),
+        ];
+        for (tonics, expected) in cases {
+            let ours = rewritten("/etcdserverpb.KV/Nope", tonics.clone());
+            assert_eq!(seen(&ours), expected, "{tonics:?}");
+        }
+        assert_eq!(
+            seen(&rewritten("/nope.Service/Call", Status::unimplemented(""))),
+            (Code::Unimplemented, "unknown service nope.Service")
+        );
+        assert_eq!(
+            seen(&rewritten("/no-slash", Status::unimplemented(""))),
+            (Code::ResourceExhausted, r#"malformed method name: "/no-slash""#)
+        );
+    }
+
+    /// A stream's bad message ends it with grpc-go's streaming words; a client gone is no error.
+    #[test]
+    fn a_failed_request_stream_ends_as_grpc_go_ends_it() {
+        assert!(stream_receive_error(Status::cancelled("gone")).is_none());
+        let bad =
+            stream_receive_error(Status::internal("failed to decode Protobuf message: bad tag")).unwrap();
+        assert_eq!(seen(&bad), (Code::Internal, "grpc: failed to unmarshal the received message bad tag"));
+        let other = stream_receive_error(Status::unavailable("kept")).unwrap();
+        assert_eq!(seen(&other), (Code::Unavailable, "kept"));
+    }
+}

@@ -3,7 +3,7 @@
 //! etcd on Linux runs bbolt with `NoFreelistSync`, so its meta names no freelist page
 //! (`u64::MAX`), which bbolt-rs refuses and nut overflows on.
 //!
-//! The file's layout is drawn in [`super::bbolt_format`].
+//! The file's layout is drawn in [`super::format`].
 //!
 //! Pages are read one at a time with positioned reads, so a file of any size costs one
 //! page per tree level in memory. Every offset is checked against the page and the file: a
@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-use super::bbolt_format::{
+use super::format::{
     fnv1a64, BRANCH, BUCKET_HEADER, BUCKET_LEAF, ELEMENT, LEAF, MAGIC, META_LEN, PAGE_HEADER, VERSION,
 };
 

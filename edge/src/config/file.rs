@@ -20,7 +20,7 @@ use yaml_rust2::{Yaml, YamlLoader};
 
 use crate::config::outcome::{LoadError, Note};
 use crate::config::tls_group::{ClientTls, PeerTls};
-use crate::transport::tls::FlagNames;
+use crate::tls::FlagNames;
 
 /// What a key's value must be, by the Go type of etcd's field.
 #[derive(Clone, Copy)]
@@ -219,5 +219,75 @@ fn expected(kind: Kind) -> &'static str {
         Kind::Nanos => "a duration in whole nanoseconds, as etcd reads it",
         Kind::Texts => "a list of strings",
         Kind::OneText => "a string or a list of one string",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{read, Note};
+    use crate::config::LoadError;
+
+    /// The flags and notes `text` gives as a config file.
+    fn flags(text: &str) -> Result<(Vec<String>, Vec<Note>), String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("etcd.yml");
+        std::fs::write(&path, text).unwrap();
+        match read(&path) {
+            Ok(read) => {
+                Ok((read.args.iter().map(|a| a.to_string_lossy().into_owned()).collect(), read.notes))
+            }
+            Err(LoadError::File { reason, .. }) => Err(reason),
+            Err(other) => panic!("{other}"),
+        }
+    }
+
+    /// Go's types become the flags' texts: nanoseconds gain their unit, lists their commas,
+    /// a null is no flag at all; TLS keys become the flag of their map.
+    #[test]
+    fn each_key_becomes_its_flag() {
+        let (args, notes) = flags(
+            "experimental-corrupt-check-time: 5000000000\n\
+             cipher-suites: [A, B]\n\
+             strict-reconfig-check: false\n\
+             snapshot-count: 7\n\
+             name: ~\n\
+             experimental-max-learners: 2\n\
+             client-transport-security:\n  key-file: /k\n\
+             peer-transport-security:\n  key-file: /pk\n  client-cert-auth: true\n  allowed-hostname: [m1]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            args,
+            [
+                "--experimental-corrupt-check-time=5000000000ns",
+                "--cipher-suites=A,B",
+                "--strict-reconfig-check=false",
+                "--snapshot-count=7",
+                "--max-learners=2",
+                "--key-file=/k",
+                "--peer-key-file=/pk",
+                "--peer-client-cert-auth=true",
+                "--peer-cert-allowed-hostname=m1",
+            ]
+        );
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(flags("").unwrap().0, Vec::<String>::new(), "an empty file is etcd's defaults");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_key() {
+        let refused = |text: &str| flags(text).unwrap_err();
+        assert_eq!(refused("snapshot-count: -1\n"), "snapshot-count: expected a whole number");
+        assert_eq!(refused("cipher-suites: A\n"), "cipher-suites: expected a list of strings");
+        assert_eq!(refused("cipher-suites: [1, 2]\n"), "cipher-suites: expected a list of strings");
+        assert_eq!(
+            refused("peer-transport-security:\n  allowed-cn: [a, b]\n"),
+            "peer-transport-security.allowed-cn: actcd takes one name here (etcd 3.4's flag), not 2"
+        );
+        assert_eq!(
+            refused("client-transport-security: on\n"),
+            "client-transport-security: expected a map of TLS settings"
+        );
+        assert_eq!(refused("1: x\n"), "Integer(1) is not a key name");
     }
 }

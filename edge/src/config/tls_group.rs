@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{value_parser, Arg, ArgMatches, Args, Command, FromArgMatches};
 
 use crate::config::go_bool::GoBool;
-use crate::transport::tls::{FlagNames, TlsFlags, CLIENT_FLAGS, PEER_FLAGS};
+use crate::tls::{FlagNames, TlsFlags, CLIENT_FLAGS, PEER_FLAGS};
 
 /// A set's names, and the help and value name (as clap's derive names it) of its flags, in
 /// [`TlsGroup`]'s field order.
@@ -138,5 +138,51 @@ impl<const PEER: bool> FromArgMatches for TlsGroup<PEER> {
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(matches)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use clap::{Args, Command, FromArgMatches};
+
+    use super::{ClientTls, PeerTls};
+    use crate::tls::TlsFlags;
+
+    /// Both sets on one command line, as the Config declares them.
+    fn both(args: &[&str]) -> (ClientTls, PeerTls) {
+        let command = PeerTls::augment_args(ClientTls::augment_args(Command::new("t")));
+        let matches = command.try_get_matches_from(std::iter::once("t").chain(args.iter().copied())).unwrap();
+        (ClientTls::from_arg_matches(&matches).unwrap(), PeerTls::from_arg_matches(&matches).unwrap())
+    }
+
+    #[test]
+    fn the_two_sets_read_only_their_own_flags() {
+        let (client, peer) =
+            both(&["--cert-file=c", "--peer-cert-file=p", "--peer-crl-file=crl", "--auto-tls"]);
+        assert_eq!(client.cert_file.as_deref(), Some(Path::new("c")));
+        assert_eq!(peer.cert_file.as_deref(), Some(Path::new("p")));
+        assert!(client.crl_file.is_none() && peer.crl_file.as_deref() == Some(Path::new("crl")));
+        assert!(client.auto_tls && !peer.auto_tls);
+        assert_eq!(client.names.cert_file, "--cert-file");
+        assert_eq!(peer.names.cert_file, "--peer-cert-file");
+    }
+
+    /// A set's own flags, with what the sets share taken from `shared`.
+    #[test]
+    fn a_set_takes_the_shared_flags_and_keeps_its_own() {
+        let (client, _) = both(&["--key-file=k", "--client-cert-auth"]);
+        let shared = TlsFlags {
+            cipher_suites: vec!["S".into()],
+            max_version: Some("TLS1.2".into()),
+            key_file: Some("not-this".into()),
+            ..TlsFlags::default()
+        };
+        let flags = client.flags(shared);
+        assert_eq!(flags.cipher_suites, ["S"]);
+        assert_eq!(flags.max_version.as_deref(), Some("TLS1.2"));
+        assert_eq!(flags.key_file.as_deref(), Some(Path::new("k")));
+        assert!(flags.client_cert_auth);
     }
 }

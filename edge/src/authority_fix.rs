@@ -249,3 +249,113 @@ fn encode_int(value: u64, n: u8, flags: u8, out: &mut Vec<u8>) {
     }
     out.push(rest as u8);
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::BytesMut;
+
+    use super::{decode_int, encode_int, AuthorityFix, PREFACE};
+
+    fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+        let len = payload.len();
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// Feeds `input` in pieces of `step` bytes.
+    fn run(input: &[u8], step: usize) -> Vec<u8> {
+        let mut fix = AuthorityFix::default();
+        let mut out = BytesMut::new();
+        for piece in input.chunks(step) {
+            fix.feed(piece, &mut out);
+        }
+        out.to_vec()
+    }
+
+    /// A HEADERS block: `:method: POST` (indexed 3), `:authority` as a literal with
+    /// incremental indexing of static name 1 and a raw value, `:path` literal without indexing.
+    fn block(authority: &[u8]) -> Vec<u8> {
+        let mut b = vec![0x83, 0x41, authority.len() as u8];
+        b.extend_from_slice(authority);
+        b.extend_from_slice(&[0x04, 0x05]);
+        b.extend_from_slice(b"/a/b1");
+        b
+    }
+
+    #[test]
+    fn a_scheme_in_the_authority_is_stripped_and_nothing_else_changes() {
+        let data = frame(0x0, 0x1, 1, b"grpc message bytes");
+        let settings = frame(0x4, 0x0, 0, &[0, 3, 0, 0, 0, 100]);
+        let mut input = PREFACE.to_vec();
+        input.extend(&settings);
+        input.extend(frame(0x1, 0x4, 1, &block(b"http://127.0.0.1:2379")));
+        input.extend(&data);
+        let mut expected = PREFACE.to_vec();
+        expected.extend(&settings);
+        expected.extend(frame(0x1, 0x4, 1, &block(b"127.0.0.1:2379")));
+        expected.extend(&data);
+        for step in [1, 2, 7, 9, 10, 64, 4096] {
+            assert_eq!(run(&input, step), expected, "in pieces of {step}");
+        }
+        // A padded, prioritised HEADERS frame keeps its pad length, priority and padding.
+        let mut padded = vec![3, 0, 0, 0, 0, 16];
+        padded.extend(block(b"https://h:1"));
+        padded.extend([0, 0, 0]);
+        let mut fixed = vec![3, 0, 0, 0, 0, 16];
+        fixed.extend(block(b"h:1"));
+        fixed.extend([0, 0, 0]);
+        let input = [PREFACE, &frame(0x1, 0x2c, 3, &padded)].concat();
+        assert_eq!(run(&input, 5), [PREFACE, &frame(0x1, 0x2c, 3, &fixed)].concat());
+    }
+
+    #[test]
+    fn huffman_values_and_plain_authorities_pass_unchanged_and_so_does_what_is_not_http2() {
+        // RFC 7541 C.4.1: `:authority: www.example.com`, Huffman-coded.
+        let rfc = [
+            0x82, 0x86, 0x84, 0x41, 0x8c, 0xf1, 0xe3, 0xc2, 0xe5, 0xf2, 0x3a, 0x6b, 0xa0, 0xab, 0x90, 0xf4,
+            0xff,
+        ];
+        let input = [PREFACE, &frame(0x1, 0x5, 1, &rfc)].concat();
+        assert_eq!(run(&input, 3), input);
+        let plain = [PREFACE, &frame(0x1, 0x4, 1, &block(b"127.0.0.1:2379"))].concat();
+        assert_eq!(run(&plain, 1), plain);
+        let http1 = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".to_vec();
+        assert_eq!(run(&http1, 4), http1);
+        // A truncated block is left for h2 to refuse.
+        let broken = [PREFACE, &frame(0x1, 0x4, 1, &[0x41, 0x7f])].concat();
+        assert_eq!(run(&broken, 2), broken);
+    }
+
+    #[test]
+    fn hpack_integers_read_back_across_their_prefix_boundary() {
+        for n in [4u8, 5, 6, 7] {
+            let max = (1u64 << n) - 1;
+            for value in [0, max - 1, max, max + 1, max + 127, max + 128, 1 << 20, u64::from(u32::MAX)] {
+                let mut out = Vec::new();
+                encode_int(value, n, 0, &mut out);
+                assert_eq!(decode_int(&out, n), Some((value, out.len())), "{value} with a {n}-bit prefix");
+            }
+        }
+        // An integer cut off after its continuation bytes, and one too long for 64 bits.
+        assert_eq!(decode_int(&[0x7f, 0x80], 7), None);
+        assert_eq!(decode_int(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01], 7), None);
+    }
+
+    #[test]
+    fn a_long_authority_keeps_a_length_of_more_than_one_byte() {
+        let host = format!("{}:2379", "h".repeat(200));
+        let literal = |value: &[u8]| {
+            let mut b = vec![0x83, 0x41];
+            encode_int(value.len() as u64, 7, 0, &mut b);
+            b.extend_from_slice(value);
+            b
+        };
+        let input = [PREFACE, &frame(0x1, 0x4, 1, &literal(format!("http://{host}").as_bytes()))].concat();
+        let expected = [PREFACE, &frame(0x1, 0x4, 1, &literal(host.as_bytes()))].concat();
+        for step in [1, 13, 4096] {
+            assert_eq!(run(&input, step), expected, "in pieces of {step}");
+        }
+    }
+}

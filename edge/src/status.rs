@@ -157,3 +157,144 @@ impl Unsupported {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use actcd_store::auth_store::AuthError;
+    use actcd_store::error::ReconfigError;
+    use actcd_store::StoreError;
+    use tonic::{Code, Status};
+
+    use super::{
+        auth_status, grpc_go_text, raw_auth_status, task_status, to_status, unknown_alarm_action, Unsupported,
+    };
+
+    /// The code and text a client sees.
+    fn seen(status: Status) -> (Code, String) {
+        (status.code(), status.message().to_owned())
+    }
+
+    /// etcd's codes for its errors (etcdserver/api/v3rpc/rpctypes), and its texts, which are
+    /// the store's own words behind "etcdserver: ": a store error mapped to the wrong etcd
+    /// error shows as a text that is not its own.
+    #[test]
+    fn store_errors_get_the_code_and_text_of_the_etcd_error_they_are() {
+        use Code::*;
+        let named = [
+            (StoreError::EmptyKey, InvalidArgument),
+            (StoreError::ValueProvided, InvalidArgument),
+            (StoreError::LeaseProvided, InvalidArgument),
+            (StoreError::KeyNotFound, InvalidArgument),
+            (StoreError::TooManyOps, InvalidArgument),
+            (StoreError::DuplicateKey, InvalidArgument),
+            (StoreError::RequestTooLarge, InvalidArgument),
+            (StoreError::Compacted, OutOfRange),
+            (StoreError::FutureRevision, OutOfRange),
+            (StoreError::LeaseNotFound, NotFound),
+            (StoreError::LeaseExists, FailedPrecondition),
+            (StoreError::LeaseTtlTooLarge, OutOfRange),
+            (StoreError::NoSpace, ResourceExhausted),
+            (StoreError::CorruptAlarm, DataLoss),
+            (StoreError::NoLeader, Unavailable),
+            (StoreError::LeaderChanged, Unavailable),
+            (StoreError::Timeout, Unavailable),
+            (StoreError::TimeoutDueToLeaderFail, Unavailable),
+            (StoreError::TooManyRequests, ResourceExhausted),
+            (StoreError::InvalidSortOption, InvalidArgument),
+            (StoreError::Auth(AuthError::AuthFailed), InvalidArgument),
+            (StoreError::Auth(AuthError::PermissionDenied), PermissionDenied),
+            (StoreError::Auth(AuthError::InvalidToken), Unauthenticated),
+            (StoreError::Auth(AuthError::UserNotFound), FailedPrecondition),
+            (StoreError::Auth(AuthError::OldRevision), InvalidArgument),
+            (StoreError::Reconfig(ReconfigError::IdExists), FailedPrecondition),
+            (StoreError::Reconfig(ReconfigError::NotFound), NotFound),
+            (StoreError::Reconfig(ReconfigError::BadUrls), InvalidArgument),
+            (StoreError::Reconfig(ReconfigError::Unhealthy), Unavailable),
+            (StoreError::Reconfig(ReconfigError::NotEnoughStarted), Unknown),
+        ];
+        for (err, code) in named {
+            let text = format!("etcdserver: {err}");
+            assert_eq!(seen(to_status(err)), (code, text));
+        }
+    }
+
+    /// What etcd answers with a text of its own, or without a name for the error.
+    #[test]
+    fn errors_etcd_names_otherwise_keep_their_words() {
+        assert_eq!(
+            seen(to_status(StoreError::TooManyChanges)),
+            (Code::InvalidArgument, "etcdserver: request is too large".into()),
+            "too many changes for one revision is a request too large"
+        );
+        assert_eq!(
+            seen(to_status(StoreError::Stopped("shutting down".into()))),
+            (Code::Unavailable, "etcdserver: server stopped".into())
+        );
+        assert_eq!(
+            seen(to_status(StoreError::StreamSort)),
+            (Code::Unimplemented, "RangeStream does not support custom sort orders".into())
+        );
+        assert_eq!(
+            seen(to_status(StoreError::Storage("disk gone".into()))),
+            (Code::Unknown, "storage: disk gone".into()),
+            "an error etcd has no name for: Unknown, with its own text"
+        );
+        let (code, text) = seen(to_status(StoreError::WrongAnswer("Put".into())));
+        assert_eq!(code, Code::Internal);
+        assert!(text.starts_with("actcd: ") && text.ends_with("Put"), "{text}");
+        assert_eq!(
+            seen(auth_status(AuthError::NoPasswordUser)),
+            (Code::Unknown, "auth: authentication failed, password was given for no password user".into())
+        );
+        assert_eq!(
+            seen(auth_status(AuthError::VerifyOnlyKey)),
+            (Code::Unknown, "auth: token signing attempted with verify-only key".into())
+        );
+    }
+
+    /// Where etcd passes the auth store's error through raw, the code is Unknown and the text
+    /// the auth package's; anything else is its permission denied.
+    #[test]
+    fn raw_auth_errors_keep_the_auth_packages_words() {
+        for (err, text) in [
+            (AuthError::UserEmpty, "auth: user name is empty"),
+            (AuthError::UserNotFound, "auth: user not found"),
+            (AuthError::InvalidToken, "auth: invalid auth token"),
+            (AuthError::RoleNotFound, "auth: permission denied"),
+            (AuthError::PermissionDenied, "auth: permission denied"),
+        ] {
+            assert_eq!(seen(raw_auth_status(err)), (Code::Unknown, text.into()), "{err:?}");
+        }
+    }
+
+    #[test]
+    fn a_status_reads_as_grpc_go_prints_it() {
+        for (status, code) in [
+            (Status::invalid_argument("bad"), "InvalidArgument"),
+            (Status::permission_denied("bad"), "PermissionDenied"),
+            (Status::unauthenticated("bad"), "Unauthenticated"),
+            (Status::failed_precondition("bad"), "FailedPrecondition"),
+            (Status::unavailable("bad"), "Unavailable"),
+            (Status::unknown("bad"), "Unknown"),
+        ] {
+            assert_eq!(grpc_go_text(&status), format!("rpc error: code = {code} desc = bad"));
+        }
+    }
+
+    /// actcd's own answers say they are actcd's.
+    #[test]
+    fn actcds_own_answers_start_with_its_name() {
+        let downgrade = Unsupported::Downgrade.status();
+        assert_eq!(downgrade.code(), Code::Unimplemented);
+        assert!(downgrade.message().starts_with("actcd: downgrade is not supported"), "{downgrade:?}");
+        assert_eq!(
+            seen(unknown_alarm_action(7)),
+            (Code::InvalidArgument, "actcd: unknown alarm action 7".into())
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let failed = runtime.block_on(async { tokio::spawn(async { panic!("boom") }).await.unwrap_err() });
+        let (code, text) = seen(task_status(failed));
+        assert_eq!(code, Code::Unknown);
+        assert!(text.starts_with("actcd: maintenance task failed: ") && text.contains("boom"), "{text}");
+    }
+}

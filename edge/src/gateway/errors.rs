@@ -30,3 +30,48 @@ pub fn http_status(code: Code) -> StatusCode {
         Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+    use tonic::{Code, Status};
+
+    use super::{error, http_status};
+    use crate::gateway::tests::answer;
+
+    /// grpc-gateway 1.9's HTTPStatusFromCode, as etcd 3.4 serves it.
+    #[test]
+    fn each_code_has_grpc_gateways_http_status() {
+        for (code, http) in [
+            (Code::Ok, 200),
+            (Code::Cancelled, 408),
+            (Code::Unknown, 500),
+            (Code::InvalidArgument, 400),
+            (Code::DeadlineExceeded, 504),
+            (Code::NotFound, 404),
+            (Code::AlreadyExists, 409),
+            (Code::PermissionDenied, 403),
+            (Code::ResourceExhausted, 429),
+            (Code::FailedPrecondition, 412),
+            (Code::Aborted, 409),
+            (Code::OutOfRange, 400),
+            (Code::Unimplemented, 501),
+            (Code::Internal, 500),
+            (Code::Unavailable, 503),
+            (Code::DataLoss, 500),
+            (Code::Unauthenticated, 401),
+        ] {
+            assert_eq!(http_status(code).as_u16(), http, "{code:?}");
+        }
+    }
+
+    /// The text goes into the body as a JSON string, whatever it holds.
+    #[tokio::test]
+    async fn the_error_body_carries_the_text_as_json() {
+        let text = "a \"quoted\" line\nand a tab\t\\";
+        let (status, _, body) = answer(error(&Status::unavailable(text))).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json, serde_json::json!({"error": text, "message": text, "code": 14}));
+    }
+}

@@ -6,11 +6,10 @@
 //! (`InsecureSkipVerify`); so does this one, still verifying the handshake's signatures.
 //!
 //! What is decided here from the flags is the client configuration; the dialing itself is the
-//! peer transport's ([`TlsConnector`]).
+//! peer transport's (`actcd_raft::network::tls_connector`).
 
 use std::sync::Arc;
 
-use actcd_raft::network::tls_connector::TlsConnector;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{ResolvesClientCert, WebPkiServerVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
@@ -18,17 +17,17 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, Error, RootCertStore, SignatureScheme};
 
 use super::cert_names::AllowedServers;
-use super::tls::{Basis, TlsError, TlsFlags, TlsServer};
+use super::{Basis, TlsError, TlsFlags, TlsServer};
 
 /// Where Debian keeps the system's CA bundle: the roots a dialer trusts when no
 /// `--peer-trusted-ca-file` is given (Go falls back to the system pool the same way).
 const SYSTEM_ROOTS: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// Both ends of peer TLS from the `--peer-*` flags, sharing one certificate.
-pub fn peer(flags: &TlsFlags, hosts: &[String]) -> Result<(TlsServer, TlsConnector), TlsError> {
+/// Both ends of peer TLS from the `--peer-*` flags, sharing one certificate: the listener's,
+/// and the dialer's client configuration (offering HTTP/2 by ALPN).
+pub fn peer(flags: &TlsFlags, hosts: &[String]) -> Result<(TlsServer, Arc<ClientConfig>), TlsError> {
     let basis = Basis::new(flags, hosts)?;
-    let dialer = TlsConnector::new(client_config(flags, &basis)?);
-    Ok((TlsServer::with(flags, &basis)?.for_peers(), dialer))
+    Ok((TlsServer::with(flags, &basis)?.for_peers(), client_config(flags, &basis)?))
 }
 
 /// The client side of TLS for one set of flags.

@@ -24,7 +24,7 @@
 
 use std::io::{self, Write};
 
-use super::bbolt_format::{
+use super::format::{
     fnv1a64, BRANCH, BUCKET_HEADER, BUCKET_LEAF, ELEMENT, FREELIST, LEAF, MAGIC, META, META_LEN, PAGE_HEADER,
     PAGE_SIZE, VERSION,
 };

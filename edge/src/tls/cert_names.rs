@@ -161,3 +161,43 @@ impl ServerCertVerifier for AllowedServers {
 
     signatures_by_inner!();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{common_name, AllowedName};
+    use crate::tls::tests::certificate;
+
+    /// The CN a member's certificate carries.
+    const PEER_CN: &str = "actcd-peer";
+
+    #[test]
+    fn the_allowed_name_is_a_common_name_or_a_host_the_certificate_is_valid_for() {
+        let der = certificate(PEER_CN, &["localhost", "127.0.0.1"]);
+        let allowed =
+            |cn: Option<&str>, host: Option<&str>| AllowedName::from_flags(cn, host).unwrap().unwrap();
+        assert!(allowed(Some(PEER_CN), None).admits(&der));
+        assert!(!allowed(Some("actcd"), None).admits(&der), "a CN matches exactly, not by prefix");
+        assert!(allowed(None, Some("localhost")).admits(&der));
+        assert!(allowed(None, Some("127.0.0.1")).admits(&der), "an IP address matches an IP SAN");
+        assert!(!allowed(None, Some("example.com")).admits(&der));
+        assert!(
+            !allowed(None, Some(PEER_CN)).admits(&der),
+            "a host name is looked up in the SANs, not the CN"
+        );
+        let wildcard = certificate(PEER_CN, &["*.example.com"]);
+        assert!(allowed(None, Some("m1.example.com")).admits(&wildcard), "a wildcard SAN covers one label");
+        assert!(!allowed(None, Some("a.m1.example.com")).admits(&wildcard));
+        assert_eq!(AllowedName::from_flags(None, None).unwrap(), None);
+        assert_eq!(AllowedName::from_flags(Some(""), Some("")).unwrap(), None, "empty flags are not given");
+        let both = AllowedName::from_flags(Some("a"), Some("b")).unwrap_err().to_string();
+        assert_eq!(both, r#"AllowedCN and AllowedHostname are mutually exclusive (cn="a", hostname="b")"#);
+        let bad = AllowedName::from_flags(None, Some("no spaces allowed")).unwrap_err().to_string();
+        assert!(bad.starts_with(r#"--peer-cert-allowed-hostname "no spaces allowed": "#), "{bad}");
+    }
+
+    #[test]
+    fn the_common_name_is_the_subjects_and_nothing_else_is_one() {
+        assert_eq!(common_name(&certificate("alice", &["bob"])).as_deref(), Some("alice"));
+        assert_eq!(common_name(b"not a certificate"), None);
+    }
+}

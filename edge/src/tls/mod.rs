@@ -4,12 +4,23 @@
 //! certificate auth asks for them, a self-signed pair with auto TLS, and the cipher suites and
 //! protocol versions etcd lets an operator pick. The client URLs and the peer URLs each have
 //! their own set of these flags ([`FlagNames`]); the peer set adds the allowed CN or host name
-//! ([`super::cert_names`]) and the dialing side ([`super::tls_client`]).
+//! ([`cert_names`]) and the dialing side ([`client`]).
 //!
 //! What rustls cannot do is refused at start, never parsed and ignored: TLS 1.0 and 1.1, and
 //! every cipher suite without forward secrecy or with CBC or RC4 (Go's crypto/tls still offers
 //! them, so etcd's `--cipher-suites` accepts their names). etcd's rule stays: cipher suites
 //! choose among TLS 1.2's; TLS 1.3 always offers its own three.
+//!
+//! # Layout
+//! - here: the flags, and the listener's side of TLS.
+//! - [`client`]: the dialing side of peer TLS (a member's own certificate, the listener's
+//!   checked), as the client configuration the peer transport dials with.
+//! - [`cert_names`]: a certificate's Common Name, and the allowed CN or host name of a peer.
+//! - [`remote_san`]: a dialing member's certificate SANs against the address it came from.
+
+pub mod cert_names;
+pub mod client;
+pub mod remote_san;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -24,7 +35,7 @@ use rustls::{RootCertStore, ServerConfig, SignatureScheme, SupportedCipherSuite,
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, CertificateRevocationListDer, PrivateKeyDer};
 
-use super::cert_names::{AllowedClients, AllowedName};
+use self::cert_names::{AllowedClients, AllowedName};
 
 /// How often a handshake looks at the files' modification times (a stat of two files).
 const RECHECK: Duration = Duration::from_secs(1);
@@ -143,15 +154,15 @@ impl TlsFlags {
 /// What both ends of one set of flags share: the crypto provider with the chosen suites, the
 /// protocol versions, and this process's own certificate (served by a listener, presented by
 /// a dialing peer).
-pub(super) struct Basis {
-    pub(super) provider: Arc<CryptoProvider>,
-    pub(super) versions: Vec<&'static SupportedProtocolVersion>,
-    pub(super) own: Arc<OwnCert>,
+struct Basis {
+    provider: Arc<CryptoProvider>,
+    versions: Vec<&'static SupportedProtocolVersion>,
+    own: Arc<OwnCert>,
 }
 
 impl Basis {
     /// Reads the flags; `hosts` names the self-signed certificate of auto TLS.
-    pub(super) fn new(flags: &TlsFlags, hosts: &[String]) -> Result<Self, TlsError> {
+    fn new(flags: &TlsFlags, hosts: &[String]) -> Result<Self, TlsError> {
         let mut provider = ring::default_provider();
         let versions = versions(flags.min_version.as_deref(), flags.max_version.as_deref())?;
         if !flags.cipher_suites.is_empty() {
@@ -180,7 +191,7 @@ impl Basis {
     }
 
     /// The trusted CA file's certificates, when one is given.
-    pub(super) fn roots(&self, flags: &TlsFlags) -> Result<Option<RootCertStore>, TlsError> {
+    fn roots(&self, flags: &TlsFlags) -> Result<Option<RootCertStore>, TlsError> {
         let Some(ca) = &flags.trusted_ca_file else { return Ok(None) };
         let what = flags.names.trusted_ca_file;
         let mut roots = RootCertStore::empty();
@@ -211,7 +222,7 @@ impl TlsServer {
         Self::with(flags, &Basis::new(flags, hosts)?)
     }
 
-    pub(super) fn with(flags: &TlsFlags, basis: &Basis) -> Result<Self, TlsError> {
+    fn with(flags: &TlsFlags, basis: &Basis) -> Result<Self, TlsError> {
         let names = flags.names;
         let builder = ServerConfig::builder_with_provider(Arc::clone(&basis.provider))
             .with_protocol_versions(&basis.versions)
@@ -261,7 +272,7 @@ impl TlsServer {
     }
 
     /// The same TLS for a peer listener: after each handshake a client certificate's SANs
-    /// must name the address it came from (etcd's checkSAN, [`super::remote_san`]), and a
+    /// must name the address it came from (etcd's checkSAN, [`remote_san`]), and a
     /// refused connection is logged at warn (a member that cannot get in is an operator's
     /// problem; on the client port a scan or a plaintext client is not, and floods would fill
     /// the log).
@@ -292,7 +303,7 @@ impl TlsServer {
 
 /// This process's certificate: the files' (re-read when they change) or auto TLS's.
 #[derive(Debug)]
-pub(super) enum OwnCert {
+enum OwnCert {
     Files(ReloadingCert),
     SelfSigned(Arc<CertifiedKey>),
 }
@@ -306,7 +317,7 @@ impl OwnCert {
     }
 
     /// True for auto TLS's certificate, which no CA vouches for.
-    pub(super) fn is_self_signed(&self) -> bool {
+    fn is_self_signed(&self) -> bool {
         matches!(self, Self::SelfSigned(_))
     }
 }
@@ -438,7 +449,7 @@ fn cipher_suites(names: &[String]) -> Result<Vec<SupportedCipherSuite>, TlsError
 
 /// The files' certificate, re-read when either file's modification time changes. A file
 /// caught half written keeps the old pair (and the next check tries again).
-pub(super) struct ReloadingCert {
+struct ReloadingCert {
     names: &'static FlagNames,
     cert_file: PathBuf,
     key_file: PathBuf,
@@ -517,4 +528,121 @@ fn self_signed(hosts: &[String], provider: &CryptoProvider) -> Result<Arc<Certif
     let signing =
         provider.key_provider.load_private_key(key_der).map_err(|e| TlsError::Rustls(e.to_string()))?;
     Ok(Arc::new(CertifiedKey::new(vec![generated.cert.der().clone()], signing)))
+}
+
+#[cfg(test)]
+mod tests {
+    use rustls_pki_types::CertificateDer;
+
+    use super::{client, remote_san, TlsFlags, TlsServer, CLIENT_FLAGS, PEER_FLAGS};
+
+    /// The TLS flags' checks, without a handshake.
+    #[test]
+    fn versions_and_suites_follow_etcd_and_refuse_what_rustls_cannot_do() {
+        let refused =
+            |flags: TlsFlags| TlsServer::new(&flags, &["127.0.0.1".into()]).err().map(|e| e.to_string());
+        let auto = || TlsFlags { auto_tls: true, ..TlsFlags::default() };
+        assert_eq!(refused(auto()), None);
+        assert_eq!(refused(TlsFlags { min_version: Some("TLS1.3".into()), ..auto() }), None);
+        assert_eq!(refused(TlsFlags { max_version: Some("TLS1.2".into()), ..auto() }), None);
+        let old = refused(TlsFlags { min_version: Some("TLS1.0".into()), ..auto() }).unwrap();
+        assert!(old.contains("not supported"), "{old}");
+        assert_eq!(
+            refused(TlsFlags { min_version: Some("SSL3".into()), ..auto() }).unwrap(),
+            "unexpected TLS version \"SSL3\" (must be one of: TLS1.2, TLS1.3)"
+        );
+        assert!(refused(TlsFlags {
+            min_version: Some("TLS1.3".into()),
+            max_version: Some("TLS1.2".into()),
+            ..auto()
+        })
+        .is_some());
+        let suite = |name: &str| TlsFlags { cipher_suites: vec![name.into()], ..auto() };
+        assert_eq!(refused(suite("TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384")), None);
+        let cbc = refused(suite("TLS_RSA_WITH_AES_128_CBC_SHA")).unwrap();
+        assert!(cbc.contains("not supported"), "{cbc}");
+        assert_eq!(refused(suite("TLS_NOPE")).unwrap(), "unexpected TLS cipher suite \"TLS_NOPE\"");
+        let only_13 =
+            TlsFlags { min_version: Some("TLS1.3".into()), ..suite("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") };
+        assert_eq!(
+            refused(only_13).unwrap(),
+            "cipher suites cannot be configured when only TLS1.3 is enabled"
+        );
+        let half = TlsFlags { cert_file: Some("c.pem".into()), ..TlsFlags::default() };
+        assert!(refused(half).is_some());
+    }
+
+    /// A self-signed certificate (DER) with the subject CN `cn` and the SANs `sans` (each an IP
+    /// address or a DNS name), for the name checks that read a certificate already verified.
+    pub(super) fn certificate(cn: &str, sans: &[&str]) -> CertificateDer<'static> {
+        let mut params =
+            rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap().der().clone()
+    }
+
+    /// Each set's refusals name its own flags.
+    #[test]
+    fn refusals_name_the_flags_of_their_set() {
+        let refused = |flags: TlsFlags| TlsServer::new(&flags, &[]).err().map(|e| e.to_string());
+        let auth = |names| TlsFlags { names, auto_tls: true, client_cert_auth: true, ..TlsFlags::default() };
+        assert_eq!(refused(auth(&CLIENT_FLAGS)).unwrap(), "--client-cert-auth needs --trusted-ca-file");
+        assert_eq!(
+            refused(auth(&PEER_FLAGS)).unwrap(),
+            "--peer-client-cert-auth needs --peer-trusted-ca-file"
+        );
+        let key_only = TlsFlags { names: &PEER_FLAGS, key_file: Some("k.pem".into()), ..TlsFlags::default() };
+        assert_eq!(refused(key_only).unwrap(), "--peer-cert-file and --peer-key-file must be given together");
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let files = TlsFlags {
+            cert_file: Some(missing.clone()),
+            key_file: Some(missing.clone()),
+            ..TlsFlags::default()
+        };
+        let err = refused(files).unwrap();
+        assert!(err.starts_with(&format!("--cert-file {}: ", missing.display())), "{err}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "").unwrap();
+        let files =
+            TlsFlags { cert_file: Some(empty.clone()), key_file: Some(empty.clone()), ..TlsFlags::default() };
+        assert_eq!(refused(files).unwrap(), format!("--cert-file {}: no CERTIFICATE block", empty.display()));
+    }
+
+    #[test]
+    fn a_certificate_is_files_or_auto_tls() {
+        assert!(!TlsFlags::default().has_certificate());
+        assert!(TlsFlags { auto_tls: true, ..TlsFlags::default() }.has_certificate());
+        let half = TlsFlags { cert_file: Some("c".into()), ..TlsFlags::default() };
+        assert!(!half.has_certificate());
+        assert!(TlsFlags { key_file: Some("k".into()), ..half }.has_certificate());
+    }
+
+    /// Both ends of peer auto TLS over loopback: the dialer takes the listener's self-signed
+    /// certificate (no CA vouches for it), made for the listener's hosts, and both agree on
+    /// HTTP/2.
+    #[tokio::test]
+    async fn peer_auto_tls_ends_shake_hands_over_h2() {
+        let flags = TlsFlags { names: &PEER_FLAGS, auto_tls: true, ..TlsFlags::default() };
+        let (server, client) = client::peer(&flags, &["127.0.0.1".into()]).unwrap();
+        assert!(server.is_peer() && !server.cn_is_user());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let acceptor = server.acceptor();
+        let accepted = tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let tls = acceptor.accept(tcp).await.unwrap();
+            tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec)
+        });
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let dialed = tokio_rustls::TlsConnector::from(client).connect(name, tcp).await.unwrap();
+        let (_, session) = dialed.get_ref();
+        assert_eq!(session.alpn_protocol(), Some(&b"h2"[..]));
+        let served = session.peer_certificates().unwrap();
+        let names = remote_san::AltNames::of(&served[0]);
+        assert_eq!(names.ips, ["127.0.0.1".parse::<std::net::IpAddr>().unwrap()]);
+        assert_eq!(names.dns, ["localhost"]);
+        assert_eq!(accepted.await.unwrap(), Some(b"h2".to_vec()));
+    }
 }

@@ -88,3 +88,49 @@ impl AltNames {
 pub async fn resolve(name: String) -> io::Result<Vec<IpAddr>> {
     Ok(tokio::net::lookup_host((name.as_str(), 0)).await?.map(|addr| addr.ip()).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::net::IpAddr;
+
+    use super::{resolve, AltNames};
+    use crate::tls::tests::certificate;
+
+    #[tokio::test]
+    async fn a_members_certificate_must_name_the_address_it_dials_from() {
+        let names = |sans: &[&str]| AltNames::of(&certificate("actcd-peer", sans));
+        let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+        let here = |_: String| async move { Ok::<_, io::Error>(vec![loopback]) };
+        let elsewhere = |_: String| async { Ok::<_, io::Error>(vec!["10.9.9.9".parse().unwrap()]) };
+        let nowhere = |_: String| async { Err::<Vec<IpAddr>, _>(io::Error::other("no such host")) };
+
+        let both = names(&["localhost", "127.0.0.1"]);
+        assert_eq!(both, AltNames { ips: vec![loopback], dns: vec!["localhost".into()] });
+        assert_eq!(both.admit(loopback, nowhere).await, Ok(()), "an IP SAN matches without a lookup");
+        assert_eq!(names(&[]).admit(loopback, nowhere).await, Ok(()), "no SANs, nothing to match");
+        assert_eq!(
+            names(&["10.1.2.3"]).admit(loopback, resolve).await,
+            Err("x509: certificate is valid for 10.1.2.3, not 127.0.0.1".into())
+        );
+        assert_eq!(
+            names(&["m1.example"]).admit(loopback, here).await,
+            Ok(()),
+            "a DNS SAN that resolves here"
+        );
+        assert_eq!(
+            names(&["m1.example"]).admit(loopback, elsewhere).await,
+            Err(r#"tls: "127.0.0.1" does not match any of DNSNames ["m1.example"]"#.into())
+        );
+        assert_eq!(
+            names(&["10.1.2.3", "m1.example"]).admit(loopback, nowhere).await,
+            Err(r#"tls: "127.0.0.1" does not match any of DNSNames ["m1.example"] (no such host)"#.into()),
+            "with DNS SANs too, an IP mismatch falls through to them"
+        );
+        let v6: IpAddr = "::1".parse().unwrap();
+        assert_eq!(names(&["::1"]).admit(v6, nowhere).await, Ok(()));
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        assert_eq!(both.admit(mapped, nowhere).await, Ok(()), "an IPv4-mapped address is the IPv4 one");
+        assert_eq!(AltNames::of(b"not a certificate"), AltNames::default());
+    }
+}
