@@ -97,6 +97,58 @@ fn every_path_the_docs_name_exists() {
     assert!(missing.is_empty(), "paths named in docs that do not exist:\n{}", missing.join("\n"));
 }
 
+/// The Rust file names a text quotes alone, as `` `name.rs` ``, without a folder.
+fn quoted_file_names(text: &str) -> Vec<&str> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|quoted| {
+            quoted.len() > 3
+                && quoted.ends_with(".rs")
+                && quoted[..quoted.len() - 3]
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect()
+}
+
+/// The names of the tree's Rust files, wherever they are.
+fn rust_file_names(dir: &Path, out: &mut std::collections::BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_dir() && name != "target" && !name.starts_with('.') {
+            rust_file_names(&path, out);
+        } else if name.ends_with(".rs") {
+            out.insert(name);
+        }
+    }
+}
+
+/// A file named without its folder (`shared.rs`, the folder said in the sentence) must still
+/// be a file of the tree: a rename leaves such names behind as easily as whole paths.
+#[test]
+fn every_file_name_the_docs_quote_exists() {
+    let root = workspace();
+    let mut names = std::collections::BTreeSet::new();
+    for top in ROOTS {
+        if root.join(top).is_dir() {
+            rust_file_names(&root.join(top), &mut names);
+        }
+    }
+    let mut missing = Vec::new();
+    for doc in docs() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for name in quoted_file_names(&text) {
+            if !names.contains(name) {
+                missing.push(format!("{}: {name}", doc.strip_prefix(&root).unwrap().display()));
+            }
+        }
+    }
+    assert!(quoted_file_names("in `a.rs`, not `b.go`, `c/d.rs` or `x`: `e_2.rs`") == ["a.rs", "e_2.rs"]);
+    assert!(missing.is_empty(), "file names quoted in docs that no file has:\n{}", missing.join("\n"));
+}
+
 /// Every crate root and folder module with a `# Layout` section, as (file, its folder).
 fn layouts(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
