@@ -27,18 +27,21 @@ use crate::grpc::watch_route::WatchRoute;
 ///
 /// ```text
 /// "proto.Service" TonicServer field_of_EtcdServices {
-///     Method "/gateway/path" => unary|stream|handler function,
+///     Method "/gateway/path" => unary|stream|handler function [learner],
 /// }
 /// ```
 ///
 /// `unary` and `stream` (a server stream) call the service's `function` with the decoded
 /// request; `handler` names a gateway function of its own (the client streams). A method
 /// with no row has no gateway path (etcd's has none either); one with two rows has two.
+/// `learner` marks the calls a learner serves (etcd's learner interceptors: Status, Range, whose
+/// handler refuses a linearizable one itself, and, from etcd 3.4.28, Snapshot); a learner
+/// refuses every other row, on gRPC and on the gateway alike.
 macro_rules! etcd_api {
     ($then:ident) => {
         $then! {
             "etcdserverpb.KV" KvServer kv {
-                Range "/kv/range" => unary range_message,
+                Range "/kv/range" => unary range_message learner,
                 Put "/kv/put" => unary put,
                 DeleteRange "/kv/deleterange" => unary delete_range,
                 Txn "/kv/txn" => unary txn,
@@ -67,11 +70,11 @@ macro_rules! etcd_api {
             }
             "etcdserverpb.Maintenance" MaintenanceServer maintenance {
                 Alarm "/maintenance/alarm" => unary alarm,
-                Status "/maintenance/status" => unary status,
+                Status "/maintenance/status" => unary status learner,
                 Defragment "/maintenance/defragment" => unary defragment,
                 // etcd 3.4 gives Hash and HashKV this one path; Hash answers it.
                 Hash "/maintenance/hash" => unary hash,
-                Snapshot "/maintenance/snapshot" => stream snapshot,
+                Snapshot "/maintenance/snapshot" => stream snapshot learner,
                 MoveLeader "/maintenance/transfer-leadership" => unary move_leader,
             }
             "etcdserverpb.Auth" AuthServer auth {
@@ -124,10 +127,24 @@ macro_rules! served {
     };
 }
 
-/// Writes [`routes`] from the table.
+/// The one word a row may end with; any other is a compile error rather than a row silently
+/// left unmarked.
+macro_rules! learner_mark {
+    (learner) => {};
+}
+
+/// Writes [`routes`] and [`learner_serves`] from the table.
 macro_rules! registered {
-    (@rows $list:ident $service:literal $($method:ident $path:literal => $kind:ident $call:ident,)*) => {
+    (@rows $list:ident $service:literal $($method:ident $path:literal => $kind:ident $call:ident $($learner:ident)?,)*) => {
         $($list.push(format!("/{}/{}", $service, stringify!($method)));)*
+    };
+    (@learner $path:ident $service:literal $($method:ident $route:literal => $kind:ident $call:ident $($learner:ident)?,)*) => {
+        $($(
+            learner_mark!($learner);
+            if $path == concat!("/", $service, "/", stringify!($method)) || $path == $route {
+                return true;
+            }
+        )?)*
     };
     ($($service:literal $server:ident $field:ident { $($rows:tt)* })*) => {
         /// The gRPC services of a client URL: every service of the table, over `etcd`'s
@@ -138,6 +155,13 @@ macro_rules! registered {
             $(routes.add_service(served!($server, etcd.$field, leader, max_message));)*
             routes.add_service(HealthServer::new(HealthService));
             routes.routes()
+        }
+
+        /// Whether a learner serves the call on `path`: a gRPC path, or a gateway path under
+        /// /v3 (the prefix stripped).
+        pub fn learner_serves(path: &str) -> bool {
+            $(registered!(@learner path $service $($rows)*);)*
+            false
         }
 
         /// Each row's gRPC path, for the check that the table names only the protos' methods

@@ -2,8 +2,10 @@
 //! stream (etcd from 3.4.28), and refuses every other call with "etcdserver: rpc not supported
 //! for learner" before anything in it is read (etcd's unary and stream interceptors). The gate
 //! goes by the method's path; Range's serializable flag is in its body, so KV's Range checks
-//! that itself. The gRPC health service, which is not etcd's API, stays open. The JSON gateway
-//! refuses the same calls by its own paths ([`GATEWAY_SERVED`]).
+//! that itself. The gRPC health service, which is not etcd's API, stays open. The calls served
+//! are marked in the API table (`crate::grpc::api`), whose gateway paths the JSON gateway's
+//! own gate goes by: etcd's gateway is a gRPC client of its own member, so a learner's gateway
+//! refuses what its gRPC refuses.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,21 +17,9 @@ use tower::Service;
 use actcd_actors::identity::Identity;
 use actcd_proto::errors::EtcdError;
 
-/// The calls a learner takes.
-const SERVED: [&str; 4] = [
-    "/etcdserverpb.KV/Range",
-    "/etcdserverpb.Maintenance/Status",
-    "/etcdserverpb.Maintenance/Snapshot",
-    "/grpc.health.v1.Health/Check",
-];
-
-/// The same calls on the JSON gateway (`/v3/...`, the prefix stripped): etcd's gateway is a gRPC
-/// client of its own member, so a learner's gateway refuses what its gRPC refuses.
-pub const GATEWAY_SERVED: [&str; 3] = ["/kv/range", "/maintenance/status", "/maintenance/snapshot"];
-
-/// Whether a learner refuses the call on `path`.
+/// Whether a learner refuses the call on `path`: the API table marks what it serves.
 fn refused(path: &str) -> bool {
-    !SERVED.contains(&path) && !path.starts_with("/grpc.health.v1.")
+    !crate::grpc::api::learner_serves(path) && !path.starts_with("/grpc.health.v1.")
 }
 
 /// The service the layer wraps around the gRPC router.

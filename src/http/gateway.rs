@@ -81,7 +81,7 @@ macro_rules! route {
 
 /// Writes [`calls`] from the API's table.
 macro_rules! gateway_calls {
-    (@service $router:ident $field:ident $($method:ident $path:literal => $kind:ident $call:ident,)*) => {
+    (@service $router:ident $field:ident $($method:ident $path:literal => $kind:ident $call:ident $($learner:ident)?,)*) => {
         $(let $router = $router.route($path, route!($kind $field.$call));)*
     };
     ($($service:literal $server:ident $field:ident { $($rows:tt)* })*) => {
@@ -107,8 +107,7 @@ async fn learner_gate(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    use crate::grpc::learner_gate::GATEWAY_SERVED;
-    if g.services.watch.identity.is_learner() && !GATEWAY_SERVED.contains(&request.uri().path()) {
+    if g.services.watch.identity.is_learner() && !crate::grpc::api::learner_serves(request.uri().path()) {
         return error(&actcd_proto::errors::EtcdError::RpcNotSupportedForLearner.status());
     }
     next.run(request).await

@@ -369,3 +369,21 @@ fn every_api_row_names_a_method_of_the_protos() {
         assert!(actcd_proto::services::method_of_path(&path).is_some(), "{path}");
     }
 }
+
+/// A learner serves what etcd's learner serves (Status, Range, Snapshot: etcd 3.4.28's
+/// interceptors), by gRPC path and by gateway path alike, and refuses every other row.
+#[test]
+fn the_table_marks_what_a_learner_serves() {
+    use actcd::grpc::api::{learner_serves, paths};
+    let served =
+        ["/etcdserverpb.KV/Range", "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Snapshot"];
+    for path in paths() {
+        assert_eq!(learner_serves(&path), served.contains(&path.as_str()), "{path}");
+    }
+    for path in ["/kv/range", "/maintenance/status", "/maintenance/snapshot"] {
+        assert!(learner_serves(path), "{path}");
+    }
+    for path in ["/kv/put", "/kv/txn", "/maintenance/hash", "/lease/grant", "/watch"] {
+        assert!(!learner_serves(path), "{path}");
+    }
+}
