@@ -42,6 +42,14 @@ def targets(*pairs):
     return [target(e, l, chr(ord("A") + i)) for i, (e, l) in enumerate(pairs)]
 
 
+def p99_p50(bucket):
+    """A histogram's p99 and p50 per instance, as two (expr, legend) pairs for timeseries()."""
+    return [
+        (f"histogram_quantile({q}, sum by (instance, le) (rate({bucket}{{{S}}}[{R}])))", f"p{p} {{{{instance}}}}")
+        for q, p in (("0.99", 99), ("0.50", 50))
+    ]
+
+
 def timeseries(title, unit, *pairs, desc="", stack=False, w=8, h=8, overrides=None, log=None, decimals=None):
     custom = {
         "axisPlacement": "auto",
@@ -311,13 +319,11 @@ def overview():
         [
             timeseries(
                 "WAL fsync latency", "s",
-                (f"histogram_quantile(0.99, sum by (instance, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{{{S}}}[{R}])))", "p99 {{instance}}"),
-                (f"histogram_quantile(0.50, sum by (instance, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{{{S}}}[{R}])))", "p50 {{instance}}"),
+                *p99_p50("etcd_disk_wal_fsync_duration_seconds_bucket"),
                 desc="Time of the fsync that makes a group commit durable. etcd warns above 0.5 s at p99."),
             timeseries(
                 "Backend commit latency", "s",
-                (f"histogram_quantile(0.99, sum by (instance, le) (rate(etcd_disk_backend_commit_duration_seconds_bucket{{{S}}}[{R}])))", "p99 {{instance}}"),
-                (f"histogram_quantile(0.50, sum by (instance, le) (rate(etcd_disk_backend_commit_duration_seconds_bucket{{{S}}}[{R}])))", "p50 {{instance}}"),
+                *p99_p50("etcd_disk_backend_commit_duration_seconds_bucket"),
                 desc="Time to commit a batch to the backend (RocksDB write + sync). etcd warns above 0.25 s at p99."),
             timeseries(
                 "DB size vs quota", "bytes",
@@ -565,8 +571,7 @@ def actors():
         [
             timeseries(
                 "Batch size (commands per group commit)", "short",
-                (f"histogram_quantile(0.99, sum by (instance, le) (rate(actcd_store_batch_size_bucket{{{S}}}[{R}])))", "p99 {{instance}}"),
-                (f"histogram_quantile(0.50, sum by (instance, le) (rate(actcd_store_batch_size_bucket{{{S}}}[{R}])))", "p50 {{instance}}"),
+                *p99_p50("actcd_store_batch_size_bucket"),
                 (f"sum by (instance) (rate(actcd_store_batch_size_sum{{{S}}}[{R}])) / sum by (instance) (rate(actcd_store_batch_size_count{{{S}}}[{R}]))",
                  "mean {{instance}}"),
                 desc="Commands the store actor writes per group commit (one fsync). Larger batches under load "
@@ -579,8 +584,7 @@ def actors():
                 desc="fsyncs per second against the commands they made durable."),
             timeseries(
                 "Group commit fsync latency", "s",
-                (f"histogram_quantile(0.99, sum by (instance, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{{{S}}}[{R}])))", "p99 {{instance}}"),
-                (f"histogram_quantile(0.50, sum by (instance, le) (rate(etcd_disk_wal_fsync_duration_seconds_bucket{{{S}}}[{R}])))", "p50 {{instance}}"),
+                *p99_p50("etcd_disk_wal_fsync_duration_seconds_bucket"),
                 desc="Duration of the group commit's fsync (etcd_disk_wal_fsync_duration_seconds)."),
         ],
     )

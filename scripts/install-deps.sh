@@ -16,14 +16,20 @@
 #           pinned, for scripts/fuzz.sh.
 # Debian's versions are not pinned (a point release removes the old ones): tests/it/setup.rs
 # checks the versions the tests rely on instead.
-# Usage: scripts/install-deps.sh server|test
+# `packages P...` installs the named Debian packages alone, the same way (grafana/render/render.sh
+# takes chromium and prometheus so).
+# Usage: scripts/install-deps.sh server|test|packages P...
 set -euo pipefail
 
-packages=(clang libclang-dev etcd-client)
-if [[ "${1:-server}" == test ]]; then
-    packages+=(protobuf-compiler libprotobuf-dev etcd-server prometheus fiu-utils
-        libfiu0 strace python3 curl openssl systemd iproute2)
-fi
+case "${1:-server}" in
+server) packages=(clang libclang-dev etcd-client) ;;
+test)
+    packages=(clang libclang-dev etcd-client protobuf-compiler libprotobuf-dev etcd-server prometheus
+        fiu-utils libfiu0 strace python3 curl openssl systemd iproute2)
+    ;;
+packages) packages=("${@:2}") ;;
+*) echo "install-deps.sh: usage: install-deps.sh server|test|packages P..." >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

@@ -22,25 +22,7 @@ die() { echo "render.sh: $*" >&2; exit 1; }
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-install_missing() {
-    local missing=()
-    for p in "$@"; do
-        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-    done
-    [[ ${#missing[@]} -eq 0 ]] && return 0
-    local sudo="" policy=/usr/sbin/policy-rc.d created=false
-    [[ $(id -u) -ne 0 ]] && sudo="sudo"
-    if [[ ! -e $policy ]]; then
-        printf '#!/bin/sh\nexit 101\n' | $sudo tee $policy >/dev/null
-        $sudo chmod +x $policy
-        created=true
-    fi
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-    if $created; then $sudo rm -f $policy; fi
-}
-
-install_missing chromium prometheus
+scripts/install-deps.sh packages chromium prometheus
 port_free 2381 || die "127.0.0.1:2381 is in use; grafana/prometheus.yml scrapes it, so actcd's metrics must go there"
 cargo build --release -q -p actcd -p actcd-bench
 ACTCD="$TARGET/release/actcd"
