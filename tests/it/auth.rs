@@ -8,7 +8,7 @@ use actcd_proto::etcdserverpb::watch_client::WatchClient;
 use actcd_proto::etcdserverpb::{watch_request, WatchCreateRequest, WatchRequest};
 use futures::StreamExt;
 
-use crate::harness::{etcdctl, Server};
+use crate::harness::{auth_token, enable_auth, etcdctl, Server, ALICE, ROOT};
 
 /// One etcdctl call: its arguments, and what it printed that must match etcd's.
 #[derive(Debug, PartialEq)]
@@ -27,9 +27,6 @@ fn run(server: &Server, args: &[&str]) -> Outcome {
         .map(str::to_string);
     Outcome { ok, stdout, error }
 }
-
-const ROOT: &str = "--user=root:rootpw";
-const ALICE: &str = "--user=alice:apw";
 
 /// The session: setting auth up, then alice's permitted and refused calls, then a revoke, a
 /// delete and auth disabled again.
@@ -86,10 +83,9 @@ fn session() -> Vec<Vec<&'static str>> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn etcdctl_auth_session_matches_etcd() {
-    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(etcd_dir.path()).await;
+    let etcd = Server::temp_etcd(&[]).await;
     // Cost 4, etcd's minimum: the session hashes and checks many passwords.
-    let actcd = Server::actcd(actcd_dir.path(), &["--bcrypt-cost", "4"]).await;
+    let actcd = Server::temp_actcd(&["--bcrypt-cost", "4"]).await;
     for args in session() {
         let expected = run(&etcd, &args);
         let got = run(&actcd, &args);
@@ -131,7 +127,7 @@ async fn later_3_4_fixes_hold_and_auth_survives_a_restart() {
     assert!(!ok && stderr.contains("permission denied"), "{stderr}");
     // A from-key watch from a key alice may read is still over keys she may not (GHSA-xg4h).
     let mut watch = WatchClient::connect(actcd.endpoint.clone()).await.unwrap();
-    let token = token(&actcd, "alice", "apw").await;
+    let token = auth_token(&actcd, "alice", "apw").await;
     let create = WatchRequest {
         request_union: Some(watch_request::RequestUnion::CreateRequest(WatchCreateRequest {
             key: "pre/".into(),
@@ -161,28 +157,11 @@ async fn later_3_4_fixes_hold_and_auth_survives_a_restart() {
 
 /// Root and alice (READWRITE on prefix `pre/`), a key of each, auth enabled.
 fn set_up(server: &Server) {
-    for args in [
-        vec!["user", "add", "root", "--new-user-password=rootpw"],
-        vec!["auth", "enable"],
-        vec![ROOT, "user", "add", "alice", "--new-user-password=apw"],
-        vec![ROOT, "role", "add", "r1"],
-        vec![ROOT, "role", "grant-permission", "--prefix", "r1", "readwrite", "pre/"],
-        vec![ROOT, "user", "grant-role", "alice", "r1"],
-        vec![ROOT, "put", "secret", "s"],
-        vec![ALICE, "put", "pre/a", "1"],
-    ] {
+    enable_auth(server, "readwrite", "pre/");
+    for args in [[ROOT, "put", "secret", "s"], [ALICE, "put", "pre/a", "1"]] {
         let out = run(server, &args);
         assert!(out.ok, "{args:?}: {out:?}");
     }
-}
-
-/// A simple token for `user`, from Authenticate.
-async fn token(server: &Server, user: &str, password: &str) -> String {
-    use actcd_proto::etcdserverpb::auth_client::AuthClient;
-    use actcd_proto::etcdserverpb::AuthenticateRequest;
-    let mut auth = AuthClient::connect(server.endpoint.clone()).await.unwrap();
-    let req = AuthenticateRequest { name: user.into(), password: password.into() };
-    auth.authenticate(req).await.unwrap().into_inner().token
 }
 
 /// `--auth-token jwt`: etcd's claims, signed with ES256 keys made here; the token names its
@@ -203,7 +182,7 @@ async fn jwt_tokens_carry_etcds_claims_and_go_old_and_expire() {
     let actcd = Server::actcd(dir.path(), &["--bcrypt-cost", "4", "--auth-token", &flag]).await;
     set_up(&actcd);
 
-    let jwt = token(&actcd, "alice", "apw").await;
+    let jwt = auth_token(&actcd, "alice", "apw").await;
     let parts: Vec<&str> = jwt.split('.').collect();
     assert_eq!(parts.len(), 3, "header.claims.signature: {jwt}");
     let claims = base64_url(parts[1]);
@@ -231,7 +210,7 @@ async fn jwt_tokens_carry_etcds_claims_and_go_old_and_expire() {
     let out = run(&actcd, &[ALICE, "put", "pre/again", "1"]);
     assert!(out.ok, "etcdctl authenticates again on its own: {out:?}");
 
-    let jwt = token(&actcd, "alice", "apw").await;
+    let jwt = auth_token(&actcd, "alice", "apw").await;
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let mut request = tonic::Request::new(PutRequest { key: "pre/late".into(), ..Default::default() });
     request.metadata_mut().insert("token", jwt.parse().unwrap());
@@ -263,7 +242,7 @@ async fn an_auth_change_refuses_a_read_and_a_renewal_under_way() {
     let env = "FAILPOINTS=grpc::after_range=return(2000)";
     let actcd = Server::actcd_under(&["env", env], dir.path(), &["--bcrypt-cost", "4"]).await;
     set_up(&actcd);
-    let token = token(&actcd, "alice", "apw").await;
+    let token = auth_token(&actcd, "alice", "apw").await;
     let range = || with_token(&token, RangeRequest { key: "pre/held".into(), ..Default::default() });
 
     let kv = KvClient::connect(actcd.endpoint.clone()).await.unwrap();

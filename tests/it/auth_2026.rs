@@ -217,8 +217,7 @@ async fn unguarded_calls(f: &Fixture, token: Option<&str>) -> Vec<(&'static str,
 /// not read or write. Status asks only for a user, as 3.5 and 3.6 do (3.4.42 on asks root).
 #[tokio::test(flavor = "multi_thread")]
 async fn member_list_alarm_lease_and_compact_need_a_user_or_root() {
-    let dir = tempfile::tempdir().unwrap();
-    let actcd = Server::actcd(dir.path(), &["--bcrypt-cost", "4"]).await;
+    let actcd = Server::temp_actcd(&["--bcrypt-cost", "4"]).await;
     let f = Fixture::new(&actcd).await;
 
     for (call, got) in unguarded_calls(&f, None).await {
@@ -346,8 +345,7 @@ async fn txn_probes(f: &Fixture) -> Vec<(&'static str, Outcome)> {
 /// prev_kv and WRITE on the keys of the lease it attaches, as a lone Put does.
 #[tokio::test(flavor = "multi_thread")]
 async fn nested_txns_and_puts_in_txns_are_checked_as_lone_requests() {
-    let dir = tempfile::tempdir().unwrap();
-    let actcd = Server::actcd(dir.path(), &["--bcrypt-cost", "4"]).await;
+    let actcd = Server::temp_actcd(&["--bcrypt-cost", "4"]).await;
     let f = Fixture::new(&actcd).await;
 
     for (probe, got) in txn_probes(&f).await {
@@ -405,8 +403,7 @@ async fn next(answers: &mut tonic::Streaming<WatchResponse>) -> WatchResponse {
 /// sees her key alone. A grant of every key still watches from the empty key.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_from_key_watch_needs_read_on_every_later_key() {
-    let dir = tempfile::tempdir().unwrap();
-    let actcd = Server::actcd(dir.path(), &["--bcrypt-cost", "4"]).await;
+    let actcd = Server::temp_actcd(&["--bcrypt-cost", "4"]).await;
     let f = Fixture::new(&actcd).await;
 
     let (requests, mut answers, first) = watch(&f, &f.alice, "one", "\0").await;

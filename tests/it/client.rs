@@ -21,8 +21,7 @@ fn rev(header: Option<&etcd_client::ResponseHeader>) -> i64 {
 
 #[tokio::test]
 async fn revisions_versions_and_tombstones_follow_etcd() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut c = server.client().await;
 
     // An empty store is at revision 1.
@@ -61,8 +60,7 @@ async fn revisions_versions_and_tombstones_follow_etcd() {
 
 #[tokio::test]
 async fn ranges_prefix_limit_sort_and_filters() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut c = server.client().await;
     for (k, v) in [("p/a", "3"), ("p/b", "1"), ("p/c", "2"), ("q", "0")] {
         c.put(k, v, None).await.unwrap();
@@ -116,8 +114,7 @@ async fn ranges_prefix_limit_sort_and_filters() {
 
 #[tokio::test]
 async fn txns_compare_branch_and_nest() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut c = server.client().await;
     c.put("k", "v1", None).await.unwrap();
 
@@ -163,8 +160,7 @@ async fn txns_compare_branch_and_nest() {
 
 #[tokio::test]
 async fn bad_requests_get_etcd_errors() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &["--max-request-bytes", "4096", "--max-txn-ops", "4"]).await;
+    let server = Server::temp_actcd(&["--max-request-bytes", "4096", "--max-txn-ops", "4"]).await;
     let mut c = server.client().await;
     c.put("k", "v", None).await.unwrap();
 
@@ -213,8 +209,7 @@ async fn bad_requests_get_etcd_errors() {
 
 #[tokio::test]
 async fn quota_refuses_puts_but_not_reads_or_deletes() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &["--quota-backend-bytes", "65536"]).await;
+    let server = Server::temp_actcd(&["--quota-backend-bytes", "65536"]).await;
     let mut c = server.client().await;
     let mut refused = None;
     for i in 0..200 {

@@ -18,7 +18,7 @@ use actcd_raft::types::SnapshotFiles;
 use actcd_test_support::server::{Kind, Launch};
 use futures::StreamExt;
 
-use crate::harness::{etcd_binary, etcdctl_binary, free_port, metric, metrics, Server};
+use crate::harness::{etcd_binary, etcdctl_binary, free_port, metric, metrics, peer_flags, put_many, Server};
 
 /// How long a member may take to answer after its start, its cluster's first election
 /// included (the machine is shared and busy).
@@ -119,16 +119,9 @@ impl Cluster {
             .filter(|j| self.joined[*j])
             .map(|j| format!("{}={}", self.names[j], self.peers[j]))
             .collect();
-        let flags = [
-            "--listen-peer-urls",
-            &self.peers[i],
-            "--initial-advertise-peer-urls",
-            &self.peers[i],
-            "--initial-cluster",
-            &initial.join(","),
-            "--initial-cluster-token",
-            "cluster-test",
-        ];
+        let initial = initial.join(",");
+        let flags = [&peer_flags(&self.peers[i], &initial)[..], &["--initial-cluster-token", "cluster-test"]]
+            .concat();
         let mut launch = Launch::new(self.kind, binary, &self.dirs[i])
             .name(&self.names[i])
             .log_to(&self.logs[i])
@@ -311,6 +304,27 @@ async fn put(server: &Server, key: &str, value: &str) -> i64 {
     kv.put(put).await.unwrap().into_inner().header.unwrap().revision
 }
 
+/// Puts `key` through `server` until a write is accepted: its revision. Until then every
+/// refusal must be etcd's Unavailable (no leader, leader changed), for at most 30 s after
+/// `killed`.
+async fn put_once_a_leader_answers(server: &Server, key: &str, value: &str, killed: Instant) -> i64 {
+    let mut kv = server.kv().await;
+    loop {
+        let put = PutRequest {
+            key: key.as_bytes().to_vec().into(),
+            value: value.as_bytes().to_vec().into(),
+            ..Default::default()
+        };
+        match kv.put(put).await {
+            Ok(resp) => return resp.into_inner().header.unwrap().revision,
+            Err(status) => {
+                assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+                assert!(killed.elapsed() < Duration::from_secs(30), "no write in 30 s after the kill");
+            }
+        }
+    }
+}
+
 async fn get(server: &Server, key: &str, serializable: bool) -> Option<(Vec<u8>, i64)> {
     let mut kv = server.kv().await;
     let read = RangeRequest { key: key.as_bytes().to_vec().into(), serializable, ..Default::default() };
@@ -428,17 +442,7 @@ async fn three_members_from_etcds_flags_serve_every_call_on_every_member() {
     let key_revision = put(cluster.member(follower), "before", "kill").await;
     cluster.kill(leader);
     let killed = Instant::now();
-    let mut kv = cluster.member(follower).kv().await;
-    let resumed = loop {
-        let put = PutRequest { key: "after".into(), value: "kill".into(), ..Default::default() };
-        match kv.put(put).await {
-            Ok(resp) => break resp.into_inner().header.unwrap().revision,
-            Err(status) => {
-                assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
-                assert!(killed.elapsed() < Duration::from_secs(30), "no write in 30 s after the leader died");
-            }
-        }
-    };
+    let resumed = put_once_a_leader_answers(cluster.member(follower), "after", "kill", killed).await;
     eprintln!("cluster: a write succeeded {:?} after the leader's kill -9", killed.elapsed());
     assert!(resumed > key_revision);
     let new_leader = cluster.leader().await;
@@ -582,16 +586,7 @@ async fn five_members_survive_two_kills() {
     cluster.kill(other);
     let survivor = cluster.running()[0];
     let killed = Instant::now();
-    let mut kv = cluster.member(survivor).kv().await;
-    let revision = loop {
-        let put = PutRequest { key: "after".into(), value: "x".into(), ..Default::default() };
-        match kv.put(put).await {
-            Ok(resp) => break resp.into_inner().header.unwrap().revision,
-            Err(status) => {
-                assert!(killed.elapsed() < Duration::from_secs(30), "no write in 30 s: {status:?}")
-            }
-        }
-    };
+    let revision = put_once_a_leader_answers(cluster.member(survivor), "after", "x", killed).await;
     eprintln!("cluster: five members, two killed: a write succeeded {:?} after", killed.elapsed());
     for i in cluster.running() {
         assert_eq!(
@@ -639,16 +634,7 @@ async fn a_follower_behind_the_purged_log_catches_up_by_snapshot() {
     cluster.kill(follower);
     // Enough writes for snapshots and a purge past everything the follower has (500 entries
     // are kept behind a snapshot): one client at a time, one entry per write.
-    let mut kv = cluster.member(leader).kv().await;
-    let mut last = 0;
-    for n in 0..1200 {
-        let put = PutRequest {
-            key: format!("key{n:04}").into(),
-            value: format!("v{n}").into(),
-            ..Default::default()
-        };
-        last = kv.put(put).await.unwrap().into_inner().header.unwrap().revision;
-    }
+    let last = put_many(&mut cluster.member(leader).kv().await, 1200, |n| format!("key{n:04}")).await;
     cluster.restart(follower).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while get(cluster.member(follower), "key1199", true).await.is_none() {

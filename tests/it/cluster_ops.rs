@@ -19,7 +19,7 @@ use actcd_test_support::server::{Kind, Launch};
 use tonic::Code;
 
 use crate::cluster::Cluster;
-use crate::harness::{free_port, Server};
+use crate::harness::{free_port, peer_flags, Server};
 
 /// A client putting through one member in a loop, from 300 ms before a fault to after it.
 struct Writing {
@@ -114,18 +114,8 @@ async fn move_leader_and_a_stopping_leader_hand_over_without_a_refused_write() {
 
 /// Starts member `name` on `peer`, joining the cluster `initial` names (etcdctl member add's lines).
 async fn join(dir: &Path, name: &str, peer: &str, initial: &str) -> Server {
-    let flags = [
-        "--listen-peer-urls",
-        peer,
-        "--initial-advertise-peer-urls",
-        peer,
-        "--initial-cluster",
-        initial,
-        "--initial-cluster-state",
-        "existing",
-        "--initial-cluster-token",
-        "cluster-test",
-    ];
+    let state = ["--initial-cluster-state", "existing", "--initial-cluster-token", "cluster-test"];
+    let flags = [&peer_flags(peer, initial)[..], &state].concat();
     let launch = Launch::new(Kind::Actcd, env!("CARGO_BIN_EXE_actcd"), dir).name(name).args(&flags);
     Server::from(launch.start(Duration::from_secs(60)).await.unwrap())
 }

@@ -15,7 +15,7 @@ use actcd_proto::v3lockpb::{LockRequest, UnlockRequest};
 use etcd_client::GetOptions;
 use tonic::transport::Channel;
 
-use crate::harness::{calls_in_progress, etcdctl_binary, wait_until, Server};
+use crate::harness::{calls_in_progress, etcdctl_binary, on_etcd_then_actcd, wait_until, Server};
 
 async fn channel(server: &Server) -> Channel {
     Channel::from_shared(server.endpoint.clone()).unwrap().connect().await.unwrap()
@@ -33,8 +33,7 @@ async fn still_waiting<T: Send + 'static>(call: &mut tokio::task::JoinHandle<T>,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_excludes_hands_over_and_goes_with_its_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let channel = channel(&server).await;
     let (a, b) = (grant(&channel, 60).await, grant(&channel, 60).await);
     let mut locks = LockClient::new(channel.clone());
@@ -90,8 +89,7 @@ async fn a_lock_excludes_hands_over_and_goes_with_its_lease() {
 /// Lock service agree on who holds a name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcdctl_lock_and_a_lock_service_lock_exclude_each_other() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let channel = channel(&server).await;
     let lease = grant(&channel, 60).await;
     let mut locks = LockClient::new(channel.clone());
@@ -214,11 +212,7 @@ async fn election_transcript(server: &Server) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_election_goes_as_on_etcd() {
-    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(etcd_dir.path()).await;
-    let on_etcd = election_transcript(&etcd).await;
-    let actcd = Server::actcd(actcd_dir.path(), &[]).await;
-    let on_actcd = election_transcript(&actcd).await;
+    let (on_etcd, on_actcd) = on_etcd_then_actcd(&[], &[], election_transcript).await;
     assert_eq!(on_actcd, on_etcd);
     // The transcript itself says something: A led, B waited and then led.
     assert!(on_etcd.contains(&"B waits: true".to_string()), "{on_etcd:#?}");

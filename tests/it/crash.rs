@@ -27,7 +27,7 @@ use actcd_proto::key_range::prefix_end;
 use actcd_proto::mvccpb::event::EventType;
 
 use crate::harness::Server;
-use crate::watch_stream::RawStream;
+use crate::watch_stream::{create, RawStream};
 
 const CYCLES: usize = 30;
 const WRITERS: usize = 6;
@@ -205,16 +205,8 @@ async fn write_until_killed(channel: Channel, cycle: usize, writer: usize) -> Wr
 /// Opens a watch on the keys under `prefix` from `start` and records its events until the
 /// stream breaks; returns once the watch is created.
 async fn watch(server: &Server, prefix: String, start: i64, prev_kv: bool) -> Watched {
-    let create = WatchCreateRequest {
-        key: prefix.clone().into(),
-        range_end: prefix_end(prefix.as_bytes()).into(),
-        start_revision: start,
-        prev_kv,
-        ..Default::default()
-    };
-    let mut stream = RawStream::open(server, create).await;
-    stream.first_created(&mut Vec::new()).await;
-    let RawStream { requests, mut responses } = stream;
+    let create = WatchCreateRequest { prev_kv, ..create(&prefix, prefix_end(prefix.as_bytes()), start) };
+    let (requests, mut responses) = RawStream::created(server, create).await;
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let sink = Arc::clone(&events);
     tokio::spawn(async move {
@@ -242,6 +234,17 @@ async fn current_revision(kv: &mut KvClient<Channel>) -> i64 {
 async fn hash_kv(maintenance: &mut MaintenanceClient<Channel>, revision: i64) -> (u32, i64) {
     let resp = maintenance.hash_kv(HashKvRequest { revision }).await.unwrap().into_inner();
     (resp.hash, resp.compact_revision)
+}
+
+/// Each (key, expected value, revision) that is not so (None: absent), described, read 16 at a
+/// time.
+async fn not_found_at(kv: &KvClient<Channel>, reads: Vec<(String, Option<String>, i64)>) -> Vec<String> {
+    futures::stream::iter(reads)
+        .map(|(key, value, revision)| check_at(kv.clone(), key, value, revision))
+        .buffer_unordered(16)
+        .filter_map(futures::future::ready)
+        .collect()
+        .await
 }
 
 /// Whether `key`, at `revision`, is what `expected` says (None: absent); a description of the
@@ -314,12 +317,7 @@ impl History {
             .chain(&acked)
             .flat_map(|a| a.effects.iter().map(move |(k, v)| (k.clone(), v.clone(), a.revision)))
             .collect();
-        let lost: Vec<String> = futures::stream::iter(reads)
-            .map(|(key, value, revision)| check_at(kv.clone(), key, value, revision))
-            .buffer_unordered(16)
-            .filter_map(futures::future::ready)
-            .collect()
-            .await;
+        let lost = not_found_at(&kv, reads).await;
         assert!(
             lost.is_empty(),
             "cycle {n}: {} acknowledged writes not found: {:?}",
@@ -410,12 +408,8 @@ impl History {
                     );
                 }
             }
-            let durable: Vec<String> = futures::stream::iter(events.clone())
-                .map(|(revision, key, value)| check_at(kv.clone(), key, value, revision))
-                .buffer_unordered(16)
-                .filter_map(futures::future::ready)
-                .collect()
-                .await;
+            let reads = events.iter().map(|(revision, key, value)| (key.clone(), value.clone(), *revision));
+            let durable = not_found_at(&kv, reads.collect()).await;
             assert!(
                 durable.is_empty(),
                 "cycle {n}: watched events not durable: {:?}",

@@ -22,11 +22,11 @@ use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use actcd_proto::etcdserverpb::{
     request_op, watch_request, HashKvRequest, PutRequest, RangeRequest, RangeResponse, RequestOp, TxnRequest,
-    WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse,
+    WatchProgressRequest, WatchRequest, WatchResponse,
 };
 
 use crate::harness::{calls_in_progress, wait_until, Server};
-use crate::watch_stream::RawStream;
+use crate::watch_stream::{create, RawStream};
 
 /// How long a failpoint holds each commit.
 const HOLD: Duration = Duration::from_millis(1500);
@@ -73,15 +73,7 @@ async fn watch(
     server: &Server,
     start: i64,
 ) -> (mpsc::Sender<WatchRequest>, Arc<Mutex<Vec<(Instant, WatchResponse)>>>) {
-    let create = WatchCreateRequest {
-        key: "d/".into(),
-        range_end: "d0".into(),
-        start_revision: start,
-        ..Default::default()
-    };
-    let mut stream = RawStream::open(server, create).await;
-    stream.first_created(&mut Vec::new()).await;
-    let RawStream { requests, mut responses } = stream;
+    let (requests, mut responses) = RawStream::created(server, create("d/", "d0", start)).await;
     let seen: Arc<Mutex<Vec<(Instant, WatchResponse)>>> = Arc::default();
     let sink = Arc::clone(&seen);
     tokio::spawn(async move {

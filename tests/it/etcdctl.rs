@@ -4,8 +4,7 @@ use crate::harness::{etcdctl, Server};
 
 #[tokio::test]
 async fn everyday_etcdctl_commands_work() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &["--name", "node-a"]).await;
+    let server = Server::temp_actcd(&["--name", "node-a"]).await;
 
     assert_eq!(etcdctl(&server, &["put", "foo", "bar"], None).1, "OK\n");
     assert_eq!(etcdctl(&server, &["put", "foo2", "baz"], None).1, "OK\n");
@@ -55,8 +54,7 @@ async fn everyday_etcdctl_commands_work() {
 /// etcd's grpc-go does (edge/src/authority_fix.rs, whose unit tests feed it frames).
 #[tokio::test]
 async fn etcdctl_with_url_endpoints_works() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let run = |args: &[&str]| {
         let out = std::process::Command::new(crate::harness::etcdctl_binary())
             .env("ETCDCTL_API", "3")

@@ -108,8 +108,7 @@ async fn ten_thousand_connections_are_all_served() {
     let connections = 10_000;
     let limit = raise_fd_limit();
     assert!(limit >= 11_000, "10k connections need a hard descriptor limit above 11000 (it is {limit})");
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut first = connect(&server.address).await.unwrap();
     first.unary::<PutResponse>(PUT, &put("k", b"v".to_vec())).await.unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -263,8 +262,7 @@ async fn descriptor_limit_refuses_new_connections_and_keeps_serving_the_others()
 #[tokio::test]
 async fn clients_that_never_read_responses_leave_memory_bounded() {
     let (clients, streams_per_client) = (4, 1000);
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut writer = connect(&server.address).await.unwrap();
     for i in 0..100 {
         writer.unary::<PutResponse>(PUT, &put(&format!("p/{i:03}"), vec![b'x'; 1024])).await.unwrap();
@@ -404,8 +402,7 @@ async fn accept_errors_back_off_and_the_waiting_client_is_served_later() {
 /// below the middle of idle and peak.
 #[tokio::test]
 async fn a_burst_of_full_reads_gives_its_memory_back() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let kv = server.kv().await;
     let value = Bytes::from(vec![b'v'; 1024]);
     let writers = (0..16u32).map(|w| {

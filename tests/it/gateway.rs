@@ -7,7 +7,7 @@
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{self, unchunk, Server};
+use crate::harness::{self, on_etcd_then_actcd, unchunk, Server};
 
 /// One HTTP/1.1 request: (status, body).
 async fn http(method: &str, address: &str, path: &str, body: &str) -> (u16, String) {
@@ -112,11 +112,7 @@ async fn session(server: &Server) -> Vec<(String, u16, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scripted_session_answers_as_etcd_3_4s_gateway() {
-    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(etcd_dir.path()).await;
-    let on_etcd = session(&etcd).await;
-    let actcd = Server::actcd(actcd_dir.path(), &[]).await;
-    let on_actcd = session(&actcd).await;
+    let (on_etcd, on_actcd) = on_etcd_then_actcd(&[], &[], session).await;
     assert_same_answers(&on_etcd, &on_actcd);
     // The session says something: the put answered, an error came back as etcd's JSON.
     assert!(on_etcd[3].2["kvs"][0]["value"] == "YmF6", "{:?}", on_etcd[3]);
@@ -128,8 +124,7 @@ async fn a_scripted_session_answers_as_etcd_3_4s_gateway() {
 /// gets gRPC's ResourceExhausted, 429.
 #[tokio::test]
 async fn bad_gateway_bodies_get_etcds_codes() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &["--max-request-bytes", "1024"]).await;
+    let server = Server::temp_actcd(&["--max-request-bytes", "1024"]).await;
     for body in [r#"{"key":"#, r#"{"key":5}"#, r#"[1,2]"#, r#"{"key":"not base64!"}"#] {
         let (status, text) = http("POST", &server.address, "/v3/kv/range", body).await;
         let value: Value = serde_json::from_str(&text).unwrap();
@@ -230,11 +225,7 @@ async fn a_gateway_watch_streams_as_etcds() {
         values.push(serde_json::json!({ "status": status, "code": refused["code"] }));
         values
     }
-    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(etcd_dir.path()).await;
-    let on_etcd = watched(&etcd).await;
-    let actcd = Server::actcd(actcd_dir.path(), &[]).await;
-    let on_actcd = watched(&actcd).await;
+    let (on_etcd, on_actcd) = on_etcd_then_actcd(&[], &[], watched).await;
     assert_eq!(on_actcd, on_etcd);
     assert_eq!(on_etcd[2]["result"]["events"][0]["type"], "DELETE", "{on_etcd:#?}");
 }
@@ -291,11 +282,7 @@ async fn auth_session(server: &Server) -> Vec<(String, u16, Value)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_over_the_gateway_answers_as_etcds() {
-    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(etcd_dir.path()).await;
-    let on_etcd = auth_session(&etcd).await;
-    let actcd = Server::actcd(actcd_dir.path(), &["--bcrypt-cost", "4"]).await;
-    let on_actcd = auth_session(&actcd).await;
+    let (on_etcd, on_actcd) = on_etcd_then_actcd(&[], &["--bcrypt-cost", "4"], auth_session).await;
     assert_same_answers(&on_etcd, &on_actcd);
     // The session says something: no token is refused, the root token writes, alice reads
     // and is refused a write.
@@ -333,12 +320,7 @@ async fn cors_answers(server: &Server) -> Vec<(String, u16, Vec<(String, String)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cors_headers_are_etcds() {
     for flags in [vec![], vec!["--cors=http://a.example:8080,https://c.example:443"]] {
-        let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let etcd = Server::etcd_with(etcd_dir.path(), &flags).await;
-        let on_etcd = cors_answers(&etcd).await;
-        drop(etcd);
-        let actcd = Server::actcd(actcd_dir.path(), &flags).await;
-        let on_actcd = cors_answers(&actcd).await;
+        let (on_etcd, on_actcd) = on_etcd_then_actcd(&flags, &flags, cors_answers).await;
         assert_eq!(on_actcd, on_etcd, "with {flags:?}");
         let allowed =
             |i: usize| on_etcd[i].2.iter().find(|(n, _)| n == "access-control-allow-origin").cloned();

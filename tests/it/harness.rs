@@ -12,26 +12,30 @@ use actcd_test_support::server::{Kind, Launch};
 /// How long a server may take to answer after its start (the machine is shared and busy).
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
-/// A server process that is killed when dropped.
-pub struct Server(actcd_test_support::server::Server);
+/// A server process that is killed when dropped, then its data dir removed if the server
+/// made it (fields drop in order: the process goes before its files).
+pub struct Server {
+    process: actcd_test_support::server::Server,
+    _data_dir: Option<tempfile::TempDir>,
+}
 
 impl Deref for Server {
     type Target = actcd_test_support::server::Server;
 
     fn deref(&self) -> &Self::Target {
-        &self.0
+        &self.process
     }
 }
 
 impl DerefMut for Server {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
+        &mut self.process
     }
 }
 
 impl From<actcd_test_support::server::Server> for Server {
     fn from(server: actcd_test_support::server::Server) -> Self {
-        Server(server)
+        Server { process: server, _data_dir: None }
     }
 }
 
@@ -43,7 +47,7 @@ pub fn free_port() -> u16 {
 impl Server {
     async fn start(launch: Launch) -> Server {
         match launch.start(READY_WITHIN).await {
-            Ok(server) => Server(server),
+            Ok(server) => Server { process: server, _data_dir: None },
             Err(e) => panic!("{e}"),
         }
     }
@@ -61,6 +65,18 @@ impl Server {
     /// loses its ports to another test is retried on fresh ones).
     pub async fn actcd(data_dir: &Path, extra: &[&str]) -> Server {
         Self::start(Self::actcd_launch(data_dir, extra)).await
+    }
+
+    /// Starts actcd on a temporary data dir of its own, removed after the process.
+    pub async fn temp_actcd(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("a temporary data dir");
+        Server { process: Self::actcd(dir.path(), extra).await.process, _data_dir: Some(dir) }
+    }
+
+    /// Starts Debian's etcd 3.4 like [`Server::temp_actcd`].
+    pub async fn temp_etcd(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("a temporary data dir");
+        Server { process: Self::etcd_with(dir.path(), extra).await.process, _data_dir: Some(dir) }
     }
 
     /// Starts actcd like [`Server::actcd`] with its log lines written to `log`, for a test
@@ -103,6 +119,19 @@ impl Server {
     }
 }
 
+/// A differential run: `script` on a fresh etcd 3.4 with `etcd_flags`, stopped, then on a fresh
+/// actcd with `actcd_flags`: (on etcd, on actcd). One server at a time, so neither slows the
+/// other.
+pub async fn on_etcd_then_actcd<T>(
+    etcd_flags: &[&str],
+    actcd_flags: &[&str],
+    script: impl AsyncFn(&Server) -> T,
+) -> (T, T) {
+    let on_etcd = script(&Server::temp_etcd(etcd_flags).await).await;
+    let on_actcd = script(&Server::temp_actcd(actcd_flags).await).await;
+    (on_etcd, on_actcd)
+}
+
 /// Debian's etcd binary.
 pub fn etcd_binary() -> PathBuf {
     PathBuf::from(std::env::var("ETCD_BIN").unwrap_or_else(|_| "/usr/bin/etcd".into()))
@@ -111,6 +140,60 @@ pub fn etcd_binary() -> PathBuf {
 /// Debian's etcdctl binary.
 pub fn etcdctl_binary() -> PathBuf {
     PathBuf::from(std::env::var("ETCDCTL_BIN").unwrap_or_else(|_| "/usr/bin/etcdctl".into()))
+}
+
+/// A member's peer flags: it listens on and advertises `peer`, in the cluster that `initial`
+/// names (`name=URL,...`).
+pub fn peer_flags<'a>(peer: &'a str, initial: &'a str) -> [&'a str; 6] {
+    ["--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", initial]
+}
+
+/// Puts keys `key(0)` to `key(n - 1)`, valued `v0` to `v{n - 1}`, one write at a time: the
+/// revision of the last.
+pub async fn put_many(
+    kv: &mut actcd_proto::etcdserverpb::kv_client::KvClient<tonic::transport::Channel>,
+    n: usize,
+    key: impl Fn(usize) -> String,
+) -> i64 {
+    let mut last = 0;
+    for i in 0..n {
+        let put = actcd_proto::etcdserverpb::PutRequest {
+            key: key(i).into(),
+            value: format!("v{i}").into(),
+            ..Default::default()
+        };
+        last = kv.put(put).await.unwrap().into_inner().header.unwrap().revision;
+    }
+    last
+}
+
+/// etcdctl's `--user` for the root user [`enable_auth`] adds.
+pub const ROOT: &str = "--user=root:rootpw";
+/// etcdctl's `--user` for the user alice [`enable_auth`] adds.
+pub const ALICE: &str = "--user=alice:apw";
+
+/// Auth enabled through etcdctl as an operator does it: root, then alice with the role r1,
+/// which holds `permission` (read, write or readwrite) on the keys under `prefix`.
+pub fn enable_auth(server: &Server, permission: &str, prefix: &str) {
+    for args in [
+        vec!["user", "add", "root", "--new-user-password=rootpw"],
+        vec!["auth", "enable"],
+        vec![ROOT, "user", "add", "alice", "--new-user-password=apw"],
+        vec![ROOT, "role", "add", "r1"],
+        vec![ROOT, "role", "grant-permission", "--prefix", "r1", permission, prefix],
+        vec![ROOT, "user", "grant-role", "alice", "r1"],
+    ] {
+        let (ok, out, err) = etcdctl(server, &args, None);
+        assert!(ok, "{args:?}: {out} {err}");
+    }
+}
+
+/// A simple token for `user`, from Authenticate.
+pub async fn auth_token(server: &Server, user: &str, password: &str) -> String {
+    use actcd_proto::etcdserverpb::{auth_client::AuthClient, AuthenticateRequest};
+    let mut auth = AuthClient::connect(server.endpoint.clone()).await.unwrap();
+    let req = AuthenticateRequest { name: user.into(), password: password.into() };
+    auth.authenticate(req).await.unwrap().into_inner().token
 }
 
 /// Runs Debian's etcdctl (v3 API) against `server`, feeding `stdin` if given:

@@ -219,10 +219,8 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str, Vec<Bytes>, Expect)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_frames_get_etcds_answers() {
-    let etcd_dir = tempfile::tempdir().unwrap();
-    let etcd = Server::etcd(etcd_dir.path()).await;
-    let dir = tempfile::tempdir().unwrap();
-    let actcd = Server::actcd(dir.path(), &[]).await;
+    let etcd = Server::temp_etcd(&[]).await;
+    let actcd = Server::temp_actcd(&[]).await;
     let rss_before = actcd.rss_bytes();
     let mut same = 0;
     for (name, path, content_type, chunks, expect) in cases() {
@@ -258,10 +256,7 @@ async fn hostile_frames_get_etcds_answers() {
         }
     }
     // Still up and serving, and the hostile requests left nothing behind.
-    let mut kv = actcd.kv().await;
-    let probe = actcd_proto::etcdserverpb::RangeRequest { key: "k".into(), ..Default::default() };
-    kv.range(probe).await.expect("actcd still serves");
-    let grown = actcd.rss_bytes().saturating_sub(rss_before);
+    let grown = serves_and_grew(&actcd, rss_before).await;
     println!(
         "hostile frames: {} cases, {same} answered as etcd 3.4 answers, RSS grew {} KiB",
         cases().len(),
@@ -270,14 +265,20 @@ async fn hostile_frames_get_etcds_answers() {
     assert!(grown < 16 << 20, "RSS grew {grown} bytes");
 }
 
+/// Checks that `actcd` still answers a Range: how many bytes its RSS grew since `rss_before`.
+async fn serves_and_grew(actcd: &Server, rss_before: u64) -> u64 {
+    let probe = actcd_proto::etcdserverpb::RangeRequest { key: "k".into(), ..Default::default() };
+    actcd.kv().await.range(probe).await.expect("actcd still serves");
+    actcd.rss_bytes().saturating_sub(rss_before)
+}
+
 /// Streams that announce a message just under the size limit and then send one byte of it:
 /// the server must not hold memory for what was only announced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn announced_but_unsent_messages_take_no_memory() {
     const CONNECTIONS: usize = 2;
     const STREAMS: usize = 100;
-    let dir = tempfile::tempdir().unwrap();
-    let actcd = Server::actcd(dir.path(), &[]).await;
+    let actcd = Server::temp_actcd(&[]).await;
     let rss_before = actcd.rss_bytes();
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut held = Vec::new();
@@ -304,10 +305,7 @@ async fn announced_but_unsent_messages_take_no_memory() {
         drivers.push(driver);
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let mut kv = actcd.kv().await;
-    let probe = actcd_proto::etcdserverpb::RangeRequest { key: "k".into(), ..Default::default() };
-    kv.range(probe).await.expect("actcd serves beside the half-sent streams");
-    let grown = actcd.rss_bytes().saturating_sub(rss_before);
+    let grown = serves_and_grew(&actcd, rss_before).await;
     println!(
         "announced 2 MiB messages: {} streams on {CONNECTIONS} connections, RSS grew {} KiB",
         CONNECTIONS * STREAMS,

@@ -35,8 +35,7 @@ async fn run(server: &Server, clients: &str, args: &[&str]) -> Summary {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn k8s_load_runs_every_verb_consistently() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     #[rustfmt::skip]
     let summary = run(&server, "8", &[
         "--objects", "400", "--nodes", "10", "--duration", "12s", "--rate", "100",
@@ -112,8 +111,7 @@ async fn k8s_load_runs_every_verb_consistently() {
 /// requests were answered, and consistent reads timed out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn k8s_watch_keeps_up_with_unthrottled_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     #[rustfmt::skip]
     let summary = run(&server, "200", &[
         "--objects", "2000", "--nodes", "10", "--duration", "8s", "--rate", "0",

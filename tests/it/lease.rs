@@ -12,12 +12,11 @@ use actcd_proto::etcdserverpb::{
     RangeRequest,
 };
 
-use crate::harness::{wait_until, Server};
+use crate::harness::{on_etcd_then_actcd, wait_until, Server};
 
 #[tokio::test]
 async fn leases_attach_renew_revoke_and_expire_with_one_delete_revision() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut c = server.client().await;
 
     let short = c.lease_grant(1, None).await.unwrap();
@@ -153,11 +152,7 @@ async fn lease_calls_match_etcd() {
         record!(lease.lease_leases(LeaseLeasesRequest {}));
         out
     }
-    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(etcd_dir.path()).await;
-    let actcd = Server::actcd(actcd_dir.path(), &[]).await;
-    let expected = script(&etcd).await;
-    let actual = script(&actcd).await;
+    let (expected, actual) = on_etcd_then_actcd(&[], &[], script).await;
     for (i, (a, e)) in actual.iter().zip(&expected).enumerate() {
         assert_eq!(a, e, "lease call #{i} differs");
     }

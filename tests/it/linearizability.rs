@@ -391,8 +391,7 @@ async fn run_and_check(server: &Server, run: Duration, lag_rounds: usize, what: 
 // watcher that falls behind the compactions is rightly canceled.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_clients_are_linearizable_and_watchers_see_the_model() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let run = run_and_check(&server, Duration::from_secs(15), COMPACTION_LAG_ROUNDS, "linearizability").await;
     assert!(run.verdict.checked > 2000, "only {} calls checked", run.verdict.checked);
     for (name, report) in injected_history_bugs(&run.history, &run.verdict.model) {
@@ -414,8 +413,7 @@ async fn concurrent_clients_are_linearizable_and_watchers_see_the_model() {
 /// not actcd's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_passes_the_same_linearizability_checks() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::etcd(dir.path()).await;
+    let server = Server::temp_etcd(&[]).await;
     run_and_check(&server, Duration::from_secs(5), SHORT_RUN_LAG_ROUNDS, "linearizability on etcd 3.4").await;
 }
 

@@ -73,9 +73,9 @@ async fn feed(client: &mut etcd_client::Client) {
 
 #[tokio::test]
 async fn hashkv_agrees_on_two_nodes_fed_the_same_writes() {
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let d1 = tempfile::tempdir().unwrap();
     let mut a = Server::actcd(d1.path(), &["--name", "a"]).await;
-    let b = Server::actcd(d2.path(), &["--name", "b"]).await;
+    let b = Server::temp_actcd(&["--name", "b"]).await;
     let (mut ca, mut cb) = (a.client().await, b.client().await);
     feed(&mut ca).await;
     feed(&mut cb).await;
@@ -93,8 +93,7 @@ async fn hashkv_agrees_on_two_nodes_fed_the_same_writes() {
 
     // HashKV is etcd's own: Debian's etcd fed the same writes answers the same hashes (Hash,
     // over etcd's whole bbolt file, cannot be).
-    let etcd_dir = tempfile::tempdir().unwrap();
-    let etcd = Server::etcd(etcd_dir.path()).await;
+    let etcd = Server::temp_etcd(&[]).await;
     let mut ce = etcd.client().await;
     feed(&mut ce).await;
     for rev in [0, 26, 30, current] {
@@ -134,8 +133,7 @@ async fn hashkv_agrees_on_two_nodes_fed_the_same_writes() {
 
 #[tokio::test]
 async fn defrag_compacts_the_files_and_status_reports_sizes() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut client = server.client().await;
     let value = "v".repeat(4096);
     for i in 0..500 {
@@ -231,9 +229,7 @@ async fn nospace_alarm_on_a_tiny_quota() {
 /// Alarm calls by hand, on etcd and on actcd: the same alarm lists, and the same gating.
 #[tokio::test]
 async fn alarms_raised_by_hand_answer_as_on_etcd() {
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(d1.path()).await;
-    let actcd = Server::actcd(d2.path(), &[]).await;
+    let (etcd, actcd) = (Server::temp_etcd(&[]).await, Server::temp_actcd(&[]).await);
     let no_space = (Code::ResourceExhausted, "etcdserver: mvcc: database space exceeded".to_string());
     for server in [&etcd, &actcd] {
         let mut client = server.client().await;
@@ -397,9 +393,7 @@ async fn a_snapshot_client_that_goes_away_stops_its_stream() {
 
 #[tokio::test]
 async fn cluster_and_leader_calls_answer_as_a_single_member_can() {
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(d1.path()).await;
-    let actcd = Server::actcd(d2.path(), &["--name", "solo"]).await;
+    let (etcd, actcd) = (Server::temp_etcd(&[]).await, Server::temp_actcd(&["--name", "solo"]).await);
     let not_found = (Code::NotFound, "etcdserver: member not found".to_string());
     // Answers both give alike.
     for server in [&etcd, &actcd] {
@@ -455,9 +449,7 @@ async fn cluster_and_leader_calls_answer_as_a_single_member_can() {
 
 #[tokio::test]
 async fn auth_is_disabled_as_on_a_fresh_etcd() {
-    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(d1.path()).await;
-    let actcd = Server::actcd(d2.path(), &[]).await;
+    let (etcd, actcd) = (Server::temp_etcd(&[]).await, Server::temp_actcd(&[]).await);
     let not_enabled = (Code::FailedPrecondition, "etcdserver: authentication is not enabled".to_string());
     for server in [&etcd, &actcd] {
         let mut a = auth(server).await;

@@ -48,8 +48,7 @@ fn value(samples: &HashMap<String, f64>, name: &str, labels: &[(&str, &str)]) ->
 
 #[tokio::test]
 async fn etcd_series_are_exported_with_true_values() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let (status, body) = get(&server.metrics, "/metrics").await;
     assert!(status.contains("200"), "{status}");
     for name in [
@@ -123,8 +122,7 @@ async fn etcd_series_are_exported_with_true_values() {
 /// not keep climbing (without upkeep it gains ~2.5 MB a round).
 #[tokio::test]
 async fn unscraped_histogram_samples_are_folded_away() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let kv = server.kv().await;
     let round = || async {
         let clients: Vec<_> = (0..50)
@@ -156,8 +154,7 @@ async fn unscraped_histogram_samples_are_folded_away() {
 /// allocated bytes by a matching amount; closing them brings both back down.
 #[tokio::test]
 async fn watch_shard_memory_tracks_the_allocator() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let settle = || tokio::time::sleep(Duration::from_millis(1200));
     let sample = || async {
         let s = scrape(&get(&server.metrics, "/metrics").await.1);
@@ -366,8 +363,7 @@ async fn grafana_dashboards_fill_from_a_real_prometheus() {
 /// /health turns unhealthy with etcd's body while an alarm is active, unless excluded.
 #[tokio::test]
 async fn health_reports_alarms_like_etcd() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &["--quota-backend-bytes", "2000000"]).await;
+    let server = Server::temp_actcd(&["--quota-backend-bytes", "2000000"]).await;
     let mut c = server.client().await;
     for i in 0..2000 {
         if c.put(format!("fill{i}"), vec![b'x'; 4096], None).await.is_err() {
@@ -442,8 +438,7 @@ async fn label_set_stays_bounded_with_100k_streams() {
     const FEW: usize = 1_000;
     const MANY: usize = 100_000;
     const KEYS: usize = 1_000;
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let started = std::time::Instant::now();
 
     let (mut senders, mut drains) = open_watch_streams(&server, CONNS, FEW, KEYS).await;
@@ -554,8 +549,7 @@ async fn label_set_stays_bounded_with_100k_streams() {
 /// gauges too, instead of staying there for good.
 #[tokio::test]
 async fn stalled_streams_leave_the_pending_gauges_when_they_close() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let gauges = || async {
         let s = scrape(&get(&server.metrics, "/metrics").await.1);
         [

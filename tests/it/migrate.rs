@@ -45,10 +45,18 @@ async fn history(c: &mut Client) -> i64 {
 /// What a server answers about the history: Range of everything at each revision from the
 /// compaction on, the events a watch from just after the compaction replays, the lease's
 /// TTL and keys, HashKV.
-async fn answers(
-    c: &mut Client,
-    lease: i64,
-) -> (Vec<Vec<(Vec<u8>, Vec<u8>, i64, i64, i64, i64)>>, Vec<String>, (i64, Vec<Vec<u8>>), (u32, i64)) {
+/// What [`answers`] read: Range at each revision, the watch's replay, the lease, HashKV.
+type Answers =
+    (Vec<Vec<(Vec<u8>, Vec<u8>, i64, i64, i64, i64)>>, Vec<String>, (i64, Vec<Vec<u8>>), (u32, i64));
+
+fn assert_same_answers(got: &Answers, want: &Answers) {
+    assert_eq!(got.0, want.0, "Range at every revision since the compaction");
+    assert_eq!(got.1, want.1, "the watch replayed from revision 21");
+    assert_eq!(got.2, want.2, "the lease's TTL and keys");
+    assert_eq!(got.3, want.3, "HashKV and the compaction revision");
+}
+
+async fn answers(c: &mut Client, lease: i64) -> Answers {
     let head = c.get("", Some(GetOptions::new().with_from_key())).await.unwrap();
     let current = head.header().unwrap().revision();
     let mut ranges = Vec::new();
@@ -124,10 +132,7 @@ async fn an_etcd_history_moves_to_actcd_with_every_revision() {
         let actcd = Server::actcd(&from_snapshot, &[]).await;
         let mut ca = actcd.client().await;
         let on_actcd = answers(&mut ca, lease).await;
-        assert_eq!(on_actcd.0, on_etcd.0, "Range at every revision since the compaction");
-        assert_eq!(on_actcd.1, on_etcd.1, "the watch replayed from revision 21");
-        assert_eq!(on_actcd.2, on_etcd.2, "the lease's TTL and keys");
-        assert_eq!(on_actcd.3, on_etcd.3, "HashKV and the compaction revision");
+        assert_same_answers(&on_actcd, &on_etcd);
         // And it goes on from there: the next write gets etcd's next revision.
         let put = ca.put("new", "on actcd", None).await.unwrap();
         let next = ce.put("new", "on etcd", None).await.unwrap();
@@ -231,10 +236,7 @@ async fn an_actcd_snapshot_is_an_etcd_snapshot() {
         let etcd = Server::etcd(&restored).await;
         let mut ce = etcd.client().await;
         let on_etcd = answers(&mut ce, lease).await;
-        assert_eq!(on_etcd.0, on_actcd.0, "Range at every revision since the compaction");
-        assert_eq!(on_etcd.1, on_actcd.1, "the watch replayed from revision 21");
-        assert_eq!(on_etcd.2, on_actcd.2, "the lease's TTL and keys");
-        assert_eq!(on_etcd.3, on_actcd.3, "HashKV and the compaction revision");
+        assert_same_answers(&on_etcd, &on_actcd);
         let role = ce.role_get("reader").await.unwrap();
         assert_eq!(role.permissions().len(), 1);
         assert_eq!(role.permissions()[0].key(), b"k/");

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::harness::free_port;
+use crate::harness::{free_port, peer_flags};
 
 fn workspace() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -103,14 +103,7 @@ fn member(dir: &Path, name: &str, client: u16, peer: &str, initial: &str, notify
         .arg(format!("--listen-client-urls=http://127.0.0.1:{client}"))
         .arg(format!("--advertise-client-urls=http://127.0.0.1:{client}"))
         .arg(format!("--listen-metrics-urls=http://127.0.0.1:{}", free_port()))
-        .args([
-            "--listen-peer-urls",
-            peer,
-            "--initial-advertise-peer-urls",
-            peer,
-            "--initial-cluster",
-            initial,
-        ])
+        .args(peer_flags(peer, initial))
         .args(["--log-level", "warn"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -12,10 +12,10 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::Code;
 
 use actcd_proto::etcdserverpb::kv_client::KvClient;
-use actcd_proto::etcdserverpb::{PutRequest, RangeRequest, WatchCreateRequest};
+use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
 
 use crate::harness::{etcdctl_binary, Server};
-use crate::watch_stream::RawStream;
+use crate::watch_stream::{create, RawStream};
 
 const WRITERS: usize = 4;
 const WATCHERS: usize = 3;
@@ -66,15 +66,7 @@ async fn put_until_stopped(channel: Channel, writer: usize, stop: Arc<AtomicBool
 
 /// A watch on every key from `start`, recording (revision, key, value) until the stream ends.
 async fn watch_all(server: &Server, start: i64) -> Arc<Mutex<Vec<(i64, String, String)>>> {
-    let create = WatchCreateRequest {
-        key: "\0".into(),
-        range_end: "\0".into(),
-        start_revision: start,
-        ..Default::default()
-    };
-    let mut stream = RawStream::open(server, create).await;
-    stream.first_created(&mut Vec::new()).await;
-    let RawStream { requests, mut responses } = stream;
+    let (requests, mut responses) = RawStream::created(server, create("\0", "\0", start)).await;
     let events: Arc<Mutex<Vec<(i64, String, String)>>> = Arc::default();
     let sink = Arc::clone(&events);
     tokio::spawn(async move {
@@ -94,8 +86,7 @@ async fn watch_all(server: &Server, start: i64) -> Arc<Mutex<Vec<(i64, String, S
 
 #[tokio::test]
 async fn sigstop_sigcont_under_load_loses_nothing_and_watchers_resume_without_gaps() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut kv = server.kv().await;
     let start = kv.range(RangeRequest { key: "p".into(), ..Default::default() }).await.unwrap();
     let start = start.into_inner().header.unwrap().revision;

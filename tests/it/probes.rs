@@ -62,8 +62,7 @@ fn bodies_are_etcds() {
 
 #[tokio::test]
 async fn livez_and_readyz_answer_on_client_and_metrics_urls() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut client = server.client().await;
     for base in [server.endpoint.as_str(), server.metrics.as_str()] {
         let a = get(base, "/livez").await;

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use actcd_proto::etcdserverpb::{PutRequest, RangeRequest};
 
-use crate::harness::Server;
+use crate::harness::{put_many, Server};
 
 fn snapshots(data_dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(data_dir.join("raft-snapshots")) else {
@@ -25,15 +25,7 @@ async fn acknowledged_writes_survive_kill_9_and_a_snapshot_purges_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = Server::actcd(dir.path(), &["--snapshot-count", "100"]).await;
     let mut kv = server.kv().await;
-    let mut last = 0;
-    for i in 0..250 {
-        let put = PutRequest {
-            key: format!("k{i:03}").into(),
-            value: format!("v{i}").into(),
-            ..Default::default()
-        };
-        last = kv.put(put).await.unwrap().into_inner().header.unwrap().revision;
-    }
+    let last = put_many(&mut kv, 250, |i| format!("k{i:03}")).await;
     assert_eq!(last, 251, "one revision per put, through the log");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while snapshots(dir.path()).is_empty() {

@@ -11,15 +11,15 @@ use std::time::Duration;
 
 use actcd_proto::etcdserverpb::kv_client::KvClient;
 use actcd_proto::etcdserverpb::{
-    request_op, CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest, RangeResponse, RequestOp,
-    TxnRequest,
+    request_op, CompactionRequest, DeleteRangeRequest, PutRequest, RangeRequest, RangeResponse,
+    RangeStreamResponse, RequestOp, TxnRequest,
 };
 use actcd_proto::key_range::prefix_end;
 use prost::Message;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
-use crate::harness::{etcdctl, metric, Server};
+use crate::harness::{auth_token, enable_auth, etcdctl, metric, Server, ROOT};
 
 /// The size chunks aim at in these tests: small, so that a few MB of data make many chunks.
 const TARGET: usize = 128 * 1024;
@@ -81,13 +81,22 @@ async fn read_all(kv: &mut KvClient<Channel>, req: RangeRequest) -> (Vec<RangeRe
         Err(status) => return (Vec::new(), Some(status)),
     };
     let mut chunks = Vec::new();
+    let end = drain(&mut stream, &mut chunks).await;
+    (chunks, end)
+}
+
+/// Reads `stream` to its end into `chunks`: the status it ended with if not OK.
+async fn drain(
+    stream: &mut tonic::Streaming<RangeStreamResponse>,
+    chunks: &mut Vec<RangeResponse>,
+) -> Option<Status> {
     loop {
         match stream.message().await {
             Ok(Some(message)) => {
                 chunks.push(message.range_response.expect("every message carries a range response"))
             }
-            Ok(None) => return (chunks, None),
-            Err(status) => return (chunks, Some(status)),
+            Ok(None) => return None,
+            Err(status) => return Some(status),
         }
     }
 }
@@ -267,9 +276,7 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
         .await
         .unwrap();
     writer.put(PutRequest { key: key("k/", KEYS + 1).into(), ..Default::default() }).await.unwrap();
-    while let Some(message) = stream.message().await.unwrap() {
-        chunks.push(message.range_response.unwrap());
-    }
+    assert!(drain(&mut stream, &mut chunks).await.is_none());
     let merged = merge(&chunks);
     assert_eq!(merged.header.unwrap().revision, pinned, "the final header names the first chunk's revision");
     assert_eq!(merged, want, "writes after the first chunk are not seen");
@@ -285,13 +292,8 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
         .compact(CompactionRequest { revision: now.header.unwrap().revision, physical: true })
         .await
         .unwrap();
-    let end = loop {
-        match stream.message().await {
-            Ok(Some(message)) => chunks.push(message.range_response.unwrap()),
-            Ok(None) => panic!("the stream ended without its compacted revision's error"),
-            Err(status) => break status,
-        }
-    };
+    let end =
+        drain(&mut stream, &mut chunks).await.expect("the stream ends with the compacted revision's error");
     assert_eq!(
         (end.code(), end.message()),
         (Code::OutOfRange, "etcdserver: mvcc: required revision has been compacted")
@@ -322,25 +324,8 @@ async fn auth_is_checked_before_the_first_chunk_and_after_the_last() {
     let mut kv = paced(&server).await;
     fill(&mut kv, "pre/", KEYS).await;
     kv.put(PutRequest { key: "secret".into(), value: "s".into(), ..Default::default() }).await.unwrap();
-    let root = "--user=root:rootpw";
-    for args in [
-        vec!["user", "add", "root", "--new-user-password=rootpw"],
-        vec!["auth", "enable"],
-        vec![root, "user", "add", "alice", "--new-user-password=apw"],
-        vec![root, "role", "add", "r1"],
-        vec![root, "role", "grant-permission", "--prefix", "r1", "read", "pre/"],
-        vec![root, "user", "grant-role", "alice", "r1"],
-    ] {
-        let (ok, out, err) = etcdctl(&server, &args, None);
-        assert!(ok, "{args:?}: {out} {err}");
-    }
-    let token = {
-        use actcd_proto::etcdserverpb::auth_client::AuthClient;
-        use actcd_proto::etcdserverpb::AuthenticateRequest;
-        let mut auth = AuthClient::connect(server.endpoint.clone()).await.unwrap();
-        let req = AuthenticateRequest { name: "alice".into(), password: "apw".into() };
-        auth.authenticate(req).await.unwrap().into_inner().token
-    };
+    enable_auth(&server, "read", "pre/");
+    let token = auth_token(&server, "alice", "apw").await;
     let as_alice = |req: RangeRequest| {
         let mut request = tonic::Request::new(req);
         request.metadata_mut().insert("token", token.parse().unwrap());
@@ -373,15 +358,10 @@ async fn auth_is_checked_before_the_first_chunk_and_after_the_last() {
     let mut stream = kv.range_stream(as_alice(prefix("pre/"))).await.unwrap().into_inner();
     let mut chunks = vec![stream.message().await.unwrap().unwrap().range_response.unwrap()];
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let (ok, out, err) = etcdctl(&server, &[root, "role", "add", "r2"], None);
+    let (ok, out, err) = etcdctl(&server, &[ROOT, "role", "add", "r2"], None);
     assert!(ok, "an auth change while the stream is under way: {out} {err}");
-    let end = loop {
-        match stream.message().await {
-            Ok(Some(message)) => chunks.push(message.range_response.unwrap()),
-            Ok(None) => panic!("the stream ended OK after an auth change"),
-            Err(status) => break status,
-        }
-    };
+    let end =
+        drain(&mut stream, &mut chunks).await.expect("the stream ends in an error after an auth change");
     assert_eq!(
         (end.code(), end.message()),
         (Code::InvalidArgument, "etcdserver: revision of auth store is old")

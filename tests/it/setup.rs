@@ -45,8 +45,7 @@ fn ci_runs_the_readme_test_command() {
 async fn readme_first_session_runs_against_actcd() {
     let session = readme_block("first-session");
     assert!(session.contains("etcdctl"), "{session}");
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let bin_dir = etcdctl_binary().parent().unwrap().to_path_buf();
     let out = Command::new("bash")
         .args(["-euo", "pipefail", "-c", &session])

@@ -13,18 +13,9 @@ use actcd_proto::etcdserverpb::{
     WatchProgressRequest, WatchRequest, WatchResponse,
 };
 
-use crate::harness::Server;
-use crate::watch_stream::RawStream;
+use crate::harness::{on_etcd_then_actcd, Server};
+use crate::watch_stream::{create, RawStream};
 use crate::watch_validator;
-
-fn create(key: &str, end: &str, start: i64) -> WatchCreateRequest {
-    WatchCreateRequest {
-        key: Bytes::copy_from_slice(key.as_bytes()),
-        range_end: Bytes::copy_from_slice(end.as_bytes()),
-        start_revision: start,
-        ..Default::default()
-    }
-}
 
 fn put(key: &str, value: &str) -> PutRequest {
     PutRequest {
@@ -113,11 +104,7 @@ async fn watch_script_matches_etcd() {
         }
         by_watch
     }
-    let (etcd_dir, actcd_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let etcd = Server::etcd(etcd_dir.path()).await;
-    let actcd = Server::actcd(actcd_dir.path(), &[]).await;
-    let expected = script(&etcd).await;
-    let actual = script(&actcd).await;
+    let (expected, actual) = on_etcd_then_actcd(&[], &[], script).await;
     for (id, responses) in &expected {
         assert_eq!(actual.get(id), Some(responses), "watch {id} differs");
     }
@@ -131,8 +118,7 @@ async fn watch_script_matches_etcd() {
 
 #[tokio::test]
 async fn etcd_client_watches_keys_prefixes_history_and_compaction() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut c = server.client().await;
     c.put("p/1", "a", None).await.unwrap();
     c.put("p/2", "b", None).await.unwrap();
@@ -191,8 +177,7 @@ async fn etcdctl_watch_with_rev_prefix_prev_kv_and_progress() {
     use std::io::Write;
     use std::process::{Command, Stdio};
 
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut c = server.client().await;
     c.put("w/a", "1", None).await.unwrap();
     c.put("w/b", "2", None).await.unwrap();
@@ -237,8 +222,7 @@ async fn etcdctl_watch_with_rev_prefix_prev_kv_and_progress() {
 /// unique, reliable, atomic, resumable, bookmarkable, and prev_kv equal to the previous value.
 #[tokio::test]
 async fn watch_guarantees_hold_under_concurrent_load() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut seen = Vec::new();
     // Watch 0: every key from the start, with prev_kv. Watch 1: one key. Both on one stream.
     let mut stream =
@@ -373,8 +357,7 @@ async fn watch_guarantees_hold_under_concurrent_load() {
 /// and once they read again each gets every event, in order.
 #[tokio::test]
 async fn stalled_watchers_stay_bounded_and_recover() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let start = 2;
     let mut streams = Vec::new();
     for _ in 0..20 {
@@ -430,8 +413,7 @@ async fn stalled_watchers_stay_bounded_and_recover() {
 async fn vanished_clients_leave_no_actors_or_watches_behind() {
     use crate::harness::{etcdctl_binary, metric, metrics, wait_for_metrics};
     const CLIENTS: usize = 20;
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let gauges = [
         "actcd_actors{actor=\"stream\"}",
         "actcd_actors{actor=\"conn\"}",
@@ -487,8 +469,7 @@ async fn vanished_clients_leave_no_actors_or_watches_behind() {
 async fn a_half_closed_stream_reset_by_its_client_leaves_nothing_behind() {
     use crate::harness::{metrics, wait_for_metrics};
     use tokio_stream::wrappers::ReceiverStream;
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let gauges = [
         "actcd_actors{actor=\"stream\"}",
         "etcd_debugging_mvcc_watcher_total",
@@ -527,8 +508,7 @@ async fn a_half_closed_stream_reset_by_its_client_leaves_nothing_behind() {
 /// event is answered at once with the current revision, not only after some event arrives.
 #[tokio::test]
 async fn a_progress_request_is_answered_for_a_new_watch_that_gets_no_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = Server::actcd(dir.path(), &[]).await;
+    let server = Server::temp_actcd(&[]).await;
     let mut c = server.client().await;
     let old = c.put("bar", "1", None).await.unwrap().header().unwrap().revision();
     let head = c.put("bar", "2", None).await.unwrap().header().unwrap().revision();

@@ -10,6 +10,17 @@ use actcd_proto::etcdserverpb::{watch_request, WatchCreateRequest, WatchRequest,
 
 use crate::harness::Server;
 
+/// A create of the keys from `key` to `end` (etcd's range rule: "" one key, "\0" all after it),
+/// from revision `start` (0: now).
+pub fn create(key: impl AsRef<[u8]>, end: impl AsRef<[u8]>, start: i64) -> WatchCreateRequest {
+    WatchCreateRequest {
+        key: key.as_ref().to_vec().into(),
+        range_end: end.as_ref().to_vec().into(),
+        start_revision: start,
+        ..Default::default()
+    }
+}
+
 /// One raw Watch stream: requests in, responses out.
 pub struct RawStream {
     pub requests: mpsc::Sender<WatchRequest>,
@@ -26,6 +37,17 @@ impl RawStream {
         let responses =
             server.watch_client().await.watch(ReceiverStream::new(rx)).await.unwrap().into_inner();
         Self { requests, responses }
+    }
+
+    /// Opens a stream and waits until its create is answered: its two halves, for a test
+    /// that reads the responses in a task of its own.
+    pub async fn created(
+        server: &Server,
+        first: WatchCreateRequest,
+    ) -> (mpsc::Sender<WatchRequest>, Streaming<WatchResponse>) {
+        let mut stream = Self::open(server, first).await;
+        stream.first_created(&mut Vec::new()).await;
+        (stream.requests, stream.responses)
     }
 
     /// The created response of the create `open` queued.
