@@ -34,8 +34,6 @@ const QUICK_WATCH_ROWS: &str = "100x1x1,200x1x1,100x10x1,100x10x10";
 /// The QPS runs' requests at 1 × 1 and at 100 × 1000: etcd's doc, and `--quick`.
 const QPS_TOTALS: (u64, u64) = (10_000, 100_000);
 const QUICK_QPS_TOTALS: (u64, u64) = (300, 3000);
-/// Estimates are multiplied by this before they are compared with the machine.
-const MARGIN: f64 = 1.25;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Table {
@@ -184,12 +182,7 @@ struct Measure<'a> {
 
 impl Measure<'_> {
     fn limits(&self) -> Limits {
-        Limits {
-            reserve: self.a.limits.reserve_mib << 20,
-            max_secs: self.a.limits.row_time_limit.as_secs_f64(),
-            margin: MARGIN,
-            budget: self.a.max_mem_gib << 30,
-        }
+        self.a.limits.plan(self.a.max_mem_gib << 30)
     }
 
     /// Runs a memory table's rows in order, each on a fresh server, or records it as skipped
@@ -275,17 +268,7 @@ impl Measure<'_> {
         let measure = async |server: &Server, stop: &Stop, row| {
             let settings = settings_for(self.base, server, 1, 1);
             let out = Out::new("watch-memory", &settings);
-            watch_row::measure(
-                &settings,
-                stop,
-                &out,
-                &self.a.limits,
-                256,
-                row,
-                server.pid(),
-                self.name.clone(),
-            )
-            .await
+            watch_row::measure(&settings, stop, &out, &self.a.limits, row, server.pid(), self.name.clone()).await
         };
         self.memory_rows("watch", rows, plan, measure).await
     }
