@@ -22,7 +22,6 @@ pub struct Cli<C: Subcommand> {
     pub command: C,
 }
 
-/// A command that runs against the endpoints.
 pub trait Run: Sized {
     /// Checks the flags for bad values and combinations, before anything connects.
     fn validate(&self) -> Result<(), String> {

@@ -74,7 +74,6 @@ impl Recorder {
         }
     }
 
-    /// The report's name (the command, or `txn-mixed-read` and the like).
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
-/// One client's requests.
 pub trait Worker: Send + 'static {
     /// Request number `i`: the index of the report it belongs to, and the request itself.
     fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_);
@@ -50,7 +49,6 @@ pub fn watchdog(
     })
 }
 
-/// How many requests, and how fast.
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
     pub total: u64,

@@ -48,7 +48,6 @@ pub struct ValueOnly {
 }
 
 impl StampedEvent {
-    /// The first 8 bytes of the event's value, if it has that many.
     pub fn stamp(&self) -> Option<[u8; 8]> {
         self.kv.as_ref().and_then(|kv| kv.value.get(..8)).and_then(|b| <[u8; 8]>::try_from(b).ok())
     }

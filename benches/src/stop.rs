@@ -39,12 +39,10 @@ impl Stop {
         *self.tx.borrow()
     }
 
-    /// Why the run stopped early, if it did.
     pub fn reason(&self) -> Option<String> {
         self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Resolves once the signal is set.
     pub async fn stopped(&self) {
         // The sender lives as long as this `Stop`, so the wait ends only with the signal.
         let _ = self.tx.subscribe().wait_for(|s| *s).await;

@@ -49,9 +49,7 @@ pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> usize {
     watchers / streams + usize::from(s < watchers % streams)
 }
 
-/// An open Watch stream whose watches are created.
 pub struct OpenStream {
-    /// The stream's number in its command.
     pub index: usize,
     /// Kept so the client side of the stream stays open.
     requests: Sender<WatchRequest>,

@@ -99,7 +99,6 @@ impl FanoutArgs {
         self.load("throughput").validate()
     }
 
-    /// The watch-fanout load of `run`.
     fn load(&self, run: &str) -> WatchFanoutArgs {
         let latency = run == "latency";
         let puts = if latency { self.latency_puts } else { self.shape.puts };
@@ -107,7 +106,6 @@ impl FanoutArgs {
         WatchFanoutArgs { shape: Shape { puts, ..self.shape.clone() }, put_rate, key_size: 32 }
     }
 
-    /// Runs every repeat and prints and writes the table.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let now = Utc::now();
         let dir = self.files.dir(&now);

@@ -111,7 +111,6 @@ impl MeasureArgs {
         (self.qps_small.unwrap_or(small), self.qps_large.unwrap_or(large))
     }
 
-    /// Runs the tables (validated flags).
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
         // Thousands of connections need as many file descriptors, here and in the servers

@@ -84,7 +84,6 @@ pub struct QpsResult {
     pub client_cores: f64,
 }
 
-/// The key the ranges read.
 const RANGE_KEY: &str = "foo";
 
 /// Runs `runs` on one fresh server of `spec`, each under a stop of its own.

@@ -57,7 +57,6 @@ impl StoreRow {
         self.keys * self.versions
     }
 
-    /// Key and value bytes written in all.
     pub fn bytes(&self) -> u64 {
         self.puts() * (self.key_size + self.val_size) as u64
     }
@@ -122,7 +121,6 @@ impl StoreResult {
         self.outcome.ran() && self.puts_done == self.row.puts() && self.keys_counted == self.row.keys
     }
 
-    /// Key and value bytes loaded per second.
     pub fn bytes_per_sec(&self) -> Option<f64> {
         (self.complete() && self.load_secs > 0.0).then(|| self.row.bytes() as f64 / self.load_secs)
     }

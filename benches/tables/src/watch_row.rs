@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 
 /// Connections dialed at once (a burst of thousands overflows the server's accept backlog).
 const DIAL_BATCH: usize = 100;
-/// Streams being opened at once.
 const OPEN_CONCURRENCY: usize = 256;
 /// Estimates are multiplied by this before they are compared with the machine.
 const MARGIN: f64 = 1.25;
@@ -126,7 +125,6 @@ impl WatchMemoryArgs {
         0
     }
 
-    /// Runs one row (or records it as skipped).
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
         let Some(&row) = memtable::parse_rows(&a.rows).ok().as_ref().and_then(|r| r.first()) else { return };
@@ -159,7 +157,6 @@ impl WatchMemoryArgs {
     }
 }
 
-/// The row's text (text mode) and its JSON figure.
 fn finish(out: &Out, r: RowResult) {
     let row = &r.row;
     let server = if r.outcome.server.is_empty() { "the server" } else { &r.outcome.server };

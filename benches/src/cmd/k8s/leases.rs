@@ -32,7 +32,6 @@ pub struct LeaseManager {
 }
 
 impl LeaseManager {
-    /// Leases granted on `conn`, each grant recorded in `grants`.
     pub fn new(conn: Conn, grants: Arc<Recorder>) -> Self {
         Self { lease: LeaseClient::new(conn), current: Mutex::new(None), grants }
     }

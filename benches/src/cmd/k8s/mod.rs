@@ -59,7 +59,6 @@ use std::time::{Duration, Instant};
 const LIST_CLIENTS: usize = 4;
 /// Clients renewing node leases: each renewal is one small Txn.
 const RENEW_CLIENTS: usize = 8;
-/// Node leases created at once at the start.
 const CREATE_NODES_AT_ONCE: usize = 64;
 /// Clients doing consistent reads (each waits for the watch stream's progress).
 const READ_CLIENTS: usize = 16;
@@ -120,7 +119,6 @@ pub struct VerbFigures {
     pub qps: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
-    /// The most frequent error, if any.
     pub first_error: Option<String>,
 }
 
@@ -168,7 +166,6 @@ impl K8sSummary {
         self.verbs.iter().find(|v| v.verb == verb)
     }
 
-    /// The closing table.
     pub fn to_text(&self) -> String {
         let mut s = format!(
             "\nk8s: {} objects found, {} created in {:.1} s, {} nodes; load {:.1} s\n",

@@ -54,7 +54,6 @@ pub fn prefix(resource: &Resource) -> Bytes {
     Bytes::from(format!("/registry/{}/", resource.name))
 }
 
-/// The key of object `name` of `resource` in `namespace`.
 pub fn key(resource: &Resource, namespace: &str, name: &str) -> Bytes {
     Bytes::from(format!("/registry/{}/{namespace}/{name}", resource.name))
 }

@@ -14,7 +14,6 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The write verbs, in the order of their reports.
 pub const VERBS: [&str; 4] = ["create", "update", "delete", "event"];
 const CREATE: usize = 0;
 const DELETE: usize = 2;
@@ -38,7 +37,6 @@ impl Default for Namer {
 }
 
 impl Namer {
-    /// The next object's key for `resource`.
     pub fn next(&self, resource: &Resource) -> bytes::Bytes {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let singular = resource.name.trim_end_matches('s');
@@ -60,7 +58,6 @@ pub struct Shared {
     pub conflicts: AtomicU64,
 }
 
-/// One client of the write mix.
 pub struct Writer {
     pub kv: KvClient<Conn>,
     pub rng: Rng,
@@ -142,7 +139,6 @@ impl Worker for Seeder {
 pub struct Nodes(pub Mutex<Vec<Object>>);
 
 impl Nodes {
-    /// The key of node `n`'s lease.
     pub fn key(n: usize) -> bytes::Bytes {
         key(&NODE_LEASES, NODE_LEASE_NAMESPACE, &format!("node-{n:05}"))
     }

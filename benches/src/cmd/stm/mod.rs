@@ -181,7 +181,6 @@ struct StmWorker {
 }
 
 impl StmWorker {
-    /// `per_txn` distinct random key numbers.
     fn pick_keys(&mut self) -> Vec<Bytes> {
         let mut picked: Vec<u64> = Vec::with_capacity(self.per_txn);
         while picked.len() < self.per_txn {

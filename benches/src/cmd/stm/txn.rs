@@ -90,7 +90,6 @@ impl<'a> Stm<'a> {
         }
     }
 
-    /// Starts an attempt: empty read and write sets.
     pub fn reset(&mut self) {
         self.reads.clear();
         self.writes.clear();
