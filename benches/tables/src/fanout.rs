@@ -14,6 +14,7 @@
 use crate::results::{Files, Utc};
 use crate::server::{settings_for, work_dir, Spec};
 use actcd_bench::cmd::watch_fanout::{Shape, WatchFanoutArgs};
+use actcd_bench::format::table_head;
 use actcd_bench::output::{Document, Out};
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
@@ -215,8 +216,8 @@ impl FanoutArgs {
             "{} watchers of {} key(s) over {} streams on {} connections; puts of {}-byte values from {} putters (throughput: {} puts, no rate limit; latency: {} puts at {}/s); latency = put send -> event arrival; fresh server per run; median of {} repeats (by events/s)",
             a.watchers, a.keys, a.streams, self.connections, a.val_size, a.put_clients, a.puts, self.latency_puts, self.latency_rate, self.repeat
         );
-        s += "\n| run | etcd events/s | actcd events/s | events/s actcd/etcd | etcd p50 ms | actcd p50 ms | etcd p99 ms | actcd p99 ms | p99 actcd/etcd | etcd p99.9 ms | actcd p99.9 ms | etcd puts/s | actcd puts/s | etcd server CPU s | actcd server CPU s | etcd RSS MB | actcd RSS MB |\n";
-        s += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+        s += "\n";
+        s += &table_head("run | etcd events/s | actcd events/s | events/s actcd/etcd | etcd p50 ms | actcd p50 ms | etcd p99 ms | actcd p99 ms | p99 actcd/etcd | etcd p99.9 ms | actcd p99.9 ms | etcd puts/s | actcd puts/s | etcd server CPU s | actcd server CPU s | etcd RSS MB | actcd RSS MB");
         let (mut every, mut cores, mut errors) = (String::new(), String::new(), String::new());
         for (r, run) in RUNS.iter().enumerate() {
             let (e, a) = (median(&figures[0][r]), median(&figures[1][r]));

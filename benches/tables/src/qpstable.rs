@@ -8,7 +8,7 @@ use crate::server::{died, settings_for, Spec};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::cmd::range::RangeArgs;
 use actcd_bench::conn::{bounded, dial_one, kv_client};
-use actcd_bench::format::{count, mb};
+use actcd_bench::format::{count, mb, table_head};
 use actcd_bench::output::{cpu_now, ClientCpu, Out};
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
@@ -184,23 +184,17 @@ pub fn table(server: &str, results: &[QpsResult]) -> String {
     let sections = [
         (
             format!("Writes ({KEY_SIZE}-byte sequential keys, {VAL_SIZE}-byte values):"),
-            "| keys | conns | clients | QPS | avg latency | p99 | RSS | errors | client cores |",
+            "keys | conns | clients | QPS | avg latency | p99 | RSS | errors | client cores",
             true,
         ),
         (
             format!("Reads (one key with a {VAL_SIZE}-byte value):"),
-            "| requests | conns | clients | consistency | QPS | avg latency | p99 | errors | client cores |",
+            "requests | conns | clients | consistency | QPS | avg latency | p99 | errors | client cores",
             false,
         ),
     ];
     for (title, header, writes) in sections {
-        let _ = writeln!(s, "{title}\n\n{header}");
-        let align: Vec<&str> = header
-            .trim_matches('|')
-            .split('|')
-            .map(|h| if h.trim() == "consistency" { " --- " } else { " ---: " })
-            .collect();
-        let _ = writeln!(s, "|{}|", align.join("|"));
+        let _ = writeln!(s, "{title}\n\n{}", table_head(header).trim_end());
         for r in mine.iter().filter(|r| (r.run.op == Op::Put) == writes) {
             let _ = writeln!(s, "{}", line(r));
         }

@@ -10,7 +10,7 @@ use crate::memtable::{machine, memory_room, Limits};
 use crate::outcome::{memory_row, parse_rows as parse_rows_of, MemoryRow, Outcome};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::conn::{bounded, dial_one, kv_client};
-use actcd_bench::format::{count, mb, per_item};
+use actcd_bench::format::{count, mb, per_item, table_head};
 use actcd_bench::keys::varint_len;
 use actcd_bench::output::Out;
 use actcd_bench::settings::Settings;
@@ -243,9 +243,7 @@ fn bytes_label(n: usize) -> String {
 /// size; skipped and failed rows with the reason; the fit under it.
 pub fn table(server: &str, results: &[StoreResult]) -> String {
     let rows: Vec<&StoreResult> = results.iter().filter(|r| r.outcome.server == server).collect();
-    let mut s = String::new();
-    let _ = writeln!(s, "| N | versions | key size | value size | memory usage (RSS) | idle RSS | over idle per key | load | puts/s | db size |");
-    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut s = table_head("N | versions | key size | value size | memory usage (RSS) | idle RSS | over idle per key | load | puts/s | db size");
     for r in &rows {
         let lead = format!(
             "| {} | {} | {} | {} |",

@@ -7,7 +7,7 @@ use crate::memtable::{self, RowResult};
 use crate::qpstable::{self, QpsResult, QpsRun};
 use crate::results::{write_all, Files, Utc};
 use crate::storetable::{self, StoreResult, StoreRow};
-use actcd_bench::format::{count, mb};
+use actcd_bench::format::{count, mb, table_head};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -176,8 +176,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
     let _ = writeln!(s, "{o}: {} ({}), {}", other.server_version, other.date, other.machine);
     if !base.storage.is_empty() || !other.storage.is_empty() {
         let _ = writeln!(s, "\nStorage memory (server RSS after the load):\n");
-        let _ = writeln!(s, "| N | versions | key size | value size | {b} RSS | {o} RSS | {o}/{b} |");
-        let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        s += &table_head(&format!("N | versions | key size | value size | {b} RSS | {o} RSS | {o}/{b}"));
         for rb in &base.storage {
             let ro = other.storage.iter().find(|r| r.row == rb.row);
             let show = |r: Option<&StoreResult>| match r {
@@ -222,8 +221,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
     }
     if !base.qps.is_empty() && !other.qps.is_empty() {
         let _ = writeln!(s, "\nPut/range QPS:\n");
-        let _ = writeln!(s, "| run (conns x clients) | requests | {b} QPS | {o} QPS | {o}/{b} | {b} avg | {o} avg | {b} p99 | {o} p99 | client cores ({b} / {o}) |");
-        let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        s += &table_head(&format!("run (conns x clients) | requests | {b} QPS | {o} QPS | {o}/{b} | {b} avg | {o} avg | {b} p99 | {o} p99 | client cores ({b} / {o})"));
         for rb in &base.qps {
             let Some(ro) = other.qps.iter().find(|r| r.run == rb.run) else { continue };
             let _ = writeln!(
