@@ -7,21 +7,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Stop {
     tx: Arc<watch::Sender<bool>>,
     reason: Arc<Mutex<Option<String>>>,
 }
 
-impl Default for Stop {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Stop {
     pub fn new() -> Self {
-        Self { tx: Arc::new(watch::channel(false).0), reason: Arc::default() }
+        Self::default()
     }
 
     /// Sets the signal; the first reason given is kept.

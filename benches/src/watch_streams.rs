@@ -62,22 +62,12 @@ pub fn create_request(key: Bytes, prev_kv: bool, start_revision: i64) -> WatchRe
     WatchRequest { request_union: Some(RequestUnion::CreateRequest(create)) }
 }
 
-/// How streams are opened: with prev_kv on each event or not, and the bound on opening the
-/// stream and on each create.
-#[derive(Debug, Clone, Copy)]
-pub struct StreamPlan {
-    pub prev_kv: bool,
-    pub timeout: Duration,
-}
-
-/// Opens stream `index` on `channel` and creates a watch on each of `keys`, one at a time,
-/// recording each creation in `rec`. Returns the open stream, or `None` when it failed (the
-/// watches not created are counted as errors).
-pub async fn open_stream(
-    index: usize,
-    channel: Conn,
-    keys: Vec<Bytes>,
-    plan: &StreamPlan,
+/// Opens stream `index` on `channel` and creates a watch on each of `keys` (with prev_kv or
+/// not), one at a time, each within `timeout`, recording each creation in `rec`. Returns the
+/// open stream, or `None` when it failed (the watches not created are counted as errors).
+async fn open_stream(
+    (index, channel, keys): (usize, Conn, Vec<Bytes>),
+    (prev_kv, timeout): (bool, Duration),
     rec: &Recorder,
     stop: &Stop,
 ) -> Option<OpenStream> {
@@ -88,7 +78,7 @@ pub async fn open_stream(
         }
         None
     };
-    let create = |w: usize| create_request(keys.get(w).cloned().unwrap_or_default(), plan.prev_kv, 0);
+    let create = |w: usize| create_request(keys.get(w).cloned().unwrap_or_default(), prev_kv, 0);
     // One request in flight: a create is sent only once the previous one's `created` has come
     // back, so a send never waits; if one did, it would wait rather than queue.
     let (mut tx, rx) = mpsc::channel(1);
@@ -98,7 +88,7 @@ pub async fn open_stream(
     if tx.send(create(0)).await.is_err() {
         return fail(0, OpError::new("watch stream closed"));
     }
-    let mut responses = match bounded(plan.timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
+    let mut responses = match bounded(timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
         Ok(r) => r,
         Err(e) => return fail(0, e),
     };
@@ -112,7 +102,7 @@ pub async fn open_stream(
                 return fail(w, OpError::new("watch stream closed"));
             }
         }
-        match bounded(plan.timeout, responses.message()).await {
+        match bounded(timeout, responses.message()).await {
             Ok(Some(r)) if r.canceled => rec.err(&format!("watch canceled: {}", r.cancel_reason)),
             Ok(Some(r)) if r.created => rec.ok(sent, Instant::now()),
             Ok(Some(_)) => rec.err("unexpected watch response before created"),
@@ -147,12 +137,12 @@ pub async fn open_streams(
             (r.completed(), opening.load(Ordering::Relaxed))
         })
     };
-    let plan = StreamPlan { prev_kv, timeout: settings.request_timeout };
+    let plan = (prev_kv, settings.request_timeout);
     let mut opened = futures::stream::iter(0..streams)
         .take_while(|_| futures::future::ready(!stop.is_stopped()))
         .map(|s| {
             let (channel, keys, rec) = (channel_for(channels, s % settings.clients), keys_of(s), rec.clone());
-            async move { open_stream(s, channel, keys, &plan, &rec, stop).await }
+            async move { open_stream((s, channel, keys), plan, &rec, stop).await }
         })
         .buffer_unordered(concurrency);
     let mut open = Vec::with_capacity(streams);

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct RangeArgs {
     /// The key (or the start of the range).
     pub key: String,
@@ -47,23 +47,6 @@ pub struct RangeArgs {
 }
 
 impl RangeArgs {
-    /// `total` ranges of `key` at the consistency `l` or `s`.
-    pub fn of_key(key: &str, consistency: &str, total: u64) -> Self {
-        let (key, consistency) = (key.to_string(), consistency.to_string());
-        Self {
-            key,
-            end: None,
-            total,
-            rate: 0,
-            consistency,
-            limit: 0,
-            count_only: false,
-            keys_only: false,
-            prefix: false,
-            stream: false,
-        }
-    }
-
     pub fn validate(&self) -> Result<(), String> {
         serializable(&self.consistency)?;
         if self.prefix && self.end.is_some() {

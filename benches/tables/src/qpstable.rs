@@ -115,7 +115,9 @@ pub async fn measure(
                         }
                     }
                     let consistency = if op == Op::RangeSerializable { "s" } else { "l" };
-                    RangeArgs::of_key(RANGE_KEY, consistency, run.total).run(&settings, &own, &out).await
+                    let (key, consistency) = (RANGE_KEY.to_string(), consistency.to_string());
+                    let range = RangeArgs { key, consistency, total: run.total, ..RangeArgs::default() };
+                    range.run(&settings, &own, &out).await
                 }
             }
             let client_cores = ClientCpu::measure(cpu_start, started.elapsed()).map_or(0.0, |c| c.cores_used);
