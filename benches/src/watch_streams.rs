@@ -22,6 +22,7 @@ use bytes::Bytes;
 use futures::channel::mpsc::{self, Sender};
 use futures::{SinkExt, StreamExt};
 use std::future::Future;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,10 +44,21 @@ pub fn check_stamped_puts(key_size: usize, val_size: usize) -> Result<(), String
     Ok(())
 }
 
-/// Watchers on stream `s` when `watchers` spread evenly over `streams` (the first streams take
-/// one more when it does not divide).
-pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> usize {
-    watchers / streams + usize::from(s < watchers % streams)
+/// The watchers (numbered across all streams, in order) on stream `s` when `watchers` spread
+/// evenly over `streams` (the first streams take one more when it does not divide).
+pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> Range<usize> {
+    let (per, extra) = (watchers / streams, watchers % streams);
+    let first = s * per + s.min(extra);
+    first..first + per + usize::from(s < extra)
+}
+
+/// Events that `puts` puts to `keys` keys in turn (put i to key i mod keys) make for `watchers`
+/// (watcher g watches key g mod keys).
+pub fn expected_events(watchers: impl Iterator<Item = usize>, keys: usize, puts: u64) -> u64 {
+    let mut per_key = vec![0u64; keys];
+    watchers.for_each(|g| per_key[g % keys] += 1);
+    let n = keys as u64;
+    per_key.iter().enumerate().map(|(k, w)| w * (puts / n + u64::from((k as u64) < puts % n))).sum()
 }
 
 pub struct OpenStream {
@@ -307,12 +319,16 @@ mod tests {
 
     #[test]
     fn watchers_spread_evenly_over_streams() {
-        assert_eq!((0..100).map(|s| watchers_on(s, 1000, 100)).sum::<usize>(), 1000);
+        assert_eq!((0..100).map(|s| watchers_on(s, 1000, 100).len()).sum::<usize>(), 1000);
         assert_eq!(
-            (0..7).map(|s| watchers_on(s, 1000, 7)).collect::<Vec<_>>(),
+            (0..7).map(|s| watchers_on(s, 1000, 7).len()).collect::<Vec<_>>(),
             vec![143, 143, 143, 143, 143, 143, 142]
         );
-        assert_eq!(watchers_on(0, 1, 1), 1);
+        assert_eq!((watchers_on(0, 1, 1), watchers_on(6, 1000, 7)), (0..1, 858..1000));
+        // One key: every put reaches every watcher.
+        assert_eq!(expected_events([0, 4, 5, 6].into_iter(), 1, 7), 4 * 7);
+        // Puts that do not divide over the keys: keys 0 and 1 get 2 puts, key 2 gets 1.
+        assert_eq!(expected_events(0..6, 3, 5), 2 * 2 + 2 * 2 + 2);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::keys::{check_key_space, varint_key, Rng};
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use crate::watch_streams::{open_streams, run_events, EventPhase};
+use crate::watch_streams::{expected_events, open_streams, run_events, watchers_on, EventPhase};
 use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::sync::Arc;
@@ -69,21 +69,17 @@ impl WatchArgs {
                 Bytes::from(varint_key(n, a.key_size))
             })
             .collect();
-        // Watch g (stream g / per-stream, in order) watches keys[g mod keys].
-        let per = a.watch_per_stream;
-        let keys_of = |s: usize| (s * per..(s + 1) * per).map(|g| keys[g % keys.len()].clone()).collect();
-        let opening = (a.streams, (a.streams * per) as u64, a.streams);
+        let watchers = a.streams * a.watch_per_stream;
+        let watches = |s| watchers_on(s, watchers, a.streams);
+        let keys_of = |s| watches(s).map(|g| keys[g % keys.len()].clone()).collect();
+        let opening = (a.streams, watchers as u64, a.streams);
         let (streams, _) =
             open_streams((settings, stop, out), &channels, opening, keys_of, (false, true)).await;
         if stop.is_stopped() {
             return;
         }
-        // Events expected: for each put, the watchers of its key, on the streams that opened.
-        let mut live_watchers = vec![0u64; keys.len()];
-        for g in streams.iter().flat_map(|s| s.index * per..(s.index + 1) * per) {
-            live_watchers[g % keys.len()] += 1;
-        }
-        let expected: u64 = (0..a.put_total).map(|i| live_watchers[(i % keys.len() as u64) as usize]).sum();
+        // For each put, the watchers of its key, on the streams that opened.
+        let expected = expected_events(streams.iter().flat_map(|s| watches(s.index)), keys.len(), a.put_total);
         let phase = EventPhase {
             keys: Arc::new(keys),
             put_total: a.put_total,

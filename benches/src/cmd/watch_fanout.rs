@@ -12,7 +12,9 @@ use crate::keys::random_bytes;
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use crate::watch_streams::{check_stamped_puts, open_streams, run_events, watchers_on, EventPhase};
+use crate::watch_streams::{
+    check_stamped_puts, expected_events, open_streams, run_events, watchers_on, EventPhase,
+};
 use bytes::Bytes;
 use clap::Args;
 use std::sync::Arc;
@@ -72,15 +74,16 @@ impl WatchFanoutArgs {
         let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else { return };
         let keys: Arc<Vec<Bytes>> =
             Arc::new((0..a.keys).map(|_| Bytes::from(random_bytes(self.key_size))).collect());
-        let keys_of = |s| watchers_of_stream(s, &a).map(|g| keys[g % keys.len()].clone()).collect();
+        let keys_of = |s| watchers_on(s, a.watchers, a.streams).map(|g| keys[g % keys.len()].clone()).collect();
         let opening = (a.streams, a.watchers as u64, a.streams);
         let (open, _) =
             open_streams((settings, stop, out), &channels, opening, keys_of, (false, false)).await;
         if stop.is_stopped() {
             return;
         }
-        let live: u64 = open.iter().map(|s| watchers_on(s.index, a.watchers, a.streams) as u64).sum();
-        let expected = expected_events(open.iter().map(|s| s.index), &a);
+        let live: Vec<usize> = open.iter().flat_map(|s| watchers_on(s.index, a.watchers, a.streams)).collect();
+        let expected = expected_events(live.iter().copied(), a.keys, a.puts);
+        let live = live.len();
         let phase = EventPhase {
             keys,
             put_total: a.puts,
@@ -107,38 +110,16 @@ impl WatchFanoutArgs {
     }
 }
 
-/// The watchers (numbered across all streams) on stream `s`: a run of consecutive numbers.
-/// Watcher g watches key g mod keys.
-fn watchers_of_stream(s: usize, a: &Shape) -> std::ops::Range<usize> {
-    let first = s * (a.watchers / a.streams) + s.min(a.watchers % a.streams);
-    first..first + watchers_on(s, a.watchers, a.streams)
-}
-
-/// Events the puts make for the watchers of the `open` streams: each put reaches the watchers
-/// of its key, and put i goes to key i mod keys.
-fn expected_events(open: impl Iterator<Item = usize>, a: &Shape) -> u64 {
-    let mut per_key = vec![0u64; a.keys];
-    for g in open.flat_map(|s| watchers_of_stream(s, a)) {
-        per_key[g % a.keys] += 1;
-    }
-    let n = a.keys as u64;
-    per_key.iter().enumerate().map(|(k, w)| w * (a.puts / n + u64::from((k as u64) < a.puts % n))).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn shape(watchers: usize, keys: usize, streams: usize, puts: u64) -> Shape {
-        Shape { watchers, keys, streams, puts, put_clients: 1, val_size: 256 }
-    }
-
     #[test]
     fn watchers_spread_over_keys_and_each_stream_watches_distinct_keys() {
-        let a = shape(100_000, 1000, 1000, 5000);
-        let mut per_key = vec![0; a.keys];
-        for stream in 0..a.streams {
-            let mut mine: Vec<usize> = watchers_of_stream(stream, &a).map(|g| g % a.keys).collect();
+        let (watchers, keys, streams) = (100_000, 1000, 1000);
+        let mut per_key = vec![0; keys];
+        for stream in 0..streams {
+            let mut mine: Vec<usize> = watchers_on(stream, watchers, streams).map(|g| g % keys).collect();
             assert_eq!(mine.len(), 100);
             mine.sort_unstable();
             mine.dedup();
@@ -146,10 +127,9 @@ mod tests {
             mine.into_iter().for_each(|key| per_key[key] += 1);
         }
         assert!(per_key.iter().all(|&n| n == 100));
-        assert_eq!(expected_events(0..a.streams, &a), 5000 * 100);
-        // One key: every put reaches every watcher of the open streams.
-        assert_eq!(expected_events([0, 2].into_iter(), &shape(10, 1, 3, 7)), 7 * (4 + 3));
-        // Puts that do not divide over the keys: keys 0 and 1 get 2 puts, key 2 gets 1.
-        assert_eq!(expected_events(0..3, &shape(6, 3, 3, 5)), 2 * 2 + 2 * 2 + 2);
+        assert_eq!(expected_events(0..watchers, keys, 5000), 5000 * 100);
+        // One key, streams 0 and 2 of 3 open: every put reaches their 4 + 3 watchers.
+        let open = [0, 2].into_iter().flat_map(|s| watchers_on(s, 10, 3));
+        assert_eq!(expected_events(open, 1, 7), 7 * (4 + 3));
     }
 }
