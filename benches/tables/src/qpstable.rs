@@ -222,8 +222,14 @@ fn line(r: &QpsResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A run of `server` that completed at `qps`.
+    pub(crate) fn done(run: QpsRun, server: &str, qps: f64) -> QpsResult {
+        let server = server.to_string();
+        QpsResult { run, server, failed: None, requests: run.total, errors: 0, qps, average_secs: 0.0016, p99_secs: 0.004, server_rss_kb: 48_000, client_cores: 0.5 }
+    }
 
     #[test]
     fn runs_follow_the_doc() {
@@ -231,21 +237,7 @@ mod tests {
         assert_eq!(r.len(), 6);
         assert_eq!(r[1].name(), "put-100x1000");
         assert_eq!(r[5].name(), "range-s-100x1000");
-        let results: Vec<QpsResult> = r
-            .iter()
-            .map(|run| QpsResult {
-                run: *run,
-                server: "etcd".to_string(),
-                failed: None,
-                requests: run.total,
-                errors: 0,
-                qps: 1234.4,
-                average_secs: 0.0016,
-                p99_secs: 0.004,
-                server_rss_kb: 48_000,
-                client_cores: 0.5,
-            })
-            .collect();
+        let results: Vec<QpsResult> = r.into_iter().map(|run| done(run, "etcd", 1234.4)).collect();
         let t = table("etcd", &results);
         assert!(t.contains("| 10k | 1 | 1 | 1234 | 1.6 ms | 4.0 ms | 49.2 MB | 0 | 0.50 |"), "{t}");
         assert!(t.contains("| 100k | 100 | 1000 | Serializable | 1234 |"), "{t}");

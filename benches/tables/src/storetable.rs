@@ -291,10 +291,11 @@ pub fn table(server: &str, results: &[StoreResult]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn done(r: StoreRow, per_key: f64, per_version: f64) -> StoreResult {
+    /// A complete row of actcd whose RSS over idle is exactly per key and per version.
+    pub(crate) fn done(r: StoreRow, per_key: f64, per_version: f64) -> StoreResult {
         let delta = per_key * r.keys as f64 + per_version * r.puts() as f64;
         let rss = 20_000 + (delta / 1024.0) as u64;
         StoreResult {

@@ -269,37 +269,13 @@ mod tests {
     use super::*;
     use crate::outcome::{MemoryRow, Outcome};
 
-    fn doc(server: &str, rss_scale: f64) -> TablesDoc {
-        let store = |row: StoreRow| StoreResult {
-            puts_done: row.puts(),
-            keys_counted: row.keys,
-            db_size_bytes: 1,
-            load_secs: 1.0,
-            ..StoreResult::new(
-                row,
-                Outcome {
-                    server: server.to_string(),
-                    server_rss_idle_kb: 20_000,
-                    server_rss_kb: (100_000.0 * rss_scale) as u64,
-                    ..Outcome::default()
-                },
-            )
-        };
-        let qps: Vec<QpsResult> = qpstable::runs(10, 100)
-            .into_iter()
-            .map(|run| QpsResult {
-                run,
-                server: server.to_string(),
-                failed: None,
-                requests: run.total,
-                errors: 0,
-                qps: 1000.0 * rss_scale,
-                average_secs: 0.001,
-                p99_secs: 0.002,
-                server_rss_kb: 1000,
-                client_cores: 0.3,
-            })
-            .collect();
+    /// A run of `server` with the quick storage rows' first (RSS 100 MB × `scale`) and second
+    /// (skipped), and every QPS run (1000 × `scale` a second).
+    fn doc(server: &str, scale: f64) -> TablesDoc {
+        // 2000 keys of one version: idle 20,000 KiB plus the rest.
+        let mut stored = storetable::tests::done(storetable::QUICK_ROWS[0], (100e3 * scale - 20e3) * 1024.0 / 2000.0, 0.0);
+        stored.outcome.server = server.to_string();
+        let qps = qpstable::runs(10, 100).into_iter().map(|run| qpstable::tests::done(run, server, 1000.0 * scale));
         TablesDoc {
             server: server.to_string(),
             server_version: "v".to_string(),
@@ -308,14 +284,14 @@ mod tests {
             command: "c".to_string(),
             mode: "m".to_string(),
             storage: vec![
-                store(storetable::QUICK_ROWS[0]),
+                stored,
                 StoreResult::new(
                     storetable::QUICK_ROWS[1],
                     Outcome::skipped(server.to_string(), "too big".to_string()),
                 ),
             ],
             watch: Vec::new(),
-            qps,
+            qps: qps.collect(),
             total_secs: 1.0,
         }
     }
