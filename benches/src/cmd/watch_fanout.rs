@@ -10,6 +10,7 @@
 use crate::conn::{channel_for, connect};
 use crate::keys::random_bytes;
 use crate::output::Out;
+use crate::report::Recorder;
 use crate::settings::Settings;
 use crate::stop::Stop;
 use crate::watch_streams::{
@@ -18,6 +19,7 @@ use crate::watch_streams::{
 use bytes::Bytes;
 use clap::Args;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The fan-out's shape, which `actcd-tables fanout` runs on both servers too.
 #[derive(Debug, Clone, Args)]
@@ -71,28 +73,9 @@ impl WatchFanoutArgs {
 
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self.shape;
-        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else { return };
-        let keys: Arc<Vec<Bytes>> =
-            Arc::new((0..a.keys).map(|_| Bytes::from(random_bytes(self.key_size))).collect());
-        let keys_of = |s| watchers_on(s, a.watchers, a.streams).map(|g| keys[g % keys.len()].clone()).collect();
-        let opening = (a.streams, a.watchers as u64, a.streams);
-        let (open, _) =
-            open_streams((settings, stop, out), &channels, opening, keys_of, (false, false)).await;
-        if stop.is_stopped() {
-            return;
-        }
-        let live: Vec<usize> = open.iter().flat_map(|s| watchers_on(s.index, a.watchers, a.streams)).collect();
-        let expected = expected_events(live.iter().copied(), a.keys, a.puts);
-        let live = live.len();
-        let phase = EventPhase {
-            keys,
-            put_total: a.puts,
-            put_rate: self.put_rate,
-            put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
-            value_size: a.val_size,
-            expected,
-        };
-        let (events, puts, took) = run_events(settings, stop, open, phase).await;
+        let keys = (0..a.keys).map(|_| Bytes::from(random_bytes(self.key_size))).collect();
+        let fanned = fan_out((settings, stop, out), &a, self.put_rate, keys, (false, false)).await;
+        let Some((events, puts, took, live, expected)) = fanned else { return };
         let event_stats = events.stats(took);
         out.extra("watchers", live);
         out.extra("events_expected", expected);
@@ -108,6 +91,40 @@ impl WatchFanoutArgs {
         ));
         out.report("Watch events summary (put-to-event latency):\n", event_stats, "");
     }
+}
+
+/// The load of the watch commands: `a.streams` streams of `a.watchers` watchers of `keys`
+/// (watcher g watches key g mod keys), with prev_kv or not and the creation report always or
+/// only on a failure (`flags`), then `a.puts` puts to the keys in turn at `put_rate`. The event
+/// and put recorders, the puts' wall time, the watchers created and the events expected; `None`
+/// when the run stopped before the puts.
+pub async fn fan_out(
+    (settings, stop, out): (&Settings, &Stop, &Out),
+    a: &Shape,
+    put_rate: u64,
+    keys: Vec<Bytes>,
+    flags: (bool, bool),
+) -> Option<(Arc<Recorder>, Arc<Recorder>, Duration, usize, u64)> {
+        let channels = connect(settings, stop, out, &["watch-create"]).await?;
+        let keys_of = |s| watchers_on(s, a.watchers, a.streams).map(|g| keys[g % keys.len()].clone()).collect();
+        let opening = (a.streams, a.watchers as u64, a.streams);
+        let (open, _) =
+            open_streams((settings, stop, out), &channels, opening, keys_of, flags).await;
+        if stop.is_stopped() {
+            return None;
+        }
+        let live: Vec<usize> = open.iter().flat_map(|s| watchers_on(s.index, a.watchers, a.streams)).collect();
+        let expected = expected_events(live.iter().copied(), keys.len(), a.puts);
+        let phase = EventPhase {
+            keys: Arc::new(keys),
+            put_total: a.puts,
+            put_rate,
+            put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
+            value_size: a.val_size,
+            expected,
+        };
+        let (events, puts, took) = run_events(settings, stop, open, phase).await;
+        Some((events, puts, took, live.len(), expected))
 }
 
 #[cfg(test)]
