@@ -249,13 +249,9 @@ mod tests {
     }
 
     fn settings() -> Settings {
-        #[derive(clap::Parser)]
-        struct Line {
-            #[command(flatten)]
-            global: crate::settings::Global,
-        }
-        let args = ["t", "--endpoints=127.0.0.1:1", "--clients=4", "--json", "--request-timeout=200ms"];
-        <Line as clap::Parser>::parse_from(args).global.settings().expect("valid")
+        let args = ["--endpoints=127.0.0.1:1", "--clients=4", "--json", "--request-timeout=200ms"];
+        let global: crate::settings::Global = crate::execute::parse_flags(&args).expect("parses");
+        global.settings().expect("valid")
     }
 
     async fn run(plan: Plan, stop: &Stop, workers: Vec<impl Worker>) -> (Arc<Recorder>, Duration) {

@@ -118,33 +118,27 @@ impl Worker for RangeWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        range: RangeArgs,
-    }
+    use crate::execute::parse_flags;
 
     fn parse(args: &[&str]) -> RangeArgs {
-        Line::try_parse_from(args).expect("parses").range
+        parse_flags(args).expect("parses")
     }
 
     #[test]
     fn prefix_flag_sets_range_end() {
-        let r = parse(&["range", "--prefix", "foo", "--consistency", "s"]).request().expect("valid");
+        let r = parse(&["--prefix", "foo", "--consistency", "s"]).request().expect("valid");
         assert_eq!((&r.key[..], &r.range_end[..], r.serializable), (&b"foo"[..], &b"fop"[..], true));
-        let a = parse(&["range", "a", "z", "--limit", "5"]);
+        let a = parse(&["a", "z", "--limit", "5"]);
         let r = a.request().expect("valid");
         assert_eq!((&r.range_end[..], r.limit, a.stream), (&b"z"[..], 5, false));
-        assert!(parse(&["range", "--stream", "a"]).stream);
+        assert!(parse(&["--stream", "a"]).stream);
     }
 
     #[test]
     fn bad_combinations_are_refused() {
-        assert!(parse(&["range", "--prefix", "a", "b"]).validate().is_err());
-        assert!(parse(&["range", "a", "--consistency", "x"]).validate().is_err());
-        assert!(Line::try_parse_from(["range"]).is_err());
+        assert!(parse(&["--prefix", "a", "b"]).validate().is_err());
+        assert!(parse(&["a", "--consistency", "x"]).validate().is_err());
+        assert!(parse_flags::<RangeArgs>(&[]).is_err());
         assert_eq!((serializable("l"), serializable("s")), (Ok(false), Ok(true)));
         assert!(serializable("x").is_err());
     }

@@ -254,17 +254,9 @@ impl Measure<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        measure: MeasureArgs,
-    }
 
     fn args(argv: &[&str]) -> Result<MeasureArgs, String> {
-        let full = ["measure"].iter().chain(argv);
-        Line::try_parse_from(full).map(|l| l.measure).map_err(|e| e.to_string())
+        actcd_bench::execute::parse_flags(argv)
     }
 
     #[test]

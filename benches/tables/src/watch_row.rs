@@ -270,18 +270,11 @@ pub async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        global: actcd_bench::settings::Global,
-        #[command(flatten)]
-        row: WatchMemoryArgs,
-    }
+    use actcd_bench::execute::parse_flags;
+    use actcd_bench::settings::Global;
 
     fn args(argv: &[&str]) -> WatchMemoryArgs {
-        Line::try_parse_from(["watch-memory"].iter().chain(argv)).expect("parses").row
+        parse_flags(argv).expect("parses")
     }
 
     #[test]
@@ -298,13 +291,10 @@ mod tests {
     /// Runs one row against `addr` as `actcd-tables --json watch-memory ARGS` would.
     async fn run_row(addr: std::net::SocketAddr, argv: &[&str]) -> (Stop, Out) {
         let endpoints = format!("--endpoints={addr}");
-        let full = ["watch-memory", "--json", "--stall-timeout=1s", &endpoints]
-            .into_iter()
-            .chain(argv.iter().copied());
-        let line = Line::try_parse_from(full).expect("parses");
-        let settings = line.global.settings().expect("valid");
+        let global: Global = parse_flags(&["--json", "--stall-timeout=1s", &endpoints]).expect("parses");
+        let settings = global.settings().expect("valid");
         let (stop, out) = (Stop::new(), Out::new("watch-memory", &settings));
-        let run = line.row.run(&settings, &stop, &out);
+        let run = args(argv).run(&settings, &stop, &out);
         tokio::time::timeout(Duration::from_secs(20), run).await.expect("the row ends");
         (stop, out)
     }

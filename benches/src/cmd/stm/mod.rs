@@ -245,18 +245,9 @@ impl Worker for StmWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        stm: StmArgs,
-    }
 
     fn check(args: &[&str]) -> Result<(), String> {
-        let mut argv = vec!["stm"];
-        argv.extend_from_slice(args);
-        Line::try_parse_from(argv).expect("parses").stm.validate()
+        crate::execute::parse_flags::<StmArgs>(args).expect("parses").validate()
     }
 
     #[test]
