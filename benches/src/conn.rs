@@ -92,17 +92,13 @@ impl From<OpError> for String {
     }
 }
 
-pub fn timed_out(bound: Duration) -> String {
-    format!("request timed out after {bound:?} (--request-timeout)")
-}
-
 pub async fn bounded<T, E: Into<OpError>>(
     bound: Duration,
     call: impl Future<Output = Result<T, E>>,
 ) -> Result<T, OpError> {
     match tokio::time::timeout(bound, call).await {
         Ok(r) => r.map_err(Into::into),
-        Err(_) => Err(OpError::new(timed_out(bound))),
+        Err(_) => Err(OpError::new(format!("request timed out after {bound:?} (--request-timeout)"))),
     }
 }
 
