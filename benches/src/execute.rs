@@ -88,6 +88,7 @@ pub fn execute(program: &'static str, name: &str, settings: &Settings, command: 
 
 /// `T`'s flags parsed from `args` on their own, as a test of one command's flags reads them.
 pub fn parse_flags<T: Args>(args: &[&str]) -> Result<T, String> {
-    let matches = T::augment_args(clap::Command::new("flags")).try_get_matches_from([&["flags"][..], args].concat());
+    let matches =
+        T::augment_args(clap::Command::new("flags")).try_get_matches_from([&["flags"][..], args].concat());
     matches.and_then(|m| T::from_arg_matches(&m)).map_err(|e| e.to_string())
 }

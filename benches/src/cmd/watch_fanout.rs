@@ -105,26 +105,25 @@ pub async fn fan_out(
     keys: Vec<Bytes>,
     flags: (bool, bool),
 ) -> Option<(Arc<Recorder>, Arc<Recorder>, Duration, usize, u64)> {
-        let channels = connect(settings, stop, out, &["watch-create"]).await?;
-        let keys_of = |s| watchers_on(s, a.watchers, a.streams).map(|g| keys[g % keys.len()].clone()).collect();
-        let opening = (a.streams, a.watchers as u64, a.streams);
-        let (open, _) =
-            open_streams((settings, stop, out), &channels, opening, keys_of, flags).await;
-        if stop.is_stopped() {
-            return None;
-        }
-        let live: Vec<usize> = open.iter().flat_map(|s| watchers_on(s.index, a.watchers, a.streams)).collect();
-        let expected = expected_events(live.iter().copied(), keys.len(), a.puts);
-        let phase = EventPhase {
-            keys: Arc::new(keys),
-            put_total: a.puts,
-            put_rate,
-            put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
-            value_size: a.val_size,
-            expected,
-        };
-        let (events, puts, took) = run_events(settings, stop, open, phase).await;
-        Some((events, puts, took, live.len(), expected))
+    let channels = connect(settings, stop, out, &["watch-create"]).await?;
+    let keys_of = |s| watchers_on(s, a.watchers, a.streams).map(|g| keys[g % keys.len()].clone()).collect();
+    let opening = (a.streams, a.watchers as u64, a.streams);
+    let (open, _) = open_streams((settings, stop, out), &channels, opening, keys_of, flags).await;
+    if stop.is_stopped() {
+        return None;
+    }
+    let live: Vec<usize> = open.iter().flat_map(|s| watchers_on(s.index, a.watchers, a.streams)).collect();
+    let expected = expected_events(live.iter().copied(), keys.len(), a.puts);
+    let phase = EventPhase {
+        keys: Arc::new(keys),
+        put_total: a.puts,
+        put_rate,
+        put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
+        value_size: a.val_size,
+        expected,
+    };
+    let (events, puts, took) = run_events(settings, stop, open, phase).await;
+    Some((events, puts, took, live.len(), expected))
 }
 
 #[cfg(test)]

@@ -245,7 +245,8 @@ impl Measure<'_> {
         let measure = async |server: &Server, stop: &Stop, row| {
             let settings = settings_for(self.base, server, 1, 1);
             let out = Out::new("watch-memory", &settings);
-            watch_row::measure(&settings, stop, &out, &self.a.limits, row, server.pid(), self.name.clone()).await
+            watch_row::measure(&settings, stop, &out, &self.a.limits, row, server.pid(), self.name.clone())
+                .await
         };
         self.memory_rows("watch", rows, plan, measure).await
     }
@@ -272,7 +273,10 @@ mod tests {
             assert!(args(bad).and_then(|a| a.validate()).is_err(), "{bad:?}");
         }
         let q = args(&["--server", "actcd", "--quick"]).expect("parses");
-        assert_eq!((&q.storage_rows[..], &q.watch_rows[..], q.qps_small, q.qps_large), ("quick", QUICK_WATCH_ROWS, 300, 3000));
+        assert_eq!(
+            (&q.storage_rows[..], &q.watch_rows[..], q.qps_small, q.qps_large),
+            ("quick", QUICK_WATCH_ROWS, 300, 3000)
+        );
         let q = args(&["--server", "actcd", "--quick", "--qps-large=7"]).expect("parses");
         assert_eq!((&q.storage_rows[..], q.qps_small, q.qps_large), ("quick", 300, 7));
         let full = args(&["--server", "actcd"]).expect("parses");

@@ -228,7 +228,18 @@ pub(crate) mod tests {
     /// A run of `server` that completed at `qps`.
     pub(crate) fn done(run: QpsRun, server: &str, qps: f64) -> QpsResult {
         let server = server.to_string();
-        QpsResult { run, server, failed: None, requests: run.total, errors: 0, qps, average_secs: 0.0016, p99_secs: 0.004, server_rss_kb: 48_000, client_cores: 0.5 }
+        QpsResult {
+            run,
+            server,
+            failed: None,
+            requests: run.total,
+            errors: 0,
+            qps,
+            average_secs: 0.0016,
+            p99_secs: 0.004,
+            server_rss_kb: 48_000,
+            client_cores: 0.5,
+        }
     }
 
     #[test]

@@ -273,9 +273,11 @@ mod tests {
     /// (skipped), and every QPS run (1000 × `scale` a second).
     fn doc(server: &str, scale: f64) -> TablesDoc {
         // 2000 keys of one version: idle 20,000 KiB plus the rest.
-        let mut stored = storetable::tests::done(storetable::QUICK_ROWS[0], (100e3 * scale - 20e3) * 1024.0 / 2000.0, 0.0);
+        let mut stored =
+            storetable::tests::done(storetable::QUICK_ROWS[0], (100e3 * scale - 20e3) * 1024.0 / 2000.0, 0.0);
         stored.outcome.server = server.to_string();
-        let qps = qpstable::runs(10, 100).into_iter().map(|run| qpstable::tests::done(run, server, 1000.0 * scale));
+        let qps =
+            qpstable::runs(10, 100).into_iter().map(|run| qpstable::tests::done(run, server, 1000.0 * scale));
         TablesDoc {
             server: server.to_string(),
             server_version: "v".to_string(),

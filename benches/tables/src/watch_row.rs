@@ -57,7 +57,12 @@ pub struct RowLimits {
 impl RowLimits {
     /// The limits a row's plan applies, with at most `budget` bytes for server and client.
     pub fn plan(&self, budget: u64) -> Limits {
-        Limits { reserve: self.reserve_mib << 20, max_secs: self.row_time_limit.as_secs_f64(), margin: MARGIN, budget }
+        Limits {
+            reserve: self.reserve_mib << 20,
+            max_secs: self.row_time_limit.as_secs_f64(),
+            margin: MARGIN,
+            budget,
+        }
     }
 }
 

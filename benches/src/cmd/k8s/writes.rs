@@ -40,11 +40,7 @@ impl Namer {
     pub fn next(&self, resource: &Resource) -> bytes::Bytes {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let singular = resource.name.trim_end_matches('s');
-        key(
-            resource,
-            &format!("ns-{:04}", n % NAMESPACES),
-            &format!("{singular}-{:08x}-{n:09}", self.run),
-        )
+        key(resource, &format!("ns-{:04}", n % NAMESPACES), &format!("{singular}-{:08x}-{n:09}", self.run))
     }
 }
 
