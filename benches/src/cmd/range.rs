@@ -120,22 +120,16 @@ mod tests {
     use super::*;
     use crate::execute::parse_flags;
 
-    fn parse(args: &[&str]) -> RangeArgs {
-        parse_flags(args).expect("parses")
-    }
-
     #[test]
-    fn prefix_flag_sets_range_end() {
+    fn flags_make_the_request_and_bad_combinations_are_refused() {
+        let parse = |args: &[&str]| parse_flags::<RangeArgs>(args).expect("parses");
         let r = parse(&["--prefix", "foo", "--consistency", "s"]).request().expect("valid");
         assert_eq!((&r.key[..], &r.range_end[..], r.serializable), (&b"foo"[..], &b"fop"[..], true));
         let a = parse(&["a", "z", "--limit", "5"]);
         let r = a.request().expect("valid");
         assert_eq!((&r.range_end[..], r.limit, a.stream), (&b"z"[..], 5, false));
         assert!(parse(&["--stream", "a"]).stream);
-    }
 
-    #[test]
-    fn bad_combinations_are_refused() {
         assert!(parse(&["--prefix", "a", "b"]).validate().is_err());
         assert!(parse(&["a", "--consistency", "x"]).validate().is_err());
         assert!(parse_flags::<RangeArgs>(&[]).is_err());
