@@ -6,7 +6,7 @@
 
 use crate::server::{died, settings_for, Spec};
 use actcd_bench::cmd::put::PutArgs;
-use actcd_bench::cmd::range::RangeArgs;
+use actcd_bench::cmd::range::{Consistency, RangeArgs};
 use actcd_bench::conn::{bounded, dial_one, kv_client};
 use actcd_bench::format::{count, mb, table_head};
 use actcd_bench::output::{cpu_now, ClientCpu, Out};
@@ -114,9 +114,10 @@ pub async fn measure(
                             own.stop(e);
                         }
                     }
-                    let consistency = if op == Op::RangeSerializable { "s" } else { "l" };
-                    let (key, consistency) = (RANGE_KEY.to_string(), consistency.to_string());
-                    let range = RangeArgs { key, consistency, total: run.total, ..RangeArgs::default() };
+                    let consistency =
+                        if op == Op::RangeSerializable { Consistency::S } else { Consistency::L };
+                    let (key, total) = (RANGE_KEY.to_string(), run.total);
+                    let range = RangeArgs { key, consistency, total, ..RangeArgs::default() };
                     range.run(&settings, &own, &out).await
                 }
             }
