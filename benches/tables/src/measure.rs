@@ -118,13 +118,8 @@ impl MeasureArgs {
             total_secs: 0.0,
         };
         let m = Measure { base: settings, stop, a: &a, spec, name: doc.server.clone() };
-        let mut tables: Vec<Table> = Vec::new();
-        for t in &a.only {
-            if !tables.contains(t) {
-                tables.push(*t);
-            }
-        }
-        for t in tables {
+        // In the order the text prints them, each once.
+        for t in [Table::Storage, Table::Watch, Table::Qps].into_iter().filter(|t| a.only.contains(t)) {
             match t {
                 Table::Storage => doc.storage = m.storage().await,
                 Table::Watch => doc.watch = m.watch().await,
