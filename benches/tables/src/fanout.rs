@@ -11,7 +11,7 @@
 //! actcd / etcd, every repeat's events/s, the client's CPU and the errors. Each repeat's report
 //! is kept as JSON beside the table.
 
-use crate::results::{Files, Utc};
+use crate::results::{write_all, Files, Utc};
 use crate::server::{settings_for, work_dir, Spec};
 use actcd_bench::cmd::watch_fanout::{Shape, WatchFanoutArgs};
 use actcd_bench::format::table_head;
@@ -140,13 +140,10 @@ impl FanoutArgs {
                     };
                     let f = match spec.on_fresh(&format!("{kind}-{run}"), stop, None, load).await {
                         Ok((f, doc)) => {
-                            let path =
-                                dir.join(format!("{}-{kind}-watch-fanout-{run}-{rep}.json", now.stamp));
-                            let json = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string());
-                            if let Err(e) =
-                                json.and_then(|j| std::fs::write(&path, j).map_err(|e| e.to_string()))
-                            {
-                                out.note(format!("warning: cannot write {}: {e}", path.display()));
+                            let name = format!("{kind}-watch-fanout-{run}-{rep}.json");
+                            let json = serde_json::to_vec_pretty(&doc).map_err(|e| e.to_string());
+                            if let Err(e) = json.and_then(|j| write_all(&dir, &now.stamp, &[(name, j)])) {
+                                out.note(format!("warning: {e}"));
                             }
                             if let Some(why) = &doc.aborted {
                                 eprintln!("watch-fanout: {kind} {run}: stopped early: {why}");
@@ -174,15 +171,16 @@ impl FanoutArgs {
         let etcd_version = specs[0].version().split_whitespace().nth(2).unwrap_or_default().to_string();
         let text = self.table(&now, &etcd_version, &figures);
         out.print(&text);
-        let path = dir.join(format!("{}-watch-fanout.md", now.stamp));
-        match std::fs::write(&path, &text) {
-            Ok(()) => eprintln!(
-                "raw JSON: {}/{}-*-watch-fanout-*.json; summary: {}",
-                dir.display(),
-                now.stamp,
-                path.display()
-            ),
-            Err(e) => stop.stop(format!("cannot write {}: {e}", path.display())),
+        match write_all(&dir, &now.stamp, &[("watch-fanout.md".to_string(), text.into_bytes())]) {
+            Ok(paths) => {
+                eprintln!(
+                    "raw JSON: {}/{}-*-watch-fanout-*.json; summary: {}",
+                    dir.display(),
+                    now.stamp,
+                    paths[0].display()
+                )
+            }
+            Err(e) => stop.stop(e),
         }
     }
 
