@@ -22,7 +22,6 @@ use crate::stop::Stop;
 #[cfg(test)]
 mod against_stub;
 
-/// `actcd-bench`'s command line.
 pub type Cli = crate::execute::Cli<Command>;
 
 /// The commands, and [`Run`] by each command's own `validate` and `run`.

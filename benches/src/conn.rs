@@ -42,17 +42,14 @@ impl Interceptor for Token {
     }
 }
 
-/// A connection without a token.
 pub fn plain(channel: Channel) -> Conn {
     InterceptedService::new(channel, Token::default())
 }
 
-/// A KV client on `conn` that accepts large responses.
 pub fn kv_client(conn: Conn) -> KvClient<Conn> {
     KvClient::new(conn).max_decoding_message_size(MAX_RESPONSE)
 }
 
-/// A Watch client on `conn` that accepts large responses.
 pub fn watch_client(conn: Conn) -> WatchClient<Conn> {
     WatchClient::new(conn).max_decoding_message_size(MAX_RESPONSE)
 }
@@ -95,19 +92,13 @@ impl From<OpError> for String {
     }
 }
 
-/// The error of a request that ran over `bound`.
-pub fn timed_out(bound: Duration) -> String {
-    format!("request timed out after {bound:?} (--request-timeout)")
-}
-
-/// `call` under `bound`: its answer, or why not.
 pub async fn bounded<T, E: Into<OpError>>(
     bound: Duration,
     call: impl Future<Output = Result<T, E>>,
 ) -> Result<T, OpError> {
     match tokio::time::timeout(bound, call).await {
         Ok(r) => r.map_err(Into::into),
-        Err(_) => Err(OpError::new(timed_out(bound))),
+        Err(_) => Err(OpError::new(format!("request timed out after {bound:?} (--request-timeout)"))),
     }
 }
 
@@ -129,7 +120,6 @@ fn causes<'a>(err: Option<&'a (dyn StdError + 'static)>) -> impl Iterator<Item =
     std::iter::successors(err, |&e| e.source()).map(|e| e.to_string())
 }
 
-/// An error and its causes.
 pub fn error_chain(err: &(dyn StdError + 'static)) -> String {
     join_causes(causes(Some(err)))
 }

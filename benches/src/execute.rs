@@ -5,7 +5,7 @@
 use crate::output::Out;
 use crate::settings::{Global, Settings};
 use crate::stop::Stop;
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::future::Future;
 use std::time::Duration;
 
@@ -22,7 +22,6 @@ pub struct Cli<C: Subcommand> {
     pub command: C,
 }
 
-/// A command that runs against the endpoints.
 pub trait Run: Sized {
     /// Checks the flags for bad values and combinations, before anything connects.
     fn validate(&self) -> Result<(), String> {
@@ -85,4 +84,11 @@ pub fn execute(program: &'static str, name: &str, settings: &Settings, command: 
     // Requests dropped by a stop may still hold tasks; don't wait for them.
     runtime.shutdown_timeout(Duration::from_millis(100));
     code
+}
+
+/// `T`'s flags parsed from `args` on their own, as a test of one command's flags reads them.
+pub fn parse_flags<T: Args>(args: &[&str]) -> Result<T, String> {
+    let matches =
+        T::augment_args(clap::Command::new("flags")).try_get_matches_from([&["flags"][..], args].concat());
+    matches.and_then(|m| T::from_arg_matches(&m)).map_err(|e| e.to_string())
 }

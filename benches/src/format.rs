@@ -91,6 +91,17 @@ pub fn short(v: f64) -> String {
     format!("{}{unit}", if x.abs() < 10.0 { (x * 10.0).round() / 10.0 } else { x.round() })
 }
 
+/// A markdown table's header and alignment rows for `columns` (`a | b | c`): numbers
+/// right-aligned, the text columns (run, coefficient, consistency) left.
+pub fn table_head(columns: &str) -> String {
+    let align = columns.split(" | ").map(|c| match c {
+        "coefficient" | "consistency" => "---",
+        c if c.starts_with("run") => "---",
+        _ => "---:",
+    });
+    format!("| {columns} |\n| {} |\n", align.collect::<Vec<_>>().join(" | "))
+}
+
 /// A count as `--rows` writes it: 1000, 1k, 2.5M.
 pub fn parse_count(s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -157,6 +168,7 @@ mod tests {
             ["88.5 MB", "1315 MB", "228 B", "23.8 KB"]
         );
         assert_eq!(parse_count("2.5k"), Ok(2500));
+        assert_eq!(table_head("run | QPS"), "| run | QPS |\n| --- | ---: |\n");
         assert!(parse_count("1.5").is_err() && parse_count("x").is_err());
     }
 }

@@ -50,21 +50,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn varints_match_go() {
+    fn keys_are_go_varints_zero_filled() {
         // Go: binary.PutVarint(buf, 0) = [0]; 1 = [2]; -1 = [1]; 63 = [126]; 64 = [128 1].
-        assert_eq!(varint_key(0, 1), vec![0]);
-        assert_eq!(varint_key(1, 1), vec![2]);
-        assert_eq!(varint_key(-1i64 as u64, 1), vec![1]);
-        assert_eq!(varint_key(63, 1), vec![126]);
-        assert_eq!(varint_key(64, 2), vec![128, 1]);
-        assert_eq!(varint_len(i64::MAX), 10);
-        assert_eq!(varint_len(-1), 1);
-    }
-
-    #[test]
-    fn keys_are_zero_filled() {
-        assert_eq!(varint_key(64, 8), vec![128, 1, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(varint_key(64, 1), vec![128]);
+        for (n, size, key) in [
+            (0, 1, &[0u8][..]),
+            (1, 1, &[2][..]),
+            (-1i64 as u64, 1, &[1][..]),
+            (63, 1, &[126][..]),
+            (64, 2, &[128, 1][..]),
+            (64, 8, &[128, 1, 0, 0, 0, 0, 0, 0][..]),
+            (64, 1, &[128][..]),
+        ] {
+            assert_eq!(varint_key(n, size), key, "{n} in {size} bytes");
+        }
+        assert_eq!((varint_len(i64::MAX), varint_len(-1)), (10, 1));
     }
 
     #[test]

@@ -21,7 +21,6 @@ pub struct ClientCpu {
     pub sys_secs: f64,
     /// Wall-clock seconds of the measured span.
     pub wall_secs: f64,
-    /// CPU cores on the machine.
     pub cores: usize,
     /// (user + sys) / wall: how many cores the client kept busy on average.
     pub cores_used: f64,
@@ -89,7 +88,6 @@ impl Out {
         self.doc.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What the JSON document holds so far.
     pub fn document(&self) -> Document {
         self.doc().clone()
     }
@@ -122,7 +120,6 @@ impl Out {
         self.doc().notes.push(text);
     }
 
-    /// A command-specific figure for the JSON.
     pub fn extra(&self, key: &str, value: impl Serialize) {
         let value = serde_json::to_value(value).unwrap_or_else(|e| format!("cannot encode: {e}").into());
         self.doc().extra.insert(key.to_string(), value);

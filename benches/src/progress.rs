@@ -32,7 +32,6 @@ impl Progress {
         Self(Some((bar, ticker)))
     }
 
-    /// Stops the bar at `position`.
     pub fn finish(self, position: u64) {
         if let Some((bar, ticker)) = self.0 {
             ticker.abort();

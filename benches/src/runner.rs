@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
-/// One client's requests.
 pub trait Worker: Send + 'static {
     /// Request number `i`: the index of the report it belongs to, and the request itself.
     fn call(&mut self, i: u64) -> (usize, impl Future<Output = Result<(), OpError>> + Send + '_);
@@ -50,7 +49,6 @@ pub fn watchdog(
     })
 }
 
-/// How many requests, and how fast.
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
     pub total: u64,
@@ -251,13 +249,9 @@ mod tests {
     }
 
     fn settings() -> Settings {
-        #[derive(clap::Parser)]
-        struct Line {
-            #[command(flatten)]
-            global: crate::settings::Global,
-        }
-        let args = ["t", "--endpoints=127.0.0.1:1", "--clients=4", "--json", "--request-timeout=200ms"];
-        <Line as clap::Parser>::parse_from(args).global.settings().expect("valid")
+        let args = ["--endpoints=127.0.0.1:1", "--clients=4", "--json", "--request-timeout=200ms"];
+        let global: crate::settings::Global = crate::execute::parse_flags(&args).expect("parses");
+        global.settings().expect("valid")
     }
 
     async fn run(plan: Plan, stop: &Stop, workers: Vec<impl Worker>) -> (Arc<Recorder>, Duration) {

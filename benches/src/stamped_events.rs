@@ -48,7 +48,6 @@ pub struct ValueOnly {
 }
 
 impl StampedEvent {
-    /// The first 8 bytes of the event's value, if it has that many.
     pub fn stamp(&self) -> Option<[u8; 8]> {
         self.kv.as_ref().and_then(|kv| kv.value.get(..8)).and_then(|b| <[u8; 8]>::try_from(b).ok())
     }
@@ -119,10 +118,7 @@ mod tests {
         assert_eq!(lean.events[0].stamp(), Some(stamp));
         // A delete's key-value has no value: no stamp (the event is timed on arrival).
         assert_eq!(lean.events[1].stamp(), None);
-    }
-
-    #[test]
-    fn an_event_without_a_key_value_has_no_stamp() {
+        // Nor has an event without a key-value.
         let full = WatchResponse { events: vec![Event::default()], ..Default::default() };
         let lean = StampedResponse::decode(full.encode_to_vec().as_slice()).expect("decodes");
         assert_eq!(lean.events, vec![StampedEvent { kv: None }]);

@@ -7,21 +7,15 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Stop {
     tx: Arc<watch::Sender<bool>>,
     reason: Arc<Mutex<Option<String>>>,
 }
 
-impl Default for Stop {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Stop {
     pub fn new() -> Self {
-        Self { tx: Arc::new(watch::channel(false).0), reason: Arc::default() }
+        Self::default()
     }
 
     /// Sets the signal; the first reason given is kept.
@@ -39,12 +33,10 @@ impl Stop {
         *self.tx.borrow()
     }
 
-    /// Why the run stopped early, if it did.
     pub fn reason(&self) -> Option<String> {
         self.reason.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Resolves once the signal is set.
     pub async fn stopped(&self) {
         // The sender lives as long as this `Stop`, so the wait ends only with the signal.
         let _ = self.tx.subscribe().wait_for(|s| *s).await;

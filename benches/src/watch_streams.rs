@@ -22,6 +22,7 @@ use bytes::Bytes;
 use futures::channel::mpsc::{self, Sender};
 use futures::{SinkExt, StreamExt};
 use std::future::Future;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,15 +44,24 @@ pub fn check_stamped_puts(key_size: usize, val_size: usize) -> Result<(), String
     Ok(())
 }
 
-/// Watchers on stream `s` when `watchers` spread evenly over `streams` (the first streams take
-/// one more when it does not divide).
-pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> usize {
-    watchers / streams + usize::from(s < watchers % streams)
+/// The watchers (numbered across all streams, in order) on stream `s` when `watchers` spread
+/// evenly over `streams` (the first streams take one more when it does not divide).
+pub fn watchers_on(s: usize, watchers: usize, streams: usize) -> Range<usize> {
+    let (per, extra) = (watchers / streams, watchers % streams);
+    let first = s * per + s.min(extra);
+    first..first + per + usize::from(s < extra)
 }
 
-/// An open Watch stream whose watches are created.
+/// Events that `puts` puts to `keys` keys in turn (put i to key i mod keys) make for `watchers`
+/// (watcher g watches key g mod keys).
+pub fn expected_events(watchers: impl Iterator<Item = usize>, keys: usize, puts: u64) -> u64 {
+    let mut per_key = vec![0u64; keys];
+    watchers.for_each(|g| per_key[g % keys] += 1);
+    let n = keys as u64;
+    per_key.iter().enumerate().map(|(k, w)| w * (puts / n + u64::from((k as u64) < puts % n))).sum()
+}
+
 pub struct OpenStream {
-    /// The stream's number in its command.
     pub index: usize,
     /// Kept so the client side of the stream stays open.
     requests: Sender<WatchRequest>,
@@ -64,22 +74,12 @@ pub fn create_request(key: Bytes, prev_kv: bool, start_revision: i64) -> WatchRe
     WatchRequest { request_union: Some(RequestUnion::CreateRequest(create)) }
 }
 
-/// How streams are opened: with prev_kv on each event or not, and the bound on opening the
-/// stream and on each create.
-#[derive(Debug, Clone, Copy)]
-pub struct StreamPlan {
-    pub prev_kv: bool,
-    pub timeout: Duration,
-}
-
-/// Opens stream `index` on `channel` and creates a watch on each of `keys`, one at a time,
-/// recording each creation in `rec`. Returns the open stream, or `None` when it failed (the
-/// watches not created are counted as errors).
-pub async fn open_stream(
-    index: usize,
-    channel: Conn,
-    keys: Vec<Bytes>,
-    plan: &StreamPlan,
+/// Opens stream `index` on `channel` and creates a watch on each of `keys` (with prev_kv or
+/// not), one at a time, each within `timeout`, recording each creation in `rec`. Returns the
+/// open stream, or `None` when it failed (the watches not created are counted as errors).
+async fn open_stream(
+    (index, channel, keys): (usize, Conn, Vec<Bytes>),
+    (prev_kv, timeout): (bool, Duration),
     rec: &Recorder,
     stop: &Stop,
 ) -> Option<OpenStream> {
@@ -90,7 +90,7 @@ pub async fn open_stream(
         }
         None
     };
-    let create = |w: usize| create_request(keys.get(w).cloned().unwrap_or_default(), plan.prev_kv, 0);
+    let create = |w: usize| create_request(keys.get(w).cloned().unwrap_or_default(), prev_kv, 0);
     // One request in flight: a create is sent only once the previous one's `created` has come
     // back, so a send never waits; if one did, it would wait rather than queue.
     let (mut tx, rx) = mpsc::channel(1);
@@ -100,7 +100,7 @@ pub async fn open_stream(
     if tx.send(create(0)).await.is_err() {
         return fail(0, OpError::new("watch stream closed"));
     }
-    let mut responses = match bounded(plan.timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
+    let mut responses = match bounded(timeout, stamped_events::watch(channel, MAX_RESPONSE, rx)).await {
         Ok(r) => r,
         Err(e) => return fail(0, e),
     };
@@ -114,7 +114,7 @@ pub async fn open_stream(
                 return fail(w, OpError::new("watch stream closed"));
             }
         }
-        match bounded(plan.timeout, responses.message()).await {
+        match bounded(timeout, responses.message()).await {
             Ok(Some(r)) if r.canceled => rec.err(&format!("watch canceled: {}", r.cancel_reason)),
             Ok(Some(r)) if r.created => rec.ok(sent, Instant::now()),
             Ok(Some(_)) => rec.err("unexpected watch response before created"),
@@ -149,12 +149,12 @@ pub async fn open_streams(
             (r.completed(), opening.load(Ordering::Relaxed))
         })
     };
-    let plan = StreamPlan { prev_kv, timeout: settings.request_timeout };
+    let plan = (prev_kv, settings.request_timeout);
     let mut opened = futures::stream::iter(0..streams)
         .take_while(|_| futures::future::ready(!stop.is_stopped()))
         .map(|s| {
             let (channel, keys, rec) = (channel_for(channels, s % settings.clients), keys_of(s), rec.clone());
-            async move { open_stream(s, channel, keys, &plan, &rec, stop).await }
+            async move { open_stream((s, channel, keys), plan, &rec, stop).await }
         })
         .buffer_unordered(concurrency);
     let mut open = Vec::with_capacity(streams);
@@ -319,12 +319,16 @@ mod tests {
 
     #[test]
     fn watchers_spread_evenly_over_streams() {
-        assert_eq!((0..100).map(|s| watchers_on(s, 1000, 100)).sum::<usize>(), 1000);
+        assert_eq!((0..100).map(|s| watchers_on(s, 1000, 100).len()).sum::<usize>(), 1000);
         assert_eq!(
-            (0..7).map(|s| watchers_on(s, 1000, 7)).collect::<Vec<_>>(),
+            (0..7).map(|s| watchers_on(s, 1000, 7).len()).collect::<Vec<_>>(),
             vec![143, 143, 143, 143, 143, 143, 142]
         );
-        assert_eq!(watchers_on(0, 1, 1), 1);
+        assert_eq!((watchers_on(0, 1, 1), watchers_on(6, 1000, 7)), (0..1, 858..1000));
+        // One key: every put reaches every watcher.
+        assert_eq!(expected_events([0, 4, 5, 6].into_iter(), 1, 7), 4 * 7);
+        // Puts that do not divide over the keys: keys 0 and 1 get 2 puts, key 2 gets 1.
+        assert_eq!(expected_events(0..6, 3, 5), 2 * 2 + 2 * 2 + 2);
     }
 
     #[test]

@@ -30,7 +30,6 @@ pub fn range_op(range: RangeRequest) -> RequestOp {
     RequestOp { request: Some(Request::RequestRange(range)) }
 }
 
-/// The range answer of a Txn's op, if it is one.
 pub fn range_of(op: Option<&ResponseOp>) -> Option<&RangeResponse> {
     match op?.response.as_ref()? {
         Response::ResponseRange(r) => Some(r),

@@ -48,7 +48,6 @@ impl Load {
         Plan::new(self.total, self.rate)
     }
 
-    /// The one random value every request writes.
     pub fn value(&self) -> Bytes {
         Bytes::from(random_bytes(self.val_size))
     }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use clap::{ArgAction, Args};
 use std::future::Future;
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct RangeArgs {
     /// The key (or the start of the range).
     pub key: String,
@@ -27,8 +27,8 @@ pub struct RangeArgs {
     #[arg(long, default_value_t = 0)]
     pub rate: u64,
     /// Linearizable (l) or Serializable (s).
-    #[arg(long, default_value = "l")]
-    pub consistency: String,
+    #[arg(long, value_enum, default_value = "l")]
+    pub consistency: Consistency,
     /// Maximum number of results (0 is no limit).
     #[arg(long, default_value_t = 0)]
     pub limit: i64,
@@ -47,25 +47,7 @@ pub struct RangeArgs {
 }
 
 impl RangeArgs {
-    /// `total` ranges of `key` at the consistency `l` or `s`.
-    pub fn of_key(key: &str, consistency: &str, total: u64) -> Self {
-        let (key, consistency) = (key.to_string(), consistency.to_string());
-        Self {
-            key,
-            end: None,
-            total,
-            rate: 0,
-            consistency,
-            limit: 0,
-            count_only: false,
-            keys_only: false,
-            prefix: false,
-            stream: false,
-        }
-    }
-
     pub fn validate(&self) -> Result<(), String> {
-        serializable(&self.consistency)?;
         if self.prefix && self.end.is_some() {
             return Err("--prefix and an end key cannot be combined".to_string());
         }
@@ -76,7 +58,7 @@ impl RangeArgs {
     }
 
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let Some(req) = stop.check(self.request()) else { return };
+        let req = self.request();
         out.print(if req.serializable {
             "bench with serializable range\n"
         } else {
@@ -86,29 +68,28 @@ impl RangeArgs {
         run_clients((settings, stop, out), "range", Plan::new(self.total, self.rate), "", worker).await;
     }
 
-    fn request(&self) -> Result<RangeRequest, String> {
+    fn request(&self) -> RangeRequest {
         let key = self.key.as_bytes().to_vec();
         let range_end =
             if self.prefix { prefix_end(&key) } else { self.end.clone().unwrap_or_default().into_bytes() };
-        Ok(RangeRequest {
+        RangeRequest {
             key: Bytes::from(key),
             range_end: Bytes::from(range_end),
             limit: self.limit,
-            serializable: serializable(&self.consistency)?,
+            serializable: self.consistency == Consistency::S,
             keys_only: self.keys_only,
             count_only: self.count_only,
             ..Default::default()
-        })
+        }
     }
 }
 
-/// The `--consistency` flag: `l` (linearizable) or `s` (serializable); true for serializable.
-pub fn serializable(consistency: &str) -> Result<bool, String> {
-    match consistency {
-        "l" => Ok(false),
-        "s" => Ok(true),
-        other => Err(format!("--consistency must be l (linearizable) or s (serializable), got {other:?}")),
-    }
+/// `--consistency`: linearizable (l) or serializable (s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Consistency {
+    #[default]
+    L,
+    S,
 }
 
 struct RangeWorker {
@@ -135,34 +116,20 @@ impl Worker for RangeWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        range: RangeArgs,
-    }
-
-    fn parse(args: &[&str]) -> RangeArgs {
-        Line::try_parse_from(args).expect("parses").range
-    }
+    use crate::execute::parse_flags;
 
     #[test]
-    fn prefix_flag_sets_range_end() {
-        let r = parse(&["range", "--prefix", "foo", "--consistency", "s"]).request().expect("valid");
+    fn flags_make_the_request_and_bad_combinations_are_refused() {
+        let parse = |args: &[&str]| parse_flags::<RangeArgs>(args).expect("parses");
+        let r = parse(&["--prefix", "foo", "--consistency", "s"]).request();
         assert_eq!((&r.key[..], &r.range_end[..], r.serializable), (&b"foo"[..], &b"fop"[..], true));
-        let a = parse(&["range", "a", "z", "--limit", "5"]);
-        let r = a.request().expect("valid");
-        assert_eq!((&r.range_end[..], r.limit, a.stream), (&b"z"[..], 5, false));
-        assert!(parse(&["range", "--stream", "a"]).stream);
-    }
+        let a = parse(&["a", "z", "--limit", "5"]);
+        let r = a.request();
+        assert_eq!((&r.range_end[..], r.limit, a.stream, r.serializable), (&b"z"[..], 5, false, false));
+        assert!(parse(&["--stream", "a"]).stream);
 
-    #[test]
-    fn bad_combinations_are_refused() {
-        assert!(parse(&["range", "--prefix", "a", "b"]).validate().is_err());
-        assert!(parse(&["range", "a", "--consistency", "x"]).validate().is_err());
-        assert!(Line::try_parse_from(["range"]).is_err());
-        assert_eq!((serializable("l"), serializable("s")), (Ok(false), Ok(true)));
-        assert!(serializable("x").is_err());
+        assert!(parse(&["--prefix", "a", "b"]).validate().is_err());
+        assert!(parse_flags::<RangeArgs>(&["a", "--consistency", "x"]).is_err());
+        assert!(parse_flags::<RangeArgs>(&[]).is_err());
     }
 }

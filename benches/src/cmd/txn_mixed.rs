@@ -2,7 +2,7 @@
 //! the reads and the writes reported separately.
 
 use super::put::Load;
-use super::range::serializable;
+use super::range::Consistency;
 use super::{put_op, range_op};
 use crate::conn::{channel_for, connect, kv_client, Conn, OpError};
 use crate::keys::{varint_key, Rng};
@@ -33,8 +33,8 @@ pub struct TxnMixedArgs {
     #[arg(long, default_value_t = 1000)]
     pub limit: i64,
     /// Linearizable (l) or Serializable (s).
-    #[arg(long, default_value = "l")]
-    pub consistency: String,
+    #[arg(long, value_enum, default_value = "l")]
+    pub consistency: Consistency,
     /// Read/write ops ratio.
     #[arg(long, default_value_t = 1.0)]
     pub rw_ratio: f64,
@@ -44,7 +44,6 @@ impl TxnMixedArgs {
     pub fn validate(&self) -> Result<(), String> {
         let a = self;
         a.load.validate()?;
-        serializable(&a.consistency)?;
         if !(a.rw_ratio.is_finite() && a.rw_ratio >= 0.0) {
             return Err(format!("--rw-ratio must be a number >= 0, got {}", a.rw_ratio));
         }
@@ -59,8 +58,8 @@ impl TxnMixedArgs {
 
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
-        let Some(read) = stop.check(mixed_read_request(&a)) else { return };
-        let level = if serializable(&a.consistency) == Ok(true) { "serializable" } else { "linearizable" };
+        let read = mixed_read_request(&a);
+        let level = if a.consistency == Consistency::S { "serializable" } else { "linearizable" };
         out.print(&format!("bench with {level} range\n"));
         let reports = ["txn-mixed-read", "txn-mixed-write"];
         let Some(channels) = connect(settings, stop, out, &reports).await else { return };
@@ -110,7 +109,7 @@ impl Worker for MixedWorker {
 
 /// The read transaction of `txn-mixed`: a range from `key` (default the first key) to `end` /
 /// `--end-key` (default: every key from `key` on), at most `--limit` results.
-fn mixed_read_request(a: &TxnMixedArgs) -> Result<TxnRequest, String> {
+fn mixed_read_request(a: &TxnMixedArgs) -> TxnRequest {
     let start = a.key.as_deref().unwrap_or("").as_bytes();
     let (key, range_end) = match a.end.as_deref().or(a.end_key.as_deref()) {
         Some(end) => (start, end.as_bytes()),
@@ -122,8 +121,8 @@ fn mixed_read_request(a: &TxnMixedArgs) -> Result<TxnRequest, String> {
         key: Bytes::copy_from_slice(key),
         range_end: Bytes::copy_from_slice(range_end),
         limit: a.limit,
-        serializable: serializable(&a.consistency)?,
+        serializable: a.consistency == Consistency::S,
         ..Default::default()
     };
-    Ok(TxnRequest { success: vec![range_op(range)], ..Default::default() })
+    TxnRequest { success: vec![range_op(range)], ..Default::default() }
 }

@@ -2,15 +2,13 @@
 //! `--watch-per-stream` watches on each over `--watched-key-total` keys, then `--put-total`
 //! puts to those keys; reports the watch creation and the events received.
 
-use crate::conn::{channel_for, connect};
+use super::watch_fanout::{fan_out, Shape};
 use crate::keys::{check_key_space, varint_key, Rng};
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use crate::watch_streams::{open_streams, run_events, EventPhase};
 use bytes::Bytes;
 use clap::{ArgAction, Args};
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Args)]
@@ -60,7 +58,6 @@ impl WatchArgs {
                 "warning: grpc limits 100 streams per client connection, have {grpc_conns} but need {wanted}"
             ));
         }
-        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else { return };
         let mut rng = Rng::new();
         let keys: Vec<Bytes> = (0..a.watched_key_total)
             .map(|i| {
@@ -69,30 +66,17 @@ impl WatchArgs {
                 Bytes::from(varint_key(n, a.key_size))
             })
             .collect();
-        // Watch g (stream g / per-stream, in order) watches keys[g mod keys].
-        let per = a.watch_per_stream;
-        let keys_of = |s: usize| (s * per..(s + 1) * per).map(|g| keys[g % keys.len()].clone()).collect();
-        let opening = (a.streams, (a.streams * per) as u64, a.streams);
-        let (streams, _) =
-            open_streams((settings, stop, out), &channels, opening, keys_of, (false, true)).await;
-        if stop.is_stopped() {
-            return;
-        }
-        // Events expected: for each put, the watchers of its key, on the streams that opened.
-        let mut live_watchers = vec![0u64; keys.len()];
-        for g in streams.iter().flat_map(|s| s.index * per..(s.index + 1) * per) {
-            live_watchers[g % keys.len()] += 1;
-        }
-        let expected: u64 = (0..a.put_total).map(|i| live_watchers[(i % keys.len() as u64) as usize]).sum();
-        let phase = EventPhase {
-            keys: Arc::new(keys),
-            put_total: a.put_total,
-            put_rate: a.put_rate,
-            put_channels: (0..settings.clients).map(|c| channel_for(&channels, c)).collect(),
-            value_size: 8,
-            expected,
+        // watch-fanout's load, a putter per client, 8-byte values (the send time).
+        let shape = Shape {
+            watchers: a.streams * a.watch_per_stream,
+            keys: keys.len(),
+            streams: a.streams,
+            puts: a.put_total,
+            put_clients: settings.clients,
+            val_size: 8,
         };
-        let (events, puts, took) = run_events(settings, stop, streams, phase).await;
+        let fanned = fan_out((settings, stop, out), &shape, a.put_rate, keys, (false, true)).await;
+        let Some((events, puts, took, _, expected)) = fanned else { return };
         out.extra("events_expected", expected);
         out.report("Watch events received summary:\n", events.stats(took), "");
         // Failed puts are warnings: the events are the report.

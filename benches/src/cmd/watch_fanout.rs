@@ -10,12 +10,16 @@
 use crate::conn::{channel_for, connect};
 use crate::keys::random_bytes;
 use crate::output::Out;
+use crate::report::Recorder;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use crate::watch_streams::{check_stamped_puts, open_streams, run_events, watchers_on, EventPhase};
+use crate::watch_streams::{
+    check_stamped_puts, expected_events, open_streams, run_events, watchers_on, EventPhase,
+};
 use bytes::Bytes;
 use clap::Args;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The fan-out's shape, which `actcd-tables fanout` runs on both servers too.
 #[derive(Debug, Clone, Args)]
@@ -69,27 +73,9 @@ impl WatchFanoutArgs {
 
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self.shape;
-        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else { return };
-        let keys: Arc<Vec<Bytes>> =
-            Arc::new((0..a.keys).map(|_| Bytes::from(random_bytes(self.key_size))).collect());
-        let keys_of = |s| watchers_of_stream(s, &a).map(|g| keys[g % keys.len()].clone()).collect();
-        let opening = (a.streams, a.watchers as u64, a.streams);
-        let (open, _) =
-            open_streams((settings, stop, out), &channels, opening, keys_of, (false, false)).await;
-        if stop.is_stopped() {
-            return;
-        }
-        let live: u64 = open.iter().map(|s| watchers_on(s.index, a.watchers, a.streams) as u64).sum();
-        let expected = expected_events(open.iter().map(|s| s.index), &a);
-        let phase = EventPhase {
-            keys,
-            put_total: a.puts,
-            put_rate: self.put_rate,
-            put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
-            value_size: a.val_size,
-            expected,
-        };
-        let (events, puts, took) = run_events(settings, stop, open, phase).await;
+        let keys = (0..a.keys).map(|_| Bytes::from(random_bytes(self.key_size))).collect();
+        let fanned = fan_out((settings, stop, out), &a, self.put_rate, keys, (false, false)).await;
+        let Some((events, puts, took, live, expected)) = fanned else { return };
         let event_stats = events.stats(took);
         out.extra("watchers", live);
         out.extra("events_expected", expected);
@@ -107,38 +93,49 @@ impl WatchFanoutArgs {
     }
 }
 
-/// The watchers (numbered across all streams) on stream `s`: a run of consecutive numbers.
-/// Watcher g watches key g mod keys.
-fn watchers_of_stream(s: usize, a: &Shape) -> std::ops::Range<usize> {
-    let first = s * (a.watchers / a.streams) + s.min(a.watchers % a.streams);
-    first..first + watchers_on(s, a.watchers, a.streams)
-}
-
-/// Events the puts make for the watchers of the `open` streams: each put reaches the watchers
-/// of its key, and put i goes to key i mod keys.
-fn expected_events(open: impl Iterator<Item = usize>, a: &Shape) -> u64 {
-    let mut per_key = vec![0u64; a.keys];
-    for g in open.flat_map(|s| watchers_of_stream(s, a)) {
-        per_key[g % a.keys] += 1;
+/// The load of the watch commands: `a.streams` streams of `a.watchers` watchers of `keys`
+/// (watcher g watches key g mod keys), with prev_kv or not and the creation report always or
+/// only on a failure (`flags`), then `a.puts` puts to the keys in turn at `put_rate`. The event
+/// and put recorders, the puts' wall time, the watchers created and the events expected; `None`
+/// when the run stopped before the puts.
+pub async fn fan_out(
+    (settings, stop, out): (&Settings, &Stop, &Out),
+    a: &Shape,
+    put_rate: u64,
+    keys: Vec<Bytes>,
+    flags: (bool, bool),
+) -> Option<(Arc<Recorder>, Arc<Recorder>, Duration, usize, u64)> {
+    let channels = connect(settings, stop, out, &["watch-create"]).await?;
+    let keys_of = |s| watchers_on(s, a.watchers, a.streams).map(|g| keys[g % keys.len()].clone()).collect();
+    let opening = (a.streams, a.watchers as u64, a.streams);
+    let (open, _) = open_streams((settings, stop, out), &channels, opening, keys_of, flags).await;
+    if stop.is_stopped() {
+        return None;
     }
-    let n = a.keys as u64;
-    per_key.iter().enumerate().map(|(k, w)| w * (a.puts / n + u64::from((k as u64) < a.puts % n))).sum()
+    let live: Vec<usize> = open.iter().flat_map(|s| watchers_on(s.index, a.watchers, a.streams)).collect();
+    let expected = expected_events(live.iter().copied(), keys.len(), a.puts);
+    let phase = EventPhase {
+        keys: Arc::new(keys),
+        put_total: a.puts,
+        put_rate,
+        put_channels: (0..a.put_clients).map(|c| channel_for(&channels, c)).collect(),
+        value_size: a.val_size,
+        expected,
+    };
+    let (events, puts, took) = run_events(settings, stop, open, phase).await;
+    Some((events, puts, took, live.len(), expected))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn shape(watchers: usize, keys: usize, streams: usize, puts: u64) -> Shape {
-        Shape { watchers, keys, streams, puts, put_clients: 1, val_size: 256 }
-    }
-
     #[test]
     fn watchers_spread_over_keys_and_each_stream_watches_distinct_keys() {
-        let a = shape(100_000, 1000, 1000, 5000);
-        let mut per_key = vec![0; a.keys];
-        for stream in 0..a.streams {
-            let mut mine: Vec<usize> = watchers_of_stream(stream, &a).map(|g| g % a.keys).collect();
+        let (watchers, keys, streams) = (100_000, 1000, 1000);
+        let mut per_key = vec![0; keys];
+        for stream in 0..streams {
+            let mut mine: Vec<usize> = watchers_on(stream, watchers, streams).map(|g| g % keys).collect();
             assert_eq!(mine.len(), 100);
             mine.sort_unstable();
             mine.dedup();
@@ -146,10 +143,9 @@ mod tests {
             mine.into_iter().for_each(|key| per_key[key] += 1);
         }
         assert!(per_key.iter().all(|&n| n == 100));
-        assert_eq!(expected_events(0..a.streams, &a), 5000 * 100);
-        // One key: every put reaches every watcher of the open streams.
-        assert_eq!(expected_events([0, 2].into_iter(), &shape(10, 1, 3, 7)), 7 * (4 + 3));
-        // Puts that do not divide over the keys: keys 0 and 1 get 2 puts, key 2 gets 1.
-        assert_eq!(expected_events(0..3, &shape(6, 3, 3, 5)), 2 * 2 + 2 * 2 + 2);
+        assert_eq!(expected_events(0..watchers, keys, 5000), 5000 * 100);
+        // One key, streams 0 and 2 of 3 open: every put reaches their 4 + 3 watchers.
+        let open = [0, 2].into_iter().flat_map(|s| watchers_on(s, 10, 3));
+        assert_eq!(expected_events(open, 1, 7), 7 * (4 + 3));
     }
 }

@@ -79,7 +79,7 @@ impl WatchGetArgs {
         for s in 0..self.streams {
             let channel = channel_for(&channels, s % settings.clients);
             let (watchers, received, stop) =
-                (watchers_on(s, self.watchers, self.streams), received.clone(), stop.clone());
+                (watchers_on(s, self.watchers, self.streams).len(), received.clone(), stop.clone());
             let events = self.events;
             streams.spawn(async move {
                 if let Err(e) = catch_up(channel, watchers, from, events, &received).await {

@@ -1,15 +1,14 @@
 //! `watch-latency`: `--streams` streams of `--watchers-per-stream` watchers of one key, then one
 //! putter at `--put-rate`; reports the puts and each event's latency from its put's send.
 
-use crate::conn::connect;
+use super::watch_fanout::{fan_out, Shape};
 use crate::keys::random_bytes;
 use crate::output::Out;
 use crate::settings::Settings;
 use crate::stop::Stop;
-use crate::watch_streams::{check_stamped_puts, open_streams, run_events, EventPhase};
+use crate::watch_streams::check_stamped_puts;
 use bytes::Bytes;
 use clap::{ArgAction, Args};
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Args)]
 pub struct WatchLatencyArgs {
@@ -46,26 +45,19 @@ impl WatchLatencyArgs {
 
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
-        let Some(channels) = connect(settings, stop, out, &["watch-create"]).await else { return };
-        let key = Bytes::from(random_bytes(a.key_size));
-        let per = a.watchers_per_stream;
-        let keys_of = |_| vec![key.clone(); per];
-        let opening = (a.streams, (a.streams * per) as u64, a.streams);
-        let (streams, _) =
-            open_streams((settings, stop, out), &channels, opening, keys_of, (a.prevkv, false)).await;
-        if stop.is_stopped() {
-            return;
-        }
-        let phase = EventPhase {
-            expected: a.put_total * (streams.len() * per) as u64,
-            keys: Arc::new(vec![key]),
-            put_total: a.put_total,
-            put_rate: a.put_rate,
-            // One putter, like etcd's: puts go out one after another at --put-rate.
-            put_channels: vec![channels[0].clone()],
-            value_size: a.val_size,
+        // watch-fanout's load of one key, with one putter like etcd's: puts go out one after
+        // another at --put-rate.
+        let shape = Shape {
+            watchers: a.streams * a.watchers_per_stream,
+            keys: 1,
+            streams: a.streams,
+            puts: a.put_total,
+            put_clients: 1,
+            val_size: a.val_size,
         };
-        let (events, puts, took) = run_events(settings, stop, streams, phase).await;
+        let key = vec![Bytes::from(random_bytes(a.key_size))];
+        let fanned = fan_out((settings, stop, out), &shape, a.put_rate, key, (a.prevkv, false)).await;
+        let Some((events, puts, took, ..)) = fanned else { return };
         out.report("Put summary:\n", puts.stats(took), "");
         out.report("Watch events summary:\n", events.stats(took), "");
     }

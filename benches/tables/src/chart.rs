@@ -55,7 +55,6 @@ fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-/// The series' names in a box in the corner `pos`.
 fn legend<'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, BitMapBackend<'a>, CT>,
     pos: SeriesLabelPosition,
@@ -77,7 +76,6 @@ fn chart_on<'a, 'b>(
     chart
 }
 
-/// Draws on a fresh white canvas with `draw` and encodes it as PNG.
 fn png_of(
     draw: impl FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
 ) -> Result<Vec<u8>, String> {

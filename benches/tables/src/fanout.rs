@@ -11,9 +11,10 @@
 //! actcd / etcd, every repeat's events/s, the client's CPU and the errors. Each repeat's report
 //! is kept as JSON beside the table.
 
-use crate::results::{Files, Utc};
+use crate::results::{write_all, Files, Utc};
 use crate::server::{settings_for, work_dir, Spec};
 use actcd_bench::cmd::watch_fanout::{Shape, WatchFanoutArgs};
+use actcd_bench::format::table_head;
 use actcd_bench::output::{Document, Out};
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
@@ -99,7 +100,6 @@ impl FanoutArgs {
         self.load("throughput").validate()
     }
 
-    /// The watch-fanout load of `run`.
     fn load(&self, run: &str) -> WatchFanoutArgs {
         let latency = run == "latency";
         let puts = if latency { self.latency_puts } else { self.shape.puts };
@@ -107,7 +107,6 @@ impl FanoutArgs {
         WatchFanoutArgs { shape: Shape { puts, ..self.shape.clone() }, put_rate, key_size: 32 }
     }
 
-    /// Runs every repeat and prints and writes the table.
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let now = Utc::now();
         let dir = self.files.dir(&now);
@@ -141,13 +140,10 @@ impl FanoutArgs {
                     };
                     let f = match spec.on_fresh(&format!("{kind}-{run}"), stop, None, load).await {
                         Ok((f, doc)) => {
-                            let path =
-                                dir.join(format!("{}-{kind}-watch-fanout-{run}-{rep}.json", now.stamp));
-                            let json = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string());
-                            if let Err(e) =
-                                json.and_then(|j| std::fs::write(&path, j).map_err(|e| e.to_string()))
-                            {
-                                out.note(format!("warning: cannot write {}: {e}", path.display()));
+                            let name = format!("{kind}-watch-fanout-{run}-{rep}.json");
+                            let json = serde_json::to_vec_pretty(&doc).map_err(|e| e.to_string());
+                            if let Err(e) = json.and_then(|j| write_all(&dir, &now.stamp, &[(name, j)])) {
+                                out.note(format!("warning: {e}"));
                             }
                             if let Some(why) = &doc.aborted {
                                 eprintln!("watch-fanout: {kind} {run}: stopped early: {why}");
@@ -175,15 +171,16 @@ impl FanoutArgs {
         let etcd_version = specs[0].version().split_whitespace().nth(2).unwrap_or_default().to_string();
         let text = self.table(&now, &etcd_version, &figures);
         out.print(&text);
-        let path = dir.join(format!("{}-watch-fanout.md", now.stamp));
-        match std::fs::write(&path, &text) {
-            Ok(()) => eprintln!(
-                "raw JSON: {}/{}-*-watch-fanout-*.json; summary: {}",
-                dir.display(),
-                now.stamp,
-                path.display()
-            ),
-            Err(e) => stop.stop(format!("cannot write {}: {e}", path.display())),
+        match write_all(&dir, &now.stamp, &[("watch-fanout.md".to_string(), text.into_bytes())]) {
+            Ok(paths) => {
+                eprintln!(
+                    "raw JSON: {}/{}-*-watch-fanout-*.json; summary: {}",
+                    dir.display(),
+                    now.stamp,
+                    paths[0].display()
+                )
+            }
+            Err(e) => stop.stop(e),
         }
     }
 
@@ -217,8 +214,8 @@ impl FanoutArgs {
             "{} watchers of {} key(s) over {} streams on {} connections; puts of {}-byte values from {} putters (throughput: {} puts, no rate limit; latency: {} puts at {}/s); latency = put send -> event arrival; fresh server per run; median of {} repeats (by events/s)",
             a.watchers, a.keys, a.streams, self.connections, a.val_size, a.put_clients, a.puts, self.latency_puts, self.latency_rate, self.repeat
         );
-        s += "\n| run | etcd events/s | actcd events/s | events/s actcd/etcd | etcd p50 ms | actcd p50 ms | etcd p99 ms | actcd p99 ms | p99 actcd/etcd | etcd p99.9 ms | actcd p99.9 ms | etcd puts/s | actcd puts/s | etcd server CPU s | actcd server CPU s | etcd RSS MB | actcd RSS MB |\n";
-        s += "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+        s += "\n";
+        s += &table_head("run | etcd events/s | actcd events/s | events/s actcd/etcd | etcd p50 ms | actcd p50 ms | etcd p99 ms | actcd p99 ms | p99 actcd/etcd | etcd p99.9 ms | actcd p99.9 ms | etcd puts/s | actcd puts/s | etcd server CPU s | actcd server CPU s | etcd RSS MB | actcd RSS MB");
         let (mut every, mut cores, mut errors) = (String::new(), String::new(), String::new());
         for (r, run) in RUNS.iter().enumerate() {
             let (e, a) = (median(&figures[0][r]), median(&figures[1][r]));

@@ -24,18 +24,13 @@ use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
 use actcd_test_support::procfs;
 use actcd_test_support::server::{Kind, Server};
-use clap::{ArgAction, Args, ValueEnum};
+use clap::{value_parser, ArgAction, Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// `--quick` watch rows: conns, streams and watches each varied on their own (enough for the
 /// fit of c1, c2, c3), a few seconds in all.
 const QUICK_WATCH_ROWS: &str = "100x1x1,200x1x1,100x10x1,100x10x10";
-/// The QPS runs' requests at 1 × 1 and at 100 × 1000: etcd's doc, and `--quick`.
-const QPS_TOTALS: (u64, u64) = (10_000, 100_000);
-const QUICK_QPS_TOTALS: (u64, u64) = (300, 3000);
-/// Estimates are multiplied by this before they are compared with the machine.
-const MARGIN: f64 = 1.25;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Table {
@@ -59,20 +54,20 @@ pub struct MeasureArgs {
     /// The tables to run (comma separated).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "storage,watch,qps")]
     pub only: Vec<Table>,
-    /// Storage rows: etcd (its 8 rows; the default), quick, or a list of
-    /// KEYSxVERSIONSxKEYSIZExVALUESIZE like 100kx5x64x256.
-    #[arg(long)]
-    pub storage_rows: Option<String>,
-    /// Watch rows: all (etcd's 15; the default), quick, small, big, or a list of
-    /// CLIENTSxSTREAMSxWATCHES like 1kx10x1.
-    #[arg(long)]
-    pub watch_rows: Option<String>,
+    /// Storage rows: etcd (its 8 rows), quick, or a list of KEYSxVERSIONSxKEYSIZExVALUESIZE like
+    /// 100kx5x64x256.
+    #[arg(long, default_value = "etcd", default_value_if("quick", "true", "quick"))]
+    pub storage_rows: String,
+    /// Watch rows: all (etcd's 15), quick, small, big, or a list of CLIENTSxSTREAMSxWATCHES like
+    /// 1kx10x1.
+    #[arg(long, default_value = "all", default_value_if("quick", "true", QUICK_WATCH_ROWS))]
+    pub watch_rows: String,
     /// Requests of each QPS run at 1 conn / 1 client (etcd's doc: 10000).
-    #[arg(long)]
-    pub qps_small: Option<u64>,
+    #[arg(long, default_value_t = 10_000, default_value_if("quick", "true", "300"), value_parser = value_parser!(u64).range(1..))]
+    pub qps_small: u64,
     /// Requests of each QPS run at 100 conns / 1000 clients (etcd's doc: 100000).
-    #[arg(long)]
-    pub qps_large: Option<u64>,
+    #[arg(long, default_value_t = 100_000, default_value_if("quick", "true", "3000"), value_parser = value_parser!(u64).range(1..))]
+    pub qps_large: u64,
     #[command(flatten)]
     pub files: Files,
     /// Parent of the temp dir that holds the started servers' data dirs and logs.
@@ -81,7 +76,7 @@ pub struct MeasureArgs {
     #[command(flatten)]
     pub limits: RowLimits,
     /// Most memory (GiB) server and client may take together in a row; bigger rows are skipped.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = value_parser!(u64).range(1..))]
     pub max_mem_gib: u64,
     /// --quota-backend-bytes of the servers (etcd's default 2 GiB is too small for 1M keys x 5
     /// versions of 1 KiB).
@@ -91,29 +86,10 @@ pub struct MeasureArgs {
 
 impl MeasureArgs {
     pub fn validate(&self) -> Result<(), String> {
-        storetable::parse_rows(self.storage_spec())?;
-        memtable::parse_rows(self.watch_spec())?;
-        let (small, large) = self.qps_totals();
-        if small == 0 || large == 0 || self.max_mem_gib == 0 {
-            return Err("--qps-small, --qps-large and --max-mem-gib must be at least 1".to_string());
-        }
-        Ok(())
+        storetable::parse_rows(&self.storage_rows)?;
+        memtable::parse_rows(&self.watch_rows).map(|_| ())
     }
 
-    fn storage_spec(&self) -> &str {
-        self.storage_rows.as_deref().unwrap_or(if self.quick { "quick" } else { "etcd" })
-    }
-
-    fn watch_spec(&self) -> &str {
-        self.watch_rows.as_deref().unwrap_or(if self.quick { QUICK_WATCH_ROWS } else { "all" })
-    }
-
-    fn qps_totals(&self) -> (u64, u64) {
-        let (small, large) = if self.quick { QUICK_QPS_TOTALS } else { QPS_TOTALS };
-        (self.qps_small.unwrap_or(small), self.qps_large.unwrap_or(large))
-    }
-
-    /// Runs the tables (validated flags).
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
         // Thousands of connections need as many file descriptors, here and in the servers
@@ -142,20 +118,14 @@ impl MeasureArgs {
             total_secs: 0.0,
         };
         let m = Measure { base: settings, stop, a: &a, spec, name: doc.server.clone() };
-        let mut tables: Vec<Table> = Vec::new();
-        for t in &a.only {
-            if !tables.contains(t) {
-                tables.push(*t);
-            }
-        }
-        for t in tables {
+        // In the order the text prints them, each once.
+        for t in [Table::Storage, Table::Watch, Table::Qps].into_iter().filter(|t| a.only.contains(t)) {
             match t {
                 Table::Storage => doc.storage = m.storage().await,
                 Table::Watch => doc.watch = m.watch().await,
                 Table::Qps => {
-                    let (small, large) = a.qps_totals();
-                    doc.qps =
-                        qpstable::measure(&m.spec, (settings, stop, out), qpstable::runs(small, large)).await;
+                    let runs = qpstable::runs(a.qps_small, a.qps_large);
+                    doc.qps = qpstable::measure(&m.spec, (settings, stop, out), runs).await;
                 }
             }
         }
@@ -184,12 +154,7 @@ struct Measure<'a> {
 
 impl Measure<'_> {
     fn limits(&self) -> Limits {
-        Limits {
-            reserve: self.a.limits.reserve_mib << 20,
-            max_secs: self.a.limits.row_time_limit.as_secs_f64(),
-            margin: MARGIN,
-            budget: self.a.max_mem_gib << 30,
-        }
+        self.a.limits.plan(self.a.max_mem_gib << 30)
     }
 
     /// Runs a memory table's rows in order, each on a fresh server, or records it as skipped
@@ -244,7 +209,7 @@ impl Measure<'_> {
     }
 
     async fn storage(&self) -> Vec<StoreResult> {
-        let rows = storetable::parse_rows(self.a.storage_spec()).unwrap_or_default();
+        let rows = storetable::parse_rows(&self.a.storage_rows).unwrap_or_default();
         let plan = |row: &StoreRow, before: &[StoreResult]| {
             storetable::plan(row, before, self.spec.quota_bytes, &self.limits())
         };
@@ -260,7 +225,7 @@ impl Measure<'_> {
     }
 
     async fn watch(&self) -> Vec<RowResult> {
-        let mut rows = memtable::parse_rows(self.a.watch_spec()).unwrap_or_default();
+        let mut rows = memtable::parse_rows(&self.a.watch_rows).unwrap_or_default();
         // Smallest first: each row's estimate is fitted from the rows measured before it.
         rows.sort_by_key(|r| (r.watches(), r.streams(), r.clients));
         let plan = |row: &Row, before: &[RowResult]| {
@@ -275,17 +240,8 @@ impl Measure<'_> {
         let measure = async |server: &Server, stop: &Stop, row| {
             let settings = settings_for(self.base, server, 1, 1);
             let out = Out::new("watch-memory", &settings);
-            watch_row::measure(
-                &settings,
-                stop,
-                &out,
-                &self.a.limits,
-                256,
-                row,
-                server.pid(),
-                self.name.clone(),
-            )
-            .await
+            watch_row::measure(&settings, stop, &out, &self.a.limits, row, server.pid(), self.name.clone())
+                .await
         };
         self.memory_rows("watch", rows, plan, measure).await
     }
@@ -294,17 +250,9 @@ impl Measure<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        measure: MeasureArgs,
-    }
 
     fn args(argv: &[&str]) -> Result<MeasureArgs, String> {
-        let full = ["measure"].iter().chain(argv);
-        Line::try_parse_from(full).map(|l| l.measure).map_err(|e| e.to_string())
+        actcd_bench::execute::parse_flags(argv)
     }
 
     #[test]
@@ -320,6 +268,13 @@ mod tests {
             assert!(args(bad).and_then(|a| a.validate()).is_err(), "{bad:?}");
         }
         let q = args(&["--server", "actcd", "--quick"]).expect("parses");
-        assert_eq!((q.storage_spec(), q.qps_totals()), ("quick", QUICK_QPS_TOTALS));
+        assert_eq!(
+            (&q.storage_rows[..], &q.watch_rows[..], q.qps_small, q.qps_large),
+            ("quick", QUICK_WATCH_ROWS, 300, 3000)
+        );
+        let q = args(&["--server", "actcd", "--quick", "--qps-large=7"]).expect("parses");
+        assert_eq!((&q.storage_rows[..], q.qps_small, q.qps_large), ("quick", 300, 7));
+        let full = args(&["--server", "actcd"]).expect("parses");
+        assert_eq!((&full.storage_rows[..], &full.watch_rows[..], full.qps_small), ("etcd", "all", 10_000));
     }
 }

@@ -63,13 +63,11 @@ impl Outcome {
         self.server_rss_idle_kb as f64 * 1024.0
     }
 
-    /// Server bytes over idle.
     pub fn delta_bytes(&self) -> f64 {
         self.rss_bytes() - self.idle_bytes()
     }
 }
 
-/// A memory table's result of one row.
 pub trait MemoryRow {
     type Row: Copy;
     /// A row with `outcome` and nothing measured yet.

@@ -6,9 +6,9 @@
 
 use crate::server::{died, settings_for, Spec};
 use actcd_bench::cmd::put::PutArgs;
-use actcd_bench::cmd::range::RangeArgs;
+use actcd_bench::cmd::range::{Consistency, RangeArgs};
 use actcd_bench::conn::{bounded, dial_one, kv_client};
-use actcd_bench::format::{count, mb};
+use actcd_bench::format::{count, mb, table_head};
 use actcd_bench::output::{cpu_now, ClientCpu, Out};
 use actcd_bench::settings::Settings;
 use actcd_bench::stop::Stop;
@@ -84,7 +84,6 @@ pub struct QpsResult {
     pub client_cores: f64,
 }
 
-/// The key the ranges read.
 const RANGE_KEY: &str = "foo";
 
 /// Runs `runs` on one fresh server of `spec`, each under a stop of its own.
@@ -115,8 +114,11 @@ pub async fn measure(
                             own.stop(e);
                         }
                     }
-                    let consistency = if op == Op::RangeSerializable { "s" } else { "l" };
-                    RangeArgs::of_key(RANGE_KEY, consistency, run.total).run(&settings, &own, &out).await
+                    let consistency =
+                        if op == Op::RangeSerializable { Consistency::S } else { Consistency::L };
+                    let (key, total) = (RANGE_KEY.to_string(), run.total);
+                    let range = RangeArgs { key, consistency, total, ..RangeArgs::default() };
+                    range.run(&settings, &own, &out).await
                 }
             }
             let client_cores = ClientCpu::measure(cpu_start, started.elapsed()).map_or(0.0, |c| c.cores_used);
@@ -185,23 +187,17 @@ pub fn table(server: &str, results: &[QpsResult]) -> String {
     let sections = [
         (
             format!("Writes ({KEY_SIZE}-byte sequential keys, {VAL_SIZE}-byte values):"),
-            "| keys | conns | clients | QPS | avg latency | p99 | RSS | errors | client cores |",
+            "keys | conns | clients | QPS | avg latency | p99 | RSS | errors | client cores",
             true,
         ),
         (
             format!("Reads (one key with a {VAL_SIZE}-byte value):"),
-            "| requests | conns | clients | consistency | QPS | avg latency | p99 | errors | client cores |",
+            "requests | conns | clients | consistency | QPS | avg latency | p99 | errors | client cores",
             false,
         ),
     ];
     for (title, header, writes) in sections {
-        let _ = writeln!(s, "{title}\n\n{header}");
-        let align: Vec<&str> = header
-            .trim_matches('|')
-            .split('|')
-            .map(|h| if h.trim() == "consistency" { " --- " } else { " ---: " })
-            .collect();
-        let _ = writeln!(s, "|{}|", align.join("|"));
+        let _ = writeln!(s, "{title}\n\n{}", table_head(header).trim_end());
         for r in mine.iter().filter(|r| (r.run.op == Op::Put) == writes) {
             let _ = writeln!(s, "{}", line(r));
         }
@@ -227,8 +223,25 @@ fn line(r: &QpsResult) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A run of `server` that completed at `qps`.
+    pub(crate) fn done(run: QpsRun, server: &str, qps: f64) -> QpsResult {
+        let server = server.to_string();
+        QpsResult {
+            run,
+            server,
+            failed: None,
+            requests: run.total,
+            errors: 0,
+            qps,
+            average_secs: 0.0016,
+            p99_secs: 0.004,
+            server_rss_kb: 48_000,
+            client_cores: 0.5,
+        }
+    }
 
     #[test]
     fn runs_follow_the_doc() {
@@ -236,21 +249,7 @@ mod tests {
         assert_eq!(r.len(), 6);
         assert_eq!(r[1].name(), "put-100x1000");
         assert_eq!(r[5].name(), "range-s-100x1000");
-        let results: Vec<QpsResult> = r
-            .iter()
-            .map(|run| QpsResult {
-                run: *run,
-                server: "etcd".to_string(),
-                failed: None,
-                requests: run.total,
-                errors: 0,
-                qps: 1234.4,
-                average_secs: 0.0016,
-                p99_secs: 0.004,
-                server_rss_kb: 48_000,
-                client_cores: 0.5,
-            })
-            .collect();
+        let results: Vec<QpsResult> = r.into_iter().map(|run| done(run, "etcd", 1234.4)).collect();
         let t = table("etcd", &results);
         assert!(t.contains("| 10k | 1 | 1 | 1234 | 1.6 ms | 4.0 ms | 49.2 MB | 0 | 0.50 |"), "{t}");
         assert!(t.contains("| 100k | 100 | 1000 | Serializable | 1234 |"), "{t}");

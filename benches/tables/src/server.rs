@@ -36,7 +36,6 @@ fn default_binary(kind: Kind) -> Result<PathBuf, String> {
     }
 }
 
-/// A temp dir under `parent` for the servers' data dirs and logs.
 pub fn work_dir(parent: &Path) -> Result<TempDir, String> {
     tempfile::Builder::new()
         .prefix("actcd-tables.")
@@ -55,7 +54,6 @@ pub struct Spec {
 }
 
 impl Spec {
-    /// `kind` from `binary`, else from [`default_binary`].
     pub fn new(kind: Kind, binary: Option<PathBuf>, work: &Path, quota_bytes: u64) -> Result<Self, String> {
         let binary = binary.map_or_else(|| default_binary(kind), Ok)?;
         Ok(Self { kind, binary, work: work.to_path_buf(), quota_bytes })

@@ -10,7 +10,7 @@ use crate::memtable::{machine, memory_room, Limits};
 use crate::outcome::{memory_row, parse_rows as parse_rows_of, MemoryRow, Outcome};
 use actcd_bench::cmd::put::PutArgs;
 use actcd_bench::conn::{bounded, dial_one, kv_client};
-use actcd_bench::format::{count, mb, per_item};
+use actcd_bench::format::{count, mb, per_item, table_head};
 use actcd_bench::keys::varint_len;
 use actcd_bench::output::Out;
 use actcd_bench::settings::Settings;
@@ -57,7 +57,6 @@ impl StoreRow {
         self.keys * self.versions
     }
 
-    /// Key and value bytes written in all.
     pub fn bytes(&self) -> u64 {
         self.puts() * (self.key_size + self.val_size) as u64
     }
@@ -122,7 +121,6 @@ impl StoreResult {
         self.outcome.ran() && self.puts_done == self.row.puts() && self.keys_counted == self.row.keys
     }
 
-    /// Key and value bytes loaded per second.
     pub fn bytes_per_sec(&self) -> Option<f64> {
         (self.complete() && self.load_secs > 0.0).then(|| self.row.bytes() as f64 / self.load_secs)
     }
@@ -245,9 +243,7 @@ fn bytes_label(n: usize) -> String {
 /// size; skipped and failed rows with the reason; the fit under it.
 pub fn table(server: &str, results: &[StoreResult]) -> String {
     let rows: Vec<&StoreResult> = results.iter().filter(|r| r.outcome.server == server).collect();
-    let mut s = String::new();
-    let _ = writeln!(s, "| N | versions | key size | value size | memory usage (RSS) | idle RSS | over idle per key | load | puts/s | db size |");
-    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut s = table_head("N | versions | key size | value size | memory usage (RSS) | idle RSS | over idle per key | load | puts/s | db size");
     for r in &rows {
         let lead = format!(
             "| {} | {} | {} | {} |",
@@ -295,10 +291,11 @@ pub fn table(server: &str, results: &[StoreResult]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn done(r: StoreRow, per_key: f64, per_version: f64) -> StoreResult {
+    /// A complete row of actcd whose RSS over idle is exactly per key and per version.
+    pub(crate) fn done(r: StoreRow, per_key: f64, per_version: f64) -> StoreResult {
         let delta = per_key * r.keys as f64 + per_version * r.puts() as f64;
         let rss = 20_000 + (delta / 1024.0) as u64;
         StoreResult {

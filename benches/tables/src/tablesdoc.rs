@@ -7,7 +7,7 @@ use crate::memtable::{self, RowResult};
 use crate::qpstable::{self, QpsResult, QpsRun};
 use crate::results::{write_all, Files, Utc};
 use crate::storetable::{self, StoreResult, StoreRow};
-use actcd_bench::format::{count, mb};
+use actcd_bench::format::{count, mb, table_head};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
@@ -176,8 +176,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
     let _ = writeln!(s, "{o}: {} ({}), {}", other.server_version, other.date, other.machine);
     if !base.storage.is_empty() || !other.storage.is_empty() {
         let _ = writeln!(s, "\nStorage memory (server RSS after the load):\n");
-        let _ = writeln!(s, "| N | versions | key size | value size | {b} RSS | {o} RSS | {o}/{b} |");
-        let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        s += &table_head(&format!("N | versions | key size | value size | {b} RSS | {o} RSS | {o}/{b}"));
         for rb in &base.storage {
             let ro = other.storage.iter().find(|r| r.row == rb.row);
             let show = |r: Option<&StoreResult>| match r {
@@ -222,8 +221,7 @@ pub fn side_by_side(base: &TablesDoc, other: &TablesDoc) -> String {
     }
     if !base.qps.is_empty() && !other.qps.is_empty() {
         let _ = writeln!(s, "\nPut/range QPS:\n");
-        let _ = writeln!(s, "| run (conns x clients) | requests | {b} QPS | {o} QPS | {o}/{b} | {b} avg | {o} avg | {b} p99 | {o} p99 | client cores ({b} / {o}) |");
-        let _ = writeln!(s, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+        s += &table_head(&format!("run (conns x clients) | requests | {b} QPS | {o} QPS | {o}/{b} | {b} avg | {o} avg | {b} p99 | {o} p99 | client cores ({b} / {o})"));
         for rb in &base.qps {
             let Some(ro) = other.qps.iter().find(|r| r.run == rb.run) else { continue };
             let _ = writeln!(
@@ -271,37 +269,15 @@ mod tests {
     use super::*;
     use crate::outcome::{MemoryRow, Outcome};
 
-    fn doc(server: &str, rss_scale: f64) -> TablesDoc {
-        let store = |row: StoreRow| StoreResult {
-            puts_done: row.puts(),
-            keys_counted: row.keys,
-            db_size_bytes: 1,
-            load_secs: 1.0,
-            ..StoreResult::new(
-                row,
-                Outcome {
-                    server: server.to_string(),
-                    server_rss_idle_kb: 20_000,
-                    server_rss_kb: (100_000.0 * rss_scale) as u64,
-                    ..Outcome::default()
-                },
-            )
-        };
-        let qps: Vec<QpsResult> = qpstable::runs(10, 100)
-            .into_iter()
-            .map(|run| QpsResult {
-                run,
-                server: server.to_string(),
-                failed: None,
-                requests: run.total,
-                errors: 0,
-                qps: 1000.0 * rss_scale,
-                average_secs: 0.001,
-                p99_secs: 0.002,
-                server_rss_kb: 1000,
-                client_cores: 0.3,
-            })
-            .collect();
+    /// A run of `server` with the quick storage rows' first (RSS 100 MB × `scale`) and second
+    /// (skipped), and every QPS run (1000 × `scale` a second).
+    fn doc(server: &str, scale: f64) -> TablesDoc {
+        // 2000 keys of one version: idle 20,000 KiB plus the rest.
+        let mut stored =
+            storetable::tests::done(storetable::QUICK_ROWS[0], (100e3 * scale - 20e3) * 1024.0 / 2000.0, 0.0);
+        stored.outcome.server = server.to_string();
+        let qps =
+            qpstable::runs(10, 100).into_iter().map(|run| qpstable::tests::done(run, server, 1000.0 * scale));
         TablesDoc {
             server: server.to_string(),
             server_version: "v".to_string(),
@@ -310,14 +286,14 @@ mod tests {
             command: "c".to_string(),
             mode: "m".to_string(),
             storage: vec![
-                store(storetable::QUICK_ROWS[0]),
+                stored,
                 StoreResult::new(
                     storetable::QUICK_ROWS[1],
                     Outcome::skipped(server.to_string(), "too big".to_string()),
                 ),
             ],
             watch: Vec::new(),
-            qps,
+            qps: qps.collect(),
             total_secs: 1.0,
         }
     }

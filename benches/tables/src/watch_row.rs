@@ -35,6 +35,9 @@ use std::time::{Duration, Instant};
 
 /// Connections dialed at once (a burst of thousands overflows the server's accept backlog).
 const DIAL_BATCH: usize = 100;
+const OPEN_CONCURRENCY: usize = 256;
+/// Estimates are multiplied by this before they are compared with the machine.
+const MARGIN: f64 = 1.25;
 
 /// How a memory row is bounded and read, as `watch-memory` and `measure` take it.
 #[derive(Debug, Clone, Args)]
@@ -49,6 +52,18 @@ pub struct RowLimits {
     /// it is stopped).
     #[arg(long, default_value = "10m", value_parser = parse_go_duration)]
     pub row_time_limit: Duration,
+}
+
+impl RowLimits {
+    /// The limits a row's plan applies, with at most `budget` bytes for server and client.
+    pub fn plan(&self, budget: u64) -> Limits {
+        Limits {
+            reserve: self.reserve_mib << 20,
+            max_secs: self.row_time_limit.as_secs_f64(),
+            margin: MARGIN,
+            budget,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -70,14 +85,8 @@ pub struct WatchMemoryArgs {
     /// Run the row even when the estimate says it does not fit.
     #[arg(long, num_args = 0..=1, require_equals = true, default_value_t = false, default_missing_value = "true", action = ArgAction::Set)]
     pub force: bool,
-    /// Streams being opened at once.
-    #[arg(long, default_value_t = 256)]
-    pub open_concurrency: usize,
     #[command(flatten)]
     pub limits: RowLimits,
-    /// Estimates are multiplied by this before they are compared with the machine.
-    #[arg(long, default_value_t = 1.25)]
-    pub margin: f64,
     /// Results of rows measured earlier (JSON documents of watch-memory --json or measure): the
     /// table's rows (--table), or what a run's estimate is fitted from.
     pub results: Vec<PathBuf>,
@@ -91,12 +100,6 @@ impl WatchMemoryArgs {
                 "--rows {} has {rows} rows; a run measures one row on a fresh server (measure --only watch runs them all)",
                 self.rows
             ));
-        }
-        if self.open_concurrency == 0 {
-            return Err("--open-concurrency must be at least 1".to_string());
-        }
-        if self.margin.is_nan() || self.margin < 1.0 {
-            return Err(format!("--margin must be at least 1, got {}", self.margin));
         }
         Ok(())
     }
@@ -127,7 +130,6 @@ impl WatchMemoryArgs {
         0
     }
 
-    /// Runs one row (or records it as skipped).
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
         let a = self;
         let Some(&row) = memtable::parse_rows(&a.rows).ok().as_ref().and_then(|r| r.first()) else { return };
@@ -141,13 +143,7 @@ impl WatchMemoryArgs {
                 .into_iter()
                 .filter(|r| server.is_empty() || r.outcome.server.is_empty() || r.outcome.server == server)
                 .collect();
-            let limits = Limits {
-                reserve: a.limits.reserve_mib << 20,
-                max_secs: a.limits.row_time_limit.as_secs_f64(),
-                margin: a.margin,
-                budget: u64::MAX,
-            };
-            let models = memtable::models_from(&same);
+            let (limits, models) = (a.limits.plan(u64::MAX), memtable::models_from(&same));
             if let Verdict::Skip(why) = memtable::plan(&row, &machine(a.server_pid), &limits, &models) {
                 out.note(format!("watch-memory {}: skipped: {why}", row.spec()));
                 return finish(out, RowResult::new(row, Outcome::skipped(server, why)));
@@ -160,13 +156,12 @@ impl WatchMemoryArgs {
         };
         // Bounded in time: the stall watchdog ends a frozen row, this limit a slow one.
         let limit = stop.after(a.limits.row_time_limit + a.limits.settle);
-        let result = measure(settings, stop, out, &a.limits, a.open_concurrency, row, pid, server).await;
+        let result = measure(settings, stop, out, &a.limits, row, pid, server).await;
         limit.abort();
         finish(out, result);
     }
 }
 
-/// The row's text (text mode) and its JSON figure.
 fn finish(out: &Out, r: RowResult) {
     let row = &r.row;
     let server = if r.outcome.server.is_empty() { "the server" } else { &r.outcome.server };
@@ -207,15 +202,12 @@ fn finish(out: &Out, r: RowResult) {
     out.extra("row", &r);
 }
 
-/// Measures `row` against the server at `settings.endpoints` whose pid is `pid`, with
-/// `open_concurrency` streams being opened at once.
-#[allow(clippy::too_many_arguments)]
+/// Measures `row` against the server at `settings.endpoints` whose pid is `pid`.
 pub async fn measure(
     settings: &Settings,
     stop: &Stop,
     out: &Out,
     limits: &RowLimits,
-    open_concurrency: usize,
     row: Row,
     pid: u32,
     server: String,
@@ -252,7 +244,7 @@ pub async fn measure(
         (0..row.watches_per_stream).map(|w| Bytes::from(format!("w/{conn}/{stream}/{w}"))).collect()
     };
     let streams = if stop.is_stopped() { 0 } else { conns * row.streams_per_client as usize };
-    let opening = (streams, row.watches(), open_concurrency);
+    let opening = (streams, row.watches(), OPEN_CONCURRENCY);
     let settings = Settings { clients: conns.max(1), ..settings.clone() };
     let (held, created) =
         open_streams((&settings, stop, out), &channels, opening, keys_of, (false, true)).await;
@@ -283,18 +275,11 @@ pub async fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        global: actcd_bench::settings::Global,
-        #[command(flatten)]
-        row: WatchMemoryArgs,
-    }
+    use actcd_bench::execute::parse_flags;
+    use actcd_bench::settings::Global;
 
     fn args(argv: &[&str]) -> WatchMemoryArgs {
-        Line::try_parse_from(["watch-memory"].iter().chain(argv)).expect("parses").row
+        parse_flags(argv).expect("parses")
     }
 
     #[test]
@@ -303,13 +288,7 @@ mod tests {
         let e = args(&["--rows=quick", "--server-pid=1"]).validate().expect_err("many rows");
         assert!(e.contains("one row"), "{e}");
         assert!(args(&["--rows=all", "--table", "a.json"]).validate().is_ok());
-        for bad in [
-            &["--rows=1x1"][..],
-            &["--rows=1x1x1", "--margin=0.5"],
-            &["--rows=1x1x1", "--open-concurrency=0"],
-        ] {
-            assert!(args(bad).validate().is_err(), "{bad:?}");
-        }
+        assert!(args(&["--rows=1x1"]).validate().is_err());
         let a = args(&["--table", "x.json", "y.json"]);
         assert!(a.table && a.results.len() == 2);
     }
@@ -317,13 +296,10 @@ mod tests {
     /// Runs one row against `addr` as `actcd-tables --json watch-memory ARGS` would.
     async fn run_row(addr: std::net::SocketAddr, argv: &[&str]) -> (Stop, Out) {
         let endpoints = format!("--endpoints={addr}");
-        let full = ["watch-memory", "--json", "--stall-timeout=1s", &endpoints]
-            .into_iter()
-            .chain(argv.iter().copied());
-        let line = Line::try_parse_from(full).expect("parses");
-        let settings = line.global.settings().expect("valid");
+        let global: Global = parse_flags(&["--json", "--stall-timeout=1s", &endpoints]).expect("parses");
+        let settings = global.settings().expect("valid");
         let (stop, out) = (Stop::new(), Out::new("watch-memory", &settings));
-        let run = line.row.run(&settings, &stop, &out);
+        let run = args(argv).run(&settings, &stop, &out);
         tokio::time::timeout(Duration::from_secs(20), run).await.expect("the row ends");
         (stop, out)
     }

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
-// The apiserver's defaults: a lease is reused for 5 % of the TTL, at most 60 s, and for at most
-// 1000 objects.
+// The apiserver's defaults: events live an hour; a lease is reused for 5 % of the TTL, at most
+// 60 s, and for at most 1000 objects.
+const EVENT_TTL: Duration = Duration::from_secs(3600);
 const REUSE_PERCENT: u32 = 5;
 const MAX_REUSE: Duration = Duration::from_secs(60);
 const MAX_OBJECTS: u64 = 1000;
@@ -26,15 +27,13 @@ struct Current {
 /// The shared lease. Writers wait on one lock while a grant is in flight, as the apiserver's do.
 pub struct LeaseManager {
     lease: LeaseClient<Conn>,
-    ttl: Duration,
     current: Mutex<Option<Current>>,
     grants: Arc<Recorder>,
 }
 
 impl LeaseManager {
-    /// Leases of `ttl` granted on `conn`, each grant recorded in `grants`.
-    pub fn new(conn: Conn, ttl: Duration, grants: Arc<Recorder>) -> Self {
-        Self { lease: LeaseClient::new(conn), ttl, current: Mutex::new(None), grants }
+    pub fn new(conn: Conn, grants: Arc<Recorder>) -> Self {
+        Self { lease: LeaseClient::new(conn), current: Mutex::new(None), grants }
     }
 
     /// The lease the next object with the TTL attaches to: the current one while it outlives
@@ -42,16 +41,16 @@ impl LeaseManager {
     pub async fn get(&self) -> Result<i64, OpError> {
         let mut current = self.current.lock().await;
         let now = Instant::now();
-        let reuse = (self.ttl * REUSE_PERCENT / 100).min(MAX_REUSE);
+        let reuse = (EVENT_TTL * REUSE_PERCENT / 100).min(MAX_REUSE);
         if let Some(c) = current.as_mut() {
             c.attached += 1;
-            let valid = now + self.ttl < c.expires;
-            let sufficient = now + self.ttl + reuse > c.expires;
+            let valid = now + EVENT_TTL < c.expires;
+            let sufficient = now + EVENT_TTL + reuse > c.expires;
             if valid && sufficient && c.attached <= MAX_OBJECTS {
                 return Ok(c.id);
             }
         }
-        let ttl = self.ttl + reuse;
+        let ttl = EVENT_TTL + reuse;
         let (mut lease, sent) = (self.lease.clone(), Instant::now());
         let granted = lease.lease_grant(LeaseGrantRequest { ttl: ttl.as_secs() as i64, id: 0 }).await;
         let id = self.grants.record(sent, granted.map_err(OpError::from))?.into_inner().id;

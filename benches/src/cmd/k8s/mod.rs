@@ -7,7 +7,7 @@
 //! `--duration`, all at once:
 //! - writes at `--rate`: creates (Txn mod_revision = 0, Put), updates (GuaranteedUpdate:
 //!   Txn mod_revision = seen, Put, else Get), deletes (the same with Delete) and events (created
-//!   on a shared lease from LeaseGrant, reused for a while, never kept alive), by `--write-mix`;
+//!   on a shared lease from LeaseGrant, reused for a while, never kept alive), 1:6:1:2;
 //! - every node's Lease renewed by a GuaranteedUpdate every `--node-lease-interval`;
 //! - informer lists at `--list-rate`: pages of `--page-size` at the first page's revision,
 //!   each list checked against its first page's count;
@@ -36,7 +36,7 @@ use self::reads::{FreshReader, ListChecks, Lister};
 use self::resources::{prefix, watched, Bodies, Object, Objects, Resource, NODE_LEASES, RESOURCES};
 use self::server::{Sampler, ServerUsage};
 use self::watch::{WatchCache, WatchCounts};
-use self::writes::{Mix, Namer, Nodes, Renewer, Seeder, Shared, Writer, VERBS};
+use self::writes::{Namer, Nodes, Renewer, Seeder, Shared, Writer, VERBS};
 use crate::conn::{bounded, channel_for, connect, kv_client, Conn};
 use crate::keys::Rng;
 use crate::output::Out;
@@ -59,8 +59,9 @@ use std::time::{Duration, Instant};
 const LIST_CLIENTS: usize = 4;
 /// Clients renewing node leases: each renewal is one small Txn.
 const RENEW_CLIENTS: usize = 8;
-/// Node leases created at once at the start.
 const CREATE_NODES_AT_ONCE: usize = 64;
+/// Clients doing consistent reads (each waits for the watch stream's progress).
+const READ_CLIENTS: usize = 16;
 
 /// The reports after the write verbs ([`VERBS`]), in their order.
 const OTHER_VERBS: [&str; 8] =
@@ -72,9 +73,6 @@ pub struct K8sArgs {
     /// deployments, serviceaccounts by share); created before the load when fewer exist.
     #[arg(long, default_value_t = 10_000)]
     pub objects: u64,
-    /// Namespaces the new objects spread over.
-    #[arg(long, default_value_t = 100)]
-    pub namespaces: u64,
     /// Nodes, each renewing its Lease (0: one per 100 objects).
     #[arg(long, default_value_t = 0)]
     pub nodes: usize,
@@ -84,9 +82,6 @@ pub struct K8sArgs {
     /// Write verbs (create, update, delete, event) per second.
     #[arg(long, default_value_t = 200.0)]
     pub rate: f64,
-    /// Weights of create, update, delete and event among the writes.
-    #[arg(long, default_value = "1,6,1,2", value_parser = Mix::parse)]
-    pub write_mix: Mix,
     /// How often each node renews its Lease.
     #[arg(long, default_value = "10s", value_parser = parse_go_duration)]
     pub node_lease_interval: Duration,
@@ -99,9 +94,6 @@ pub struct K8sArgs {
     /// Consistent reads from cache per second (0: none).
     #[arg(long, default_value_t = 20.0)]
     pub consistent_read_rate: f64,
-    /// Clients doing consistent reads (each waits for the watch stream's progress).
-    #[arg(long, default_value_t = 16)]
-    pub read_clients: usize,
     /// How often every type is counted (0: never).
     #[arg(long, default_value = "1m", value_parser = parse_go_duration)]
     pub count_interval: Duration,
@@ -112,9 +104,6 @@ pub struct K8sArgs {
     /// later one compacts to the revision of the round before.
     #[arg(long, default_value = "5m", value_parser = parse_go_duration)]
     pub compact_interval: Duration,
-    /// The TTL of events (their leases are granted for it plus the reuse window).
-    #[arg(long, default_value = "1h", value_parser = parse_go_duration)]
-    pub event_ttl: Duration,
     /// The server's pid, to report its RSS and CPU (when it runs on this machine).
     #[arg(long)]
     pub server_pid: Option<u32>,
@@ -130,7 +119,6 @@ pub struct VerbFigures {
     pub qps: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
-    /// The most frequent error, if any.
     pub first_error: Option<String>,
 }
 
@@ -178,7 +166,6 @@ impl K8sSummary {
         self.verbs.iter().find(|v| v.verb == verb)
     }
 
-    /// The closing table.
     pub fn to_text(&self) -> String {
         let mut s = format!(
             "\nk8s: {} objects found, {} created in {:.1} s, {} nodes; load {:.1} s\n",
@@ -217,17 +204,14 @@ impl K8sSummary {
 
 impl K8sArgs {
     pub fn validate(&self) -> Result<(), String> {
-        if self.objects == 0 || self.namespaces == 0 {
-            return Err("--objects and --namespaces must be at least 1".to_string());
+        if self.objects == 0 {
+            return Err("--objects must be at least 1".to_string());
         }
         for (flag, d) in [("--duration", self.duration), ("--node-lease-interval", self.node_lease_interval)]
         {
             if d.is_zero() {
                 return Err(format!("{flag} must be above 0"));
             }
-        }
-        if self.event_ttl < Duration::from_secs(1) {
-            return Err("--event-ttl must be at least 1s".to_string());
         }
         let rates = [
             ("--rate", self.rate),
@@ -237,8 +221,8 @@ impl K8sArgs {
         if let Some((flag, r)) = rates.into_iter().find(|(_, r)| !(r.is_finite() && *r >= 0.0)) {
             return Err(format!("{flag} must be 0 or more, got {r}"));
         }
-        if self.page_size < 1 || self.read_clients == 0 {
-            return Err("--page-size and --read-clients must be at least 1".to_string());
+        if self.page_size < 1 {
+            return Err("--page-size must be at least 1".to_string());
         }
         Ok(())
     }
@@ -270,14 +254,13 @@ impl K8sArgs {
         let shared = Arc::new(Shared {
             objects,
             bodies: Bodies::default(),
-            namer: Namer::new(a.namespaces),
-            leases: LeaseManager::new(channels[0].clone(), a.event_ttl, rec("lease-grant").clone()),
+            namer: Namer::default(),
+            leases: LeaseManager::new(channels[0].clone(), rec("lease-grant").clone()),
             conflicts: AtomicU64::new(0),
         });
         let writer = |c: usize| Writer {
             kv: kv_client(channel_for(&channels, c)),
             rng: Rng::new(),
-            mix: a.write_mix,
             shared: shared.clone(),
         };
         let seeded = a.objects.saturating_sub(found);
@@ -331,7 +314,7 @@ impl K8sArgs {
                 checks: checks.clone(),
             })
             .collect();
-        let readers: Vec<FreshReader> = (0..a.read_clients)
+        let readers: Vec<FreshReader> = (0..READ_CLIENTS)
             .map(|c| FreshReader { kv: kv_client(channel_for(&channels, c)), cache: cache.cache.clone() })
             .collect();
         let renew_rate = nodes.count() as f64 / a.node_lease_interval.as_secs_f64();

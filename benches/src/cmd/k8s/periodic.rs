@@ -36,7 +36,6 @@ pub async fn every(first: Duration, period: Duration, end: Instant, mut round: i
     }
 }
 
-/// `call` under `bound`, recorded in `rec`.
 async fn timed<T, E: Into<OpError>>(
     rec: &Recorder,
     bound: Duration,
@@ -52,7 +51,6 @@ pub async fn count_all(kv: &mut KvClient<Conn>, rec: &Recorder, bound: Duration)
     }
 }
 
-/// One Status poll.
 pub async fn status(m: &mut MaintenanceClient<Conn>, rec: &Recorder, bound: Duration) {
     let _ = timed(rec, bound, m.status(StatusRequest {})).await;
 }
@@ -65,7 +63,6 @@ pub struct Compactor {
     /// The revision seen at the last round: the next round compacts to it.
     pub revision: i64,
     pub compactions: u64,
-    /// The revision last compacted to.
     pub compacted_to: i64,
     /// Rounds whose CAS lost (another apiserver, or a previous run, moved the key).
     pub lost: u64,

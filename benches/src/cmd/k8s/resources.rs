@@ -54,9 +54,14 @@ pub fn prefix(resource: &Resource) -> Bytes {
     Bytes::from(format!("/registry/{}/", resource.name))
 }
 
-/// The key of object `name` of `resource` in `namespace`.
 pub fn key(resource: &Resource, namespace: &str, name: &str) -> Bytes {
     Bytes::from(format!("/registry/{}/{namespace}/{name}", resource.name))
+}
+
+/// Index `i` with probability `weights[i] / sum(weights)`.
+pub fn by_weight(rng: &mut Rng, weights: &[u64]) -> usize {
+    let mut at = rng.u64(..weights.iter().sum::<u64>());
+    weights.iter().position(|&w| at.checked_sub(w).map(|left| at = left).is_none()).unwrap_or(0)
 }
 
 /// Object bodies: slices at random offsets of a 4 MiB random buffer, so no two bodies share
@@ -119,8 +124,7 @@ impl Objects {
 
     /// A type by share (pods most often), as its index in [`RESOURCES`].
     pub fn pick(rng: &mut Rng) -> usize {
-        let mut at = rng.u64(..1000);
-        RESOURCES.iter().position(|r| at.checked_sub(r.share).map(|left| at = left).is_none()).unwrap_or(0)
+        by_weight(rng, &RESOURCES.map(|r| r.share))
     }
 
     /// Objects of every type together, free now.
@@ -143,6 +147,11 @@ mod tests {
         }
         assert!(seen.iter().all(|&n| n > 0), "{seen:?}");
         assert!(seen[0] > 3_500 && seen[0] < 4_500, "pods {}", seen[0]);
+        let mut verbs = [0u32; 3];
+        for _ in 0..4000 {
+            verbs[by_weight(&mut rng, &[0, 3, 1])] += 1;
+        }
+        assert!(verbs[0] == 0 && verbs[1] > 2700 && verbs[2] > 800, "{verbs:?}");
     }
 
     #[test]

@@ -44,7 +44,6 @@ pub struct Session {
 }
 
 impl Session {
-    /// Grants the lease on `channel` and starts keeping it alive.
     pub async fn open(channel: Conn) -> Result<Self, Status> {
         let mut lease_client = LeaseClient::new(channel);
         let grant =
@@ -95,7 +94,6 @@ pub struct Mutex {
 }
 
 impl Mutex {
-    /// The mutex of the session with `lease`, over `channel`.
     pub fn new(channel: Conn, lease: i64) -> Self {
         Self {
             kv: kv_client(channel.clone()),
@@ -120,7 +118,6 @@ impl Mutex {
         }
     }
 
-    /// Waits until this session holds the lock.
     pub async fn lock(&mut self) -> Result<(), OpError> {
         let mine = RangeRequest { key: self.key.clone(), ..Default::default() };
         let owner = range_op(self.edge(SortOrder::Ascend, 0));
@@ -177,7 +174,6 @@ impl Mutex {
         }
     }
 
-    /// Releases the lock: deletes this session's key.
     pub async fn unlock(&mut self) -> Result<(), Status> {
         self.kv
             .delete_range(DeleteRangeRequest { key: self.key.clone(), ..Default::default() })

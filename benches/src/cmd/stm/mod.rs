@@ -30,8 +30,8 @@ const KEY_SIZE: usize = 16;
 #[derive(Debug, Clone, Args)]
 pub struct StmArgs {
     /// Read Committed (c), Repeatable Reads (r), Serializable (s), or Snapshot (ss).
-    #[arg(long, default_value = "r")]
-    pub isolation: String,
+    #[arg(long, value_enum, default_value = "r")]
+    pub isolation: Isolation,
     /// Total unique keys accessible by the benchmark.
     #[arg(long, default_value_t = 1)]
     pub keys: u64,
@@ -45,8 +45,8 @@ pub struct StmArgs {
     #[arg(long, default_value_t = 50)]
     pub txn_wr_percent: u64,
     /// Wrap STM transaction with a custom locking mechanism (stm, lock-client, lock-rpc).
-    #[arg(long, default_value = "stm")]
-    pub stm_locker: String,
+    #[arg(long, value_enum, default_value = "stm")]
+    pub stm_locker: Locker,
     /// Value size of each STM put request.
     #[arg(long, default_value_t = 8)]
     pub val_size: usize,
@@ -57,22 +57,11 @@ pub struct StmArgs {
 
 /// `--stm-locker`: no lock (the STM's own conflict checks only), etcd's client-side mutex, or
 /// the server's Lock service.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Locker {
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Locker {
     Stm,
-    Client,
-    Rpc,
-}
-
-impl Locker {
-    fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "stm" => Ok(Locker::Stm),
-            "lock-client" => Ok(Locker::Client),
-            "lock-rpc" => Ok(Locker::Rpc),
-            other => Err(format!("unexpected stm locker {other:?} (stm, lock-client or lock-rpc)")),
-        }
-    }
+    LockClient,
+    LockRpc,
 }
 
 impl StmArgs {
@@ -89,16 +78,11 @@ impl StmArgs {
                 self.keys, self.keys_per_txn
             ));
         }
-        Isolation::parse(&self.isolation)?;
-        Locker::parse(&self.stm_locker).map(|_| ())
+        Ok(())
     }
 
     pub async fn run(self, settings: &Settings, stop: &Stop, out: &Out) {
-        let (Ok(isolation), Ok(locker)) =
-            (Isolation::parse(&self.isolation), Locker::parse(&self.stm_locker))
-        else {
-            return;
-        };
+        let (isolation, locker) = (self.isolation, self.stm_locker);
         let Some(channels) = connect(settings, stop, out, &["stm"]).await else { return };
         let mut sessions = Vec::new();
         for c in (0..settings.clients).filter(|_| locker != Locker::Stm) {
@@ -118,8 +102,8 @@ impl StmArgs {
                     isolation,
                     lock: match locker {
                         Locker::Stm => Lock::None,
-                        Locker::Client => Lock::Client(Box::new(Mutex::new(channel, lease))),
-                        Locker::Rpc => Lock::Rpc(Box::new(RpcLock::new(channel, lease))),
+                        Locker::LockClient => Lock::Client(Box::new(Mutex::new(channel, lease))),
+                        Locker::LockRpc => Lock::Rpc(Box::new(RpcLock::new(channel, lease))),
                     },
                     keys: self.keys,
                     per_txn: self.keys_per_txn as usize,
@@ -181,7 +165,6 @@ struct StmWorker {
 }
 
 impl StmWorker {
-    /// `per_txn` distinct random key numbers.
     fn pick_keys(&mut self) -> Vec<Bytes> {
         let mut picked: Vec<u64> = Vec::with_capacity(self.per_txn);
         while picked.len() < self.per_txn {
@@ -246,18 +229,9 @@ impl Worker for StmWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        stm: StmArgs,
-    }
 
     fn check(args: &[&str]) -> Result<(), String> {
-        let mut argv = vec!["stm"];
-        argv.extend_from_slice(args);
-        Line::try_parse_from(argv).expect("parses").stm.validate()
+        crate::execute::parse_flags::<StmArgs>(args).and_then(|a| a.validate())
     }
 
     #[test]

@@ -24,27 +24,20 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use tonic::Status;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `--isolation`, by etcd's letters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Isolation {
+    #[value(name = "c")]
     ReadCommitted,
+    #[value(name = "r")]
     RepeatableReads,
+    #[value(name = "s")]
     Serializable,
+    #[value(name = "ss")]
     SerializableSnapshot,
 }
 
 impl Isolation {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        match s {
-            "c" => Ok(Isolation::ReadCommitted),
-            "r" => Ok(Isolation::RepeatableReads),
-            "s" => Ok(Isolation::Serializable),
-            "ss" => Ok(Isolation::SerializableSnapshot),
-            other => Err(format!(
-                "--isolation must be c (read committed), r (repeatable reads), s (serializable) or ss (serializable snapshot), got {other:?}"
-            )),
-        }
-    }
-
     fn serializable(self) -> bool {
         matches!(self, Isolation::Serializable | Isolation::SerializableSnapshot)
     }
@@ -90,7 +83,6 @@ impl<'a> Stm<'a> {
         }
     }
 
-    /// Starts an attempt: empty read and write sets.
     pub fn reset(&mut self) {
         self.reads.clear();
         self.writes.clear();
@@ -221,9 +213,10 @@ mod tests {
 
     #[test]
     fn isolation_flags_are_etcds() {
-        let parsed = ["c", "r", "s", "ss"].map(Isolation::parse);
+        use clap::ValueEnum;
         use Isolation::*;
+        let parsed = ["c", "r", "s", "ss"].map(|s| Isolation::from_str(s, false));
         assert_eq!(parsed, [ReadCommitted, RepeatableReads, Serializable, SerializableSnapshot].map(Ok));
-        assert!(Isolation::parse("x").is_err());
+        assert!(Isolation::from_str("x", false).is_err());
     }
 }

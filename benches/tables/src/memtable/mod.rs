@@ -122,7 +122,6 @@ impl RowResult {
         self.outcome.ran() && self.watches_created == self.row.watches()
     }
 
-    /// Client bytes over idle.
     pub fn client_delta_bytes(&self) -> f64 {
         (self.client_rss_kb as f64 - self.client_rss_idle_kb as f64) * 1024.0
     }

@@ -128,7 +128,6 @@ pub enum Verdict {
     Skip(String),
 }
 
-/// Decides whether `row` fits `machine` under `limits`, estimating with `models`.
 pub fn plan(row: &Row, machine: &Machine, limits: &Limits, models: &Models) -> Verdict {
     let gib = |b: f64| b / (1u64 << 30) as f64;
     if row.clients + FD_SLACK > machine.client_fds {

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::{Row, RowResult};
 use crate::fit::{fit, predict};
-use actcd_bench::format::{count, mb, per_item};
+use actcd_bench::format::{count, mb, per_item, table_head};
 
 /// One step of a row shape: from `from` to `to` watches per stream at the same clients and
 /// streams per client, the server's RSS growth (bytes) divided by the watches added. Unlike c3
@@ -65,9 +65,7 @@ pub fn side_by_side(base: &str, other: &str, results: &[RowResult]) -> String {
         results.iter().filter(|r| r.outcome.server == base && r.complete()).map(|r| r.row).collect();
     rows.sort_by_key(|r| (r.streams_per_client, r.watches_per_stream, r.clients));
     rows.dedup();
-    let mut s = String::new();
-    let _ = writeln!(s, "| clients | streams per client | watchers per stream | watchers total | {base} RSS | {other} RSS | {other}/{base} | {base} over idle | {other} over idle | {other}/{base} |");
-    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut s = table_head(&format!("clients | streams per client | watchers per stream | watchers total | {base} RSS | {other} RSS | {other}/{base} | {base} over idle | {other} over idle | {other}/{base}"));
     for row in &rows {
         let (Some(b), Some(o)) = (find(base, row), find(other, row)) else {
             continue;
@@ -98,10 +96,8 @@ pub fn side_by_side(base: &str, other: &str, results: &[RowResult]) -> String {
     let (cb, nb) = coefficients(base, &common);
     let (co, no) = coefficients(other, &common);
     let _ = writeln!(s);
-    let _ = writeln!(s, "Fitted over the {nb} rows both measured:");
-    let _ = writeln!(s);
-    let _ = writeln!(s, "| coefficient | {base} ({nb} rows) | {other} ({no} rows) | {other}/{base} |");
-    let _ = writeln!(s, "| --- | ---: | ---: | ---: |");
+    let _ = writeln!(s, "Fitted over the {nb} rows both measured:\n");
+    s += &table_head(&format!("coefficient | {base} ({nb} rows) | {other} ({no} rows) | {other}/{base}"));
     for (i, what) in ["c1, per connection", "c2, per stream", "c3, per watch"].iter().enumerate() {
         let show = |c: &Option<[f64; 3]>| c.map(|c| per_item(c[i])).unwrap_or_else(|| "no fit".to_string());
         let ratio = match (cb, co) {
@@ -121,9 +117,7 @@ pub fn table(server: &str, results: &[RowResult]) -> String {
     let mut rows: Vec<&RowResult> = results.iter().filter(|r| r.outcome.server == server).collect();
     rows.sort_by_key(|r| (r.row.streams_per_client, r.row.watches_per_stream, r.row.clients));
     let (c, done) = coefficients(server, results);
-    let mut s = String::new();
-    let _ = writeln!(s, "| clients | streams per client | watchers per stream | watchers total | memory usage (RSS) | idle RSS | over idle | fit | fit error | client RSS | setup |");
-    let _ = writeln!(s, "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut s = table_head("clients | streams per client | watchers per stream | watchers total | memory usage (RSS) | idle RSS | over idle | fit | fit error | client RSS | setup");
     for r in &rows {
         let lead = format!(
             "| {} | {} | {} | {} |",
@@ -186,8 +180,7 @@ pub fn table(server: &str, results: &[RowResult]) -> String {
     let steps = watch_steps(server, results);
     if !steps.is_empty() {
         let _ = writeln!(s, "\nPer watch, between rows of one shape (RSS growth ÷ watches added):\n");
-        let _ = writeln!(s, "| clients | streams per client | watchers per stream | per watch |");
-        let _ = writeln!(s, "| ---: | ---: | ---: | ---: |");
+        s += &table_head("clients | streams per client | watchers per stream | per watch");
         for step in steps {
             let _ = writeln!(
                 s,
