@@ -26,34 +26,29 @@ pub mod key_range;
 pub mod services;
 pub mod watch_reply;
 
-/// etcd's `mvccpb` package.
-pub mod mvccpb {
-    tonic::include_proto!("mvccpb");
-    include!(concat!(env!("OUT_DIR"), "/mvccpb.serde.rs"));
+/// etcd's packages: each row's module holds the package's generated messages and services, and
+/// their serde (JSON) impls for the gateway.
+macro_rules! etcd_packages {
+    ($($(#[$doc:meta])* pub mod $package:ident {})*) => {$(
+        $(#[$doc])*
+        pub mod $package {
+            include!(concat!(env!("OUT_DIR"), "/", stringify!($package), ".rs"));
+            include!(concat!(env!("OUT_DIR"), "/", stringify!($package), ".serde.rs"));
+        }
+    )*};
 }
 
-/// etcd's `authpb` package.
-pub mod authpb {
-    tonic::include_proto!("authpb");
-    include!(concat!(env!("OUT_DIR"), "/authpb.serde.rs"));
-}
-
-/// etcd's `etcdserverpb` package.
-pub mod etcdserverpb {
-    tonic::include_proto!("etcdserverpb");
-    include!(concat!(env!("OUT_DIR"), "/etcdserverpb.serde.rs"));
-}
-
-/// etcd's `v3lockpb` package.
-pub mod v3lockpb {
-    tonic::include_proto!("v3lockpb");
-    include!(concat!(env!("OUT_DIR"), "/v3lockpb.serde.rs"));
-}
-
-/// etcd's `v3electionpb` package.
-pub mod v3electionpb {
-    tonic::include_proto!("v3electionpb");
-    include!(concat!(env!("OUT_DIR"), "/v3electionpb.serde.rs"));
+etcd_packages! {
+    /// etcd's `mvccpb` package.
+    pub mod mvccpb {}
+    /// etcd's `authpb` package.
+    pub mod authpb {}
+    /// etcd's `etcdserverpb` package.
+    pub mod etcdserverpb {}
+    /// etcd's `v3lockpb` package.
+    pub mod v3lockpb {}
+    /// etcd's `v3electionpb` package.
+    pub mod v3electionpb {}
 }
 
 /// actcd's peer service (`actcd/peer.proto`).

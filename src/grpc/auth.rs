@@ -10,29 +10,25 @@
 //! good on any member. If the auth state changed between the check and the apply (a password
 //! changed), apply refuses with "revision of auth store is old" and the check is made again.
 
-use tonic::{Request, Response, Status};
+use std::sync::Arc;
+
+use tonic::{Request, Status};
 
 use actcd_edge::status::{auth_status, task_status, to_status};
-use actcd_proto::etcdserverpb::auth_server::Auth;
 use actcd_proto::etcdserverpb::{
-    AuthDisableRequest, AuthDisableResponse, AuthEnableRequest, AuthEnableResponse, AuthRoleAddRequest,
-    AuthRoleAddResponse, AuthRoleDeleteRequest, AuthRoleDeleteResponse, AuthRoleGetRequest,
-    AuthRoleGetResponse, AuthRoleGrantPermissionRequest, AuthRoleGrantPermissionResponse,
-    AuthRoleListRequest, AuthRoleListResponse, AuthRoleRevokePermissionRequest,
-    AuthRoleRevokePermissionResponse, AuthStatusRequest, AuthStatusResponse, AuthUserAddRequest,
-    AuthUserAddResponse, AuthUserChangePasswordRequest, AuthUserChangePasswordResponse,
-    AuthUserDeleteRequest, AuthUserDeleteResponse, AuthUserGetRequest, AuthUserGetResponse,
-    AuthUserGrantRoleRequest, AuthUserGrantRoleResponse, AuthUserListRequest, AuthUserListResponse,
-    AuthUserRevokeRoleRequest, AuthUserRevokeRoleResponse, AuthenticateRequest, AuthenticateResponse,
-    ResponseHeader,
+    AuthRoleAddRequest, AuthRoleAddResponse, AuthRoleGetRequest, AuthRoleGetResponse, AuthRoleListRequest,
+    AuthRoleListResponse, AuthStatusRequest, AuthStatusResponse, AuthUserAddRequest, AuthUserAddResponse,
+    AuthUserChangePasswordRequest, AuthUserChangePasswordResponse, AuthUserGetRequest, AuthUserGetResponse,
+    AuthUserListRequest, AuthUserListResponse, AuthenticateRequest, AuthenticateResponse,
 };
 
-use actcd_store::apply::command::{AuthenticateCommand, WriteRequest};
-use actcd_store::auth_store::{AuthError, Caller, Need};
+use actcd_store::apply::command::AuthenticateCommand;
+use actcd_store::auth_store::{AuthError, AuthState, Caller, Need};
 use actcd_store::{Command, StoreError};
 
 use crate::grpc::store_handle::StoreHandle;
 use crate::grpc::tokens::Tokens;
+use crate::grpc::who::Who;
 
 /// Authenticate gives up after this many checks overtaken by auth changes.
 const AUTHENTICATE_ATTEMPTS: usize = 3;
@@ -41,7 +37,7 @@ const TOKEN_LETTERS: usize = 16;
 
 /// The Auth service.
 pub struct AuthService {
-    store: StoreHandle,
+    pub(super) store: StoreHandle,
     bcrypt_cost: u32,
     issued: std::sync::atomic::AtomicU64,
     /// bcrypt runs at most this many hashes at once: it is slow on purpose, and a loop of wrong
@@ -55,26 +51,6 @@ impl AuthService {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let hashing = tokio::sync::Semaphore::new((cores / 2).max(1));
         Self { store, bcrypt_cost, issued: std::sync::atomic::AtomicU64::new(0), hashing }
-    }
-
-    fn header(&self) -> Option<ResponseHeader> {
-        self.store.identity.header(self.store.view.revision())
-    }
-
-    /// Proposes an auth change from the request's sender and answers with a full header.
-    async fn change<R, T>(
-        &self,
-        request: Request<T>,
-        into: impl FnOnce(T) -> R,
-    ) -> Result<Response<R::Response>, Status>
-    where
-        R: WriteRequest,
-        R::Response: HasHeader,
-    {
-        let who = self.store.who(&request).await?;
-        let mut resp = self.store.write(&who, into(request.into_inner())).await?;
-        self.store.identity.fill(resp.header_mut());
-        Ok(Response::new(resp))
     }
 
     /// A bcrypt hash of `password`, made on the blocking pool.
@@ -140,71 +116,32 @@ impl AuthService {
     }
 }
 
-/// A response with etcd's header, which the service completes with the member's identity.
-trait HasHeader {
-    fn header_mut(&mut self) -> &mut Option<ResponseHeader>;
-}
-
-macro_rules! has_header {
-    ($($t:ty),*) => { $(impl HasHeader for $t { fn header_mut(&mut self) -> &mut Option<ResponseHeader> { &mut self.header } })* };
-}
-
-has_header!(
-    AuthEnableResponse,
-    AuthDisableResponse,
-    AuthUserAddResponse,
-    AuthUserDeleteResponse,
-    AuthUserChangePasswordResponse,
-    AuthUserGrantRoleResponse,
-    AuthUserRevokeRoleResponse,
-    AuthRoleAddResponse,
-    AuthRoleDeleteResponse,
-    AuthRoleGrantPermissionResponse,
-    AuthRoleRevokePermissionResponse
-);
-
-#[tonic::async_trait]
-impl Auth for AuthService {
-    async fn auth_enable(
-        &self,
-        request: Request<AuthEnableRequest>,
-    ) -> Result<Response<AuthEnableResponse>, Status> {
-        self.change(request, |r| r).await
-    }
-
-    async fn auth_disable(
-        &self,
-        request: Request<AuthDisableRequest>,
-    ) -> Result<Response<AuthDisableResponse>, Status> {
-        self.change(request, |r| r).await
-    }
-
-    async fn auth_status(
-        &self,
-        _: Request<AuthStatusRequest>,
-    ) -> Result<Response<AuthStatusResponse>, Status> {
+/// The handlers of the calls that are more than a change proposed as it came
+/// (`crate::grpc::services`).
+impl AuthService {
+    pub(super) async fn status(&self, _: Request<AuthStatusRequest>) -> Result<AuthStatusResponse, Status> {
         let auth = self.store.view.auth().map_err(to_status)?;
-        Ok(Response::new(AuthStatusResponse {
-            header: self.header(),
+        Ok(AuthStatusResponse {
+            header: self.store.header(),
             enabled: auth.enabled(),
             auth_revision: auth.revision(),
-        }))
+        })
     }
 
-    async fn authenticate(
+    pub(super) async fn issue_token(
         &self,
         request: Request<AuthenticateRequest>,
-    ) -> Result<Response<AuthenticateResponse>, Status> {
+    ) -> Result<AuthenticateResponse, Status> {
         let req = request.into_inner();
         let mut last = StoreError::Auth(AuthError::OldRevision);
         for _ in 0..AUTHENTICATE_ATTEMPTS {
             match self.authenticate_once(&req).await {
                 Ok(mut resp) => {
                     if resp.header.is_none() {
-                        resp.header = self.header();
+                        resp.header = self.store.header();
                     }
                     self.store.identity.fill(&mut resp.header);
-                    return Ok(Response::new(resp));
+                    return Ok(resp);
                 }
                 Err(err @ StoreError::Auth(AuthError::OldRevision)) => last = err,
                 Err(err) => return Err(to_status(err)),
@@ -213,143 +150,112 @@ impl Auth for AuthService {
         Err(to_status(last))
     }
 
-    async fn user_add(
+    pub(super) async fn add_user(
         &self,
         request: Request<AuthUserAddRequest>,
-    ) -> Result<Response<AuthUserAddResponse>, Status> {
+    ) -> Result<AuthUserAddResponse, Status> {
         let who = self.store.who(&request).await?;
         let mut req = request.into_inner();
         if req.name.is_empty() {
             return Err(auth_status(AuthError::UserEmpty));
         }
         let no_password = req.options.as_ref().is_some_and(|o| o.no_password);
-        if !no_password && req.hashed_password.is_empty() {
-            req.hashed_password = self.hash(std::mem::take(&mut req.password)).await?;
-        }
-        req.password.clear();
-        let mut resp = self.store.write(&who, req).await?;
-        self.store.identity.fill(&mut resp.header);
-        Ok(Response::new(resp))
+        self.hash_into(&mut req.password, &mut req.hashed_password, !no_password).await?;
+        self.store.write_answered(&who, req).await
     }
 
-    async fn user_get(
+    pub(super) async fn get_user(
         &self,
         request: Request<AuthUserGetRequest>,
-    ) -> Result<Response<AuthUserGetResponse>, Status> {
-        let who = self.store.who(&request).await?;
+    ) -> Result<AuthUserGetResponse, Status> {
+        let name = request.get_ref().name.as_str();
         // A user may read its own record; anyone else's needs root.
-        if who.user() != Some(request.get_ref().name.as_str()) {
-            who.need(Need::Admin)?;
-        }
-        self.store.linearize().await?;
-        let auth = self.store.view.auth().map_err(to_status)?;
-        let user = auth.user(&request.get_ref().name).ok_or_else(|| auth_status(AuthError::UserNotFound))?;
-        Ok(Response::new(AuthUserGetResponse { header: self.header(), roles: user.roles.clone() }))
+        let auth = self.auth_for(&request, |who| who.user() == Some(name)).await?;
+        let user = auth.user(name).ok_or_else(|| auth_status(AuthError::UserNotFound))?;
+        Ok(AuthUserGetResponse { header: self.store.header(), roles: user.roles.clone() })
     }
 
-    async fn user_list(
+    pub(super) async fn list_users(
         &self,
         request: Request<AuthUserListRequest>,
-    ) -> Result<Response<AuthUserListResponse>, Status> {
-        self.store.who(&request).await?.need(Need::Admin)?;
-        self.store.linearize().await?;
-        let users = self.store.view.auth().map_err(to_status)?.user_names();
-        Ok(Response::new(AuthUserListResponse { header: self.header(), users }))
+    ) -> Result<AuthUserListResponse, Status> {
+        let users = self.admin_view(&request).await?.user_names();
+        Ok(AuthUserListResponse { header: self.store.header(), users })
     }
 
-    async fn user_delete(
-        &self,
-        request: Request<AuthUserDeleteRequest>,
-    ) -> Result<Response<AuthUserDeleteResponse>, Status> {
-        self.change(request, |r| r).await
-    }
-
-    async fn user_change_password(
+    pub(super) async fn change_password(
         &self,
         request: Request<AuthUserChangePasswordRequest>,
-    ) -> Result<Response<AuthUserChangePasswordResponse>, Status> {
+    ) -> Result<AuthUserChangePasswordResponse, Status> {
         let who = self.store.who(&request).await?;
         let mut req = request.into_inner();
-        if req.hashed_password.is_empty() {
-            req.hashed_password = self.hash(std::mem::take(&mut req.password)).await?;
-        }
-        req.password.clear();
-        let mut resp = self.store.write(&who, req).await?;
-        self.store.identity.fill(&mut resp.header);
-        Ok(Response::new(resp))
+        self.hash_into(&mut req.password, &mut req.hashed_password, true).await?;
+        self.store.write_answered(&who, req).await
     }
 
-    async fn user_grant_role(
-        &self,
-        request: Request<AuthUserGrantRoleRequest>,
-    ) -> Result<Response<AuthUserGrantRoleResponse>, Status> {
-        self.change(request, |r| r).await
-    }
-
-    async fn user_revoke_role(
-        &self,
-        request: Request<AuthUserRevokeRoleRequest>,
-    ) -> Result<Response<AuthUserRevokeRoleResponse>, Status> {
-        self.change(request, |r| r).await
-    }
-
-    async fn role_add(
+    pub(super) async fn add_role(
         &self,
         request: Request<AuthRoleAddRequest>,
-    ) -> Result<Response<AuthRoleAddResponse>, Status> {
+    ) -> Result<AuthRoleAddResponse, Status> {
         if request.get_ref().name.is_empty() {
             return Err(auth_status(AuthError::RoleEmpty));
         }
-        self.change(request, |r| r).await
+        self.store.submit(request).await
     }
 
-    async fn role_get(
+    pub(super) async fn list_roles(
+        &self,
+        request: Request<AuthRoleListRequest>,
+    ) -> Result<AuthRoleListResponse, Status> {
+        let roles = self.admin_view(&request).await?.role_names();
+        Ok(AuthRoleListResponse { header: self.store.header(), roles })
+    }
+
+    pub(super) async fn get_role(
         &self,
         request: Request<AuthRoleGetRequest>,
-    ) -> Result<Response<AuthRoleGetResponse>, Status> {
-        let who = self.store.who(&request).await?;
+    ) -> Result<AuthRoleGetResponse, Status> {
+        let name = &request.get_ref().role;
         // A user may read the roles it holds; any other needs root.
-        let holds = who
-            .user()
-            .and_then(|u| who.auth().user(u))
-            .is_some_and(|u| u.roles.contains(&request.get_ref().role));
-        if !holds {
+        let holds =
+            |who: &Who| who.user().and_then(|u| who.auth().user(u)).is_some_and(|u| u.roles.contains(name));
+        let auth = self.auth_for(&request, holds).await?;
+        let role = auth.role(name).ok_or_else(|| auth_status(AuthError::RoleNotFound))?;
+        Ok(AuthRoleGetResponse { header: self.store.header(), perm: role.key_permission.clone() })
+    }
+
+    /// The auth state for a caller with the root role, once the read barrier let it be read.
+    async fn admin_view<T>(&self, request: &Request<T>) -> Result<Arc<AuthState>, Status> {
+        self.auth_for(request, |_| false).await
+    }
+
+    /// The auth state for a caller that has the root role or is `own`er of what it reads,
+    /// once the read barrier let it be read.
+    async fn auth_for<T>(
+        &self,
+        request: &Request<T>,
+        own: impl FnOnce(&Who) -> bool,
+    ) -> Result<Arc<AuthState>, Status> {
+        let who = self.store.who(request).await?;
+        if !own(&who) {
             who.need(Need::Admin)?;
         }
         self.store.linearize().await?;
-        let auth = self.store.view.auth().map_err(to_status)?;
-        let role = auth.role(&request.get_ref().role).ok_or_else(|| auth_status(AuthError::RoleNotFound))?;
-        Ok(Response::new(AuthRoleGetResponse { header: self.header(), perm: role.key_permission.clone() }))
+        self.store.view.auth().map_err(to_status)
     }
 
-    async fn role_list(
+    /// The request's password as a bcrypt hash in `hashed` when `wanted` and no hash came
+    /// with it; the password itself is never proposed.
+    async fn hash_into(
         &self,
-        request: Request<AuthRoleListRequest>,
-    ) -> Result<Response<AuthRoleListResponse>, Status> {
-        self.store.who(&request).await?.need(Need::Admin)?;
-        self.store.linearize().await?;
-        let roles = self.store.view.auth().map_err(to_status)?.role_names();
-        Ok(Response::new(AuthRoleListResponse { header: self.header(), roles }))
-    }
-
-    async fn role_delete(
-        &self,
-        request: Request<AuthRoleDeleteRequest>,
-    ) -> Result<Response<AuthRoleDeleteResponse>, Status> {
-        self.change(request, |r| r).await
-    }
-
-    async fn role_grant_permission(
-        &self,
-        request: Request<AuthRoleGrantPermissionRequest>,
-    ) -> Result<Response<AuthRoleGrantPermissionResponse>, Status> {
-        self.change(request, |r| r).await
-    }
-
-    async fn role_revoke_permission(
-        &self,
-        request: Request<AuthRoleRevokePermissionRequest>,
-    ) -> Result<Response<AuthRoleRevokePermissionResponse>, Status> {
-        self.change(request, |r| r).await
+        password: &mut String,
+        hashed: &mut String,
+        wanted: bool,
+    ) -> Result<(), Status> {
+        if wanted && hashed.is_empty() {
+            *hashed = self.hash(std::mem::take(password)).await?;
+        }
+        password.clear();
+        Ok(())
     }
 }

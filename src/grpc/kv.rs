@@ -12,10 +12,8 @@ use tonic::{Request, Response, Status};
 
 use actcd_edge::status::to_status;
 use actcd_proto::errors::EtcdError;
-use actcd_proto::etcdserverpb::kv_server::Kv;
 use actcd_proto::etcdserverpb::{
-    request_op, CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, PutRequest,
-    PutResponse, RangeRequest, RangeResponse, RangeStreamResponse, RequestOp, TxnRequest, TxnResponse,
+    request_op, RangeRequest, RangeResponse, RangeStreamResponse, RequestOp, TxnRequest, TxnResponse,
 };
 use actcd_proto::key_range::KeyRange;
 use actcd_raft::failpoints;
@@ -31,7 +29,7 @@ use crate::grpc::who::Who;
 
 /// The KV service.
 pub struct KvService {
-    store: StoreHandle,
+    pub(super) store: StoreHandle,
 }
 
 impl KvService {
@@ -42,6 +40,66 @@ impl KvService {
 }
 
 impl KvService {
+    /// Range, answered as its encoded bytes ([`crate::grpc::range_answer`]): the message
+    /// tonic gets is empty, and the answer rides in its extensions.
+    pub(super) async fn range_answer(
+        &self,
+        request: Request<RangeRequest>,
+    ) -> Result<Response<RangeResponse>, Status> {
+        let (who, planned) = self.plan_range(&request).await?;
+        let req = request.get_ref();
+        // A large read waits here for its turn to build, then for budget as it builds.
+        let mut reservation = self.store.read_budget.start(planned.estimated_bytes()).await;
+        let header = self.store.identity.header(planned.header_revision());
+        let mut answer = AnswerWriter::new(planned.estimated_bytes(), &header);
+        let mut from = 0;
+        let more = loop {
+            let part = self
+                .store
+                .view
+                .encode_range_part(&planned, req, from, PIECE_BYTES, &mut |kv| answer.kv(kv))
+                .map_err(to_status)?;
+            answer.settle(&mut reservation).await;
+            match part {
+                Part::Next(next) => from = next,
+                Part::Done { more } => break more,
+            }
+        };
+        failpoints::hold("grpc::after_range", &req.key).await;
+        who.still_current(&self.store.view)?;
+        let encoded = answer.finish(more, planned.count(), &mut reservation).await?;
+        let mut response = Response::new(RangeResponse::default());
+        response.extensions_mut().insert(encoded);
+        Ok(response)
+    }
+
+    pub(super) async fn range_chunks(
+        &self,
+        request: Request<RangeRequest>,
+    ) -> Result<BoxStream<RangeStreamResponse>, Status> {
+        // etcd's stream interceptor, then its checks in its order: the request's own, the
+        // read barrier, then READ on the whole range, once, before anything is read.
+        if self.store.is_learner() {
+            return Err(EtcdError::RpcNotSupportedForLearner.status());
+        }
+        validate::check_range_stream(request.get_ref()).map_err(to_status)?;
+        if !request.get_ref().serializable {
+            self.store.linearize().await?;
+        }
+        let who = self.store.who(&request).await?;
+        let req = request.get_ref();
+        who.need(Need::Keys(Access::Read, KeyRange::new(&req.key, &req.range_end)))?;
+        let stream = RangeStream {
+            view: self.store.view.clone(),
+            identity: self.store.identity.clone(),
+            who,
+            request: request.into_inner(),
+            target_bytes: self.store.max_request_bytes,
+            budget: self.store.read_budget.clone(),
+        };
+        Ok(stream.start())
+    }
+
     /// Range answered as a message (the JSON gateway's), under the same read budget while it
     /// is read.
     pub async fn range_message(
@@ -74,6 +132,24 @@ impl KvService {
         Ok((who, planned))
     }
 
+    /// A read-only txn is served from the read view, as a Range is; any other goes to the log.
+    pub(super) async fn run_txn(&self, request: Request<TxnRequest>) -> Result<TxnResponse, Status> {
+        let who = self.store.who(&request).await?;
+        let req = request.into_inner();
+        if !txn::is_read_only(&req) {
+            return self.store.write_answered(&who, req).await;
+        }
+        who.read_only_txn(&req)?;
+        if !txn::is_serializable(&req) {
+            self.store.linearize().await?;
+        }
+        let _held = self.store.read_budget.hold(self.txn_estimate(&req)).await;
+        let mut resp = self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
+        who.still_current(&self.store.view)?;
+        self.store.identity.fill(&mut resp.header);
+        Ok(resp)
+    }
+
     /// What a read-only txn reserves: its larger branch's top-level ranges, each estimated by
     /// its index pass (a range that fails its checks counts nothing: the txn will fail too).
     fn txn_estimate(&self, req: &TxnRequest) -> u64 {
@@ -88,111 +164,5 @@ impl KvService {
                 .sum()
         };
         branch(&req.success).max(branch(&req.failure))
-    }
-}
-
-#[tonic::async_trait]
-impl Kv for KvService {
-    /// Answered as its encoded bytes ([`crate::grpc::range_answer`]): the message tonic gets
-    /// is empty, and the answer rides in its extensions.
-    async fn range(&self, request: Request<RangeRequest>) -> Result<Response<RangeResponse>, Status> {
-        let (who, planned) = self.plan_range(&request).await?;
-        let req = request.get_ref();
-        // A large read waits here for its turn to build, then for budget as it builds.
-        let mut reservation = self.store.read_budget.start(planned.estimated_bytes()).await;
-        let header = self.store.identity.header(planned.header_revision());
-        let mut answer = AnswerWriter::new(planned.estimated_bytes(), &header);
-        let mut from = 0;
-        let more = loop {
-            let part = self
-                .store
-                .view
-                .encode_range_part(&planned, req, from, PIECE_BYTES, &mut |kv| answer.kv(kv))
-                .map_err(to_status)?;
-            answer.settle(&mut reservation).await;
-            match part {
-                Part::Next(next) => from = next,
-                Part::Done { more } => break more,
-            }
-        };
-        failpoints::hold("grpc::after_range", &req.key).await;
-        who.still_current(&self.store.view)?;
-        let encoded = answer.finish(more, planned.count(), &mut reservation).await?;
-        let mut response = Response::new(RangeResponse::default());
-        response.extensions_mut().insert(encoded);
-        Ok(response)
-    }
-
-    async fn range_stream(
-        &self,
-        request: Request<RangeRequest>,
-    ) -> Result<Response<BoxStream<RangeStreamResponse>>, Status> {
-        // etcd's stream interceptor, then its checks in its order: the request's own, the
-        // read barrier, then READ on the whole range, once, before anything is read.
-        if self.store.is_learner() {
-            return Err(EtcdError::RpcNotSupportedForLearner.status());
-        }
-        validate::check_range_stream(request.get_ref()).map_err(to_status)?;
-        if !request.get_ref().serializable {
-            self.store.linearize().await?;
-        }
-        let who = self.store.who(&request).await?;
-        let req = request.get_ref();
-        who.need(Need::Keys(Access::Read, KeyRange::new(&req.key, &req.range_end)))?;
-        let stream = RangeStream {
-            view: self.store.view.clone(),
-            identity: self.store.identity.clone(),
-            who,
-            request: request.into_inner(),
-            target_bytes: self.store.max_request_bytes,
-            budget: self.store.read_budget.clone(),
-        };
-        Ok(Response::new(stream.start()))
-    }
-
-    async fn put(&self, request: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        let mut resp = self.store.write(&who, request.into_inner()).await?;
-        self.store.identity.fill(&mut resp.header);
-        Ok(Response::new(resp))
-    }
-
-    async fn delete_range(
-        &self,
-        request: Request<DeleteRangeRequest>,
-    ) -> Result<Response<DeleteRangeResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        let mut resp = self.store.write(&who, request.into_inner()).await?;
-        self.store.identity.fill(&mut resp.header);
-        Ok(Response::new(resp))
-    }
-
-    async fn txn(&self, request: Request<TxnRequest>) -> Result<Response<TxnResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        let req = request.into_inner();
-        let mut resp = if txn::is_read_only(&req) {
-            who.read_only_txn(&req)?;
-            if !txn::is_serializable(&req) {
-                self.store.linearize().await?;
-            }
-            let _held = self.store.read_budget.hold(self.txn_estimate(&req)).await;
-            let resp = self.store.view.read_only_txn(&req, self.store.max_txn_ops).map_err(to_status)?;
-            who.still_current(&self.store.view)?;
-            resp
-        } else {
-            self.store.write(&who, req).await?
-        };
-        self.store.identity.fill(&mut resp.header);
-        Ok(Response::new(resp))
-    }
-
-    async fn compact(
-        &self,
-        request: Request<CompactionRequest>,
-    ) -> Result<Response<CompactionResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        let mut resp = self.store.write(&who, request.into_inner()).await?;
-        self.store.identity.fill(&mut resp.header);
-        Ok(Response::new(resp))
     }
 }

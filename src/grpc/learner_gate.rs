@@ -7,15 +7,12 @@
 //! own gate goes by: etcd's gateway is a gRPC client of its own member, so a learner's gateway
 //! refuses what its gRPC refuses.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use tonic::body::Body;
-use tower::Service;
 
 use actcd_actors::identity::Identity;
 use actcd_proto::errors::EtcdError;
+
+use crate::transport::{layer_service, Answer, Inner};
 
 /// Whether a learner refuses the call on `path`: the API table marks what it serves.
 fn refused(path: &str) -> bool {
@@ -36,20 +33,10 @@ impl<S> LearnerGate<S> {
     }
 }
 
-impl<S> Service<http::Request<Body>> for LearnerGate<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+layer_service!(LearnerGate.inner, Answer<S::Error>);
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+impl<S: Inner> LearnerGate<S> {
+    fn answer(&mut self, request: http::Request<Body>) -> Answer<S::Error> {
         let grpc = request
             .headers()
             .get(http::header::CONTENT_TYPE)

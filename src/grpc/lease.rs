@@ -9,19 +9,19 @@ use actix::{Actor, Addr, AsyncContext};
 use futures::{Stream, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::codegen::BoxStream;
 use tonic::metadata::MetadataMap;
-use tonic::{Extensions, Request, Response, Status, Streaming};
+use tonic::{Extensions, Request, Status, Streaming};
 
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::keepalive::{KeepAliveStream, RenewCheck};
 use actcd_actors::lease::messages::{Forget, Remaining, Track};
 use actcd_edge::grpc_go_errors::stream_receive_error;
 use actcd_edge::status::to_status;
-use actcd_proto::etcdserverpb::lease_server::Lease;
 use actcd_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse, LeaseLeasesRequest,
     LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseStatus, LeaseTimeToLiveRequest,
-    LeaseTimeToLiveResponse,
+    LeaseTimeToLiveResponse, ResponseHeader,
 };
 use actcd_proto::key_range::KeyRange;
 use actcd_store::auth_store::{Access, Need};
@@ -38,7 +38,7 @@ const ID_ATTEMPTS: usize = 8;
 
 /// The Lease service.
 pub struct LeaseService {
-    store: StoreHandle,
+    pub(super) store: StoreHandle,
     leases: Addr<LeaseActor>,
     arbiters: Arc<ArbiterPool>,
     next_id: AtomicI64,
@@ -94,48 +94,12 @@ impl LeaseService {
     fn fresh_id(&self) -> i64 {
         (self.next_id.fetch_add(1, Ordering::Relaxed) & i64::MAX).max(1)
     }
-}
 
-#[tonic::async_trait]
-impl Lease for LeaseService {
-    async fn lease_grant(
-        &self,
-        request: Request<LeaseGrantRequest>,
-    ) -> Result<Response<LeaseGrantResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        let req = request.into_inner();
-        for _ in 0..ID_ATTEMPTS {
-            let id = if req.id != 0 { req.id } else { self.fresh_id() };
-            let grant = LeaseGrantRequest { id, ttl: req.ttl };
-            match self.store.write_raw(&who, grant).await {
-                Ok(mut resp) => {
-                    let _ = self.leases.send(Track { id, ttl: resp.ttl }).await;
-                    self.store.identity.fill(&mut resp.header);
-                    return Ok(Response::new(resp));
-                }
-                Err(StoreError::LeaseExists) if req.id == 0 => continue,
-                Err(err) => return Err(to_status(err)),
-            }
-        }
-        Err(to_status(StoreError::LeaseExists))
-    }
-
-    async fn lease_revoke(
-        &self,
-        request: Request<LeaseRevokeRequest>,
-    ) -> Result<Response<LeaseRevokeResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        let id = request.get_ref().id;
-        let mut resp = self.store.write(&who, request.into_inner()).await?;
-        let _ = self.leases.send(Forget(id)).await;
-        self.store.identity.fill(&mut resp.header);
-        Ok(Response::new(resp))
-    }
-
-    async fn lease_keep_alive(
+    /// LeaseKeepAlive on gRPC: the requests of the stream, until the first bad one.
+    pub(super) async fn keep_alive(
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
-    ) -> Result<Response<tonic::codegen::BoxStream<LeaseKeepAliveResponse>>, Status> {
+    ) -> Result<BoxStream<LeaseKeepAliveResponse>, Status> {
         let (metadata, extensions, requests) = request.into_parts();
         // As for Watch: a bad message ends the stream, with grpc-go's error.
         let (error_tx, error_rx) = oneshot::channel::<Status>();
@@ -155,27 +119,53 @@ impl Lease for LeaseService {
         let out = self.open_keep_alive(&metadata, &extensions, input).await?;
         let failed = futures::stream::once(error_rx)
             .filter_map(|r| futures::future::ready(r.ok().and_then(stream_receive_error).map(Err)));
-        Ok(Response::new(Box::pin(out.chain(failed))))
+        Ok(Box::pin(out.chain(failed)))
     }
 
-    async fn lease_time_to_live(
+    pub(super) async fn grant(
+        &self,
+        request: Request<LeaseGrantRequest>,
+    ) -> Result<LeaseGrantResponse, Status> {
+        let who = self.store.who(&request).await?;
+        let req = request.into_inner();
+        for _ in 0..ID_ATTEMPTS {
+            let id = if req.id != 0 { req.id } else { self.fresh_id() };
+            let grant = LeaseGrantRequest { id, ttl: req.ttl };
+            match self.store.write_raw(&who, grant).await {
+                Ok(mut resp) => {
+                    let _ = self.leases.send(Track { id, ttl: resp.ttl }).await;
+                    self.store.identity.fill(&mut resp.header);
+                    return Ok(resp);
+                }
+                Err(StoreError::LeaseExists) if req.id == 0 => continue,
+                Err(err) => return Err(to_status(err)),
+            }
+        }
+        Err(to_status(StoreError::LeaseExists))
+    }
+
+    pub(super) async fn revoke(
+        &self,
+        request: Request<LeaseRevokeRequest>,
+    ) -> Result<LeaseRevokeResponse, Status> {
+        let who = self.store.who(&request).await?;
+        let id = request.get_ref().id;
+        let resp = self.store.write_answered(&who, request.into_inner()).await?;
+        let _ = self.leases.send(Forget(id)).await;
+        Ok(resp)
+    }
+
+    pub(super) async fn time_to_live(
         &self,
         request: Request<LeaseTimeToLiveRequest>,
-    ) -> Result<Response<LeaseTimeToLiveResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        who.need(Need::User)?;
+    ) -> Result<LeaseTimeToLiveResponse, Status> {
+        let (who, header) = self.user_at_now(&request).await?;
         let req = request.into_inner();
-        let header = self.store.identity.header(self.store.view.revision());
         let stopped = |_: actix::MailboxError| to_status(StoreError::Stopped("actor gone".into()));
         let remaining =
             self.leases.send(Remaining { id: req.id, forwarded: false }).await.map_err(stopped)?;
         let Some((ttl, granted_ttl)) = remaining.map_err(to_status)? else {
-            return Ok(Response::new(LeaseTimeToLiveResponse {
-                header,
-                id: req.id,
-                ttl: -1,
-                ..Default::default()
-            }));
+            return Ok(LeaseTimeToLiveResponse { header, id: req.id, ttl: -1, ..Default::default() });
         };
         let keys = if req.keys {
             let keys = self.store.lease_keys(req.id);
@@ -188,16 +178,14 @@ impl Lease for LeaseService {
             Vec::new()
         };
         who.still_current(&self.store.view)?;
-        Ok(Response::new(LeaseTimeToLiveResponse { header, id: req.id, ttl, granted_ttl, keys }))
+        Ok(LeaseTimeToLiveResponse { header, id: req.id, ttl, granted_ttl, keys })
     }
 
-    async fn lease_leases(
+    pub(super) async fn list(
         &self,
         request: Request<LeaseLeasesRequest>,
-    ) -> Result<Response<LeaseLeasesResponse>, Status> {
-        let who = self.store.who(&request).await?;
-        who.need(Need::User)?;
-        let header = self.store.identity.header(self.store.view.revision());
+    ) -> Result<LeaseLeasesResponse, Status> {
+        let (who, header) = self.user_at_now(&request).await?;
         let list = self.store.core.lock().map_err(to_status)?.lease_list();
         if who.user().is_some() {
             // etcd 3.4.42 on: the list only to a user who may read every key of every lease.
@@ -209,6 +197,13 @@ impl Lease for LeaseService {
         }
         who.still_current(&self.store.view)?;
         let leases = list.into_iter().map(|(id, _)| LeaseStatus { id }).collect();
-        Ok(Response::new(LeaseLeasesResponse { header, leases }))
+        Ok(LeaseLeasesResponse { header, leases })
+    }
+
+    /// The sender, who must be a user, and the header of this moment's revision.
+    async fn user_at_now<T>(&self, request: &Request<T>) -> Result<(Who, Option<ResponseHeader>), Status> {
+        let who = self.store.who(request).await?;
+        who.need(Need::User)?;
+        Ok((who, self.store.header()))
     }
 }

@@ -10,7 +10,8 @@ use actcd_proto::errors::EtcdError;
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use tonic::codegen::BoxStream;
+use tonic::{Request, Status};
 
 use std::sync::Arc;
 
@@ -20,8 +21,6 @@ use actcd_store::backend::engine::Engine;
 use actcd_store::mvcc::hash;
 use std::io::Write as _;
 
-use actcd_proto::etcdserverpb::cluster_server::Cluster;
-use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
 use actcd_proto::etcdserverpb::{
     alarm_request::AlarmAction, AlarmRequest, AlarmResponse, AlarmType, DefragmentRequest,
     DefragmentResponse, DowngradeRequest, DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest,
@@ -58,7 +57,7 @@ pub struct ClusterOps {
 /// Maintenance and Cluster services over one store.
 #[derive(Clone)]
 pub struct MaintenanceService {
-    store: StoreHandle,
+    pub(super) store: StoreHandle,
     quota_bytes: u64,
     cluster: ClusterOps,
 }
@@ -85,10 +84,6 @@ impl MaintenanceService {
                 is_learner: !membership.voter_ids().any(|v| v == *id),
             })
             .collect()
-    }
-
-    fn header(&self) -> Option<ResponseHeader> {
-        self.store.identity.header(self.store.view.revision())
     }
 
     /// Runs blocking engine work off the async threads.
@@ -215,9 +210,9 @@ impl std::io::Write for SnapshotChunks<'_> {
     }
 }
 
-#[tonic::async_trait]
-impl Maintenance for MaintenanceService {
-    async fn alarm(&self, request: Request<AlarmRequest>) -> Result<Response<AlarmResponse>, Status> {
+/// The handlers of the calls (`crate::grpc::services`).
+impl MaintenanceService {
+    pub(super) async fn alarms(&self, request: Request<AlarmRequest>) -> Result<AlarmResponse, Status> {
         // Listing needs a user; raising or clearing, the root role (checked with the command).
         let who = self.store.who(&request).await?;
         who.need(Need::User)?;
@@ -234,14 +229,16 @@ impl Maintenance for MaintenanceService {
         };
         // etcd's Alarm answer carries no header: its applier builds the response without one
         // and its maintenance server fills none in (seen on 3.4.23's gateway: `{}`).
-        Ok(Response::new(AlarmResponse { header: None, alarms }))
+        Ok(AlarmResponse { header: None, alarms })
     }
 
-    async fn status(&self, request: Request<StatusRequest>) -> Result<Response<StatusResponse>, Status> {
+    pub(super) async fn member_status(
+        &self,
+        request: Request<StatusRequest>,
+    ) -> Result<StatusResponse, Status> {
         // A user, not the root role (etcd 3.4.42 on asks root): `etcdctl endpoint status` and
         // the apiserver's probe run as ordinary users.
         self.store.who(&request).await?.need(Need::User)?;
-        let view = &self.store.view;
         let db_size = self.store.engine.size_bytes();
         let in_use = self.store.engine.live_bytes().min(db_size);
         let raft = self.store.route.raft().metrics().borrow().clone();
@@ -258,8 +255,8 @@ impl Maintenance for MaintenanceService {
                 format!("memberID:{} alarm:{} ", a.member_id, name)
             })
             .collect();
-        Ok(Response::new(StatusResponse {
-            header: self.store.identity.header(view.revision()),
+        Ok(StatusResponse {
+            header: self.store.header(),
             version: SERVER_VERSION.into(),
             db_size: i64::try_from(db_size).unwrap_or(i64::MAX),
             leader: raft.current_leader.unwrap_or(0),
@@ -272,35 +269,35 @@ impl Maintenance for MaintenanceService {
             storage_version: STORAGE_VERSION.into(),
             db_size_quota: i64::try_from(self.quota_bytes).unwrap_or(i64::MAX),
             downgrade_info: None,
-        }))
+        })
     }
 
-    async fn defragment(
+    pub(super) async fn defragment_engine(
         &self,
         request: Request<DefragmentRequest>,
-    ) -> Result<Response<DefragmentResponse>, Status> {
-        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
-        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
+    ) -> Result<DefragmentResponse, Status> {
+        self.admin_raw(&request).await?;
         self.blocking(|store| {
             store.engine.compact_all().map_err(to_status)?;
             store.view.refresh_db_size();
             Ok(())
         })
         .await?;
-        Ok(Response::new(DefragmentResponse { header: self.header() }))
+        Ok(DefragmentResponse { header: self.store.header() })
     }
 
-    async fn hash(&self, request: Request<HashRequest>) -> Result<Response<HashResponse>, Status> {
-        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
-        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
-        let header = self.header();
+    pub(super) async fn hash_engine(&self, request: Request<HashRequest>) -> Result<HashResponse, Status> {
+        self.admin_raw(&request).await?;
+        let header = self.store.header();
         let hash = self.blocking(|store| hash::hash_all(&store.engine).map_err(to_status)).await?;
-        Ok(Response::new(HashResponse { header, hash }))
+        Ok(HashResponse { header, hash })
     }
 
-    async fn hash_kv(&self, request: Request<HashKvRequest>) -> Result<Response<HashKvResponse>, Status> {
-        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
-        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
+    pub(super) async fn hash_history(
+        &self,
+        request: Request<HashKvRequest>,
+    ) -> Result<HashKvResponse, Status> {
+        self.admin_raw(&request).await?;
         let revision = request.get_ref().revision;
         let current = self.store.view.revision();
         let compacted = self.store.view.compacted_revision();
@@ -309,51 +306,47 @@ impl Maintenance for MaintenanceService {
                 hash::hash_kv(&store.engine, revision, current, compacted).map_err(to_status)
             })
             .await?;
-        Ok(Response::new(HashKvResponse {
+        Ok(HashKvResponse {
             header: self.store.identity.header(current),
             hash: hashed.hash,
             compact_revision: hashed.compact_revision,
             hash_revision: hashed.hash_revision,
-        }))
+        })
     }
 
-    async fn snapshot(
-        &self,
-        request: Request<SnapshotRequest>,
-    ) -> Result<Response<tonic::codegen::BoxStream<SnapshotResponse>>, Status> {
-        // etcd passes the auth store's error through raw here: codes.Unknown, `auth: ...`.
-        self.store.who(&request).await?.check(Need::Admin).map_err(raw_auth_status)?;
-        let header = self.header();
-        let engine = self.store.engine.clone();
-        let (tx, rx) = mpsc::channel(SNAPSHOT_QUEUE);
-        tokio::task::spawn_blocking(move || send_snapshot(&engine, header, tx));
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
-    }
-
-    async fn move_leader(
+    pub(super) async fn transfer_leadership(
         &self,
         request: Request<MoveLeaderRequest>,
-    ) -> Result<Response<MoveLeaderResponse>, Status> {
+    ) -> Result<MoveLeaderResponse, Status> {
         self.store.who(&request).await?.need(Need::Admin)?;
         let target = request.get_ref().target_id;
         // etcd waits for the transfer as long as the client's deadline lets it (answering
         // before the client gives up); a request with none gets the request timeout.
         let within = request_deadline(&request).map_or(self.store.route.timeout(), |d| d.mul_f64(0.9));
         self.cluster.mover.move_to(target, within).await.map_err(to_status)?;
-        Ok(Response::new(MoveLeaderResponse { header: self.header() }))
+        Ok(MoveLeaderResponse { header: self.store.header() })
     }
 
-    async fn downgrade(&self, _: Request<DowngradeRequest>) -> Result<Response<DowngradeResponse>, Status> {
+    pub(super) async fn downgrade_refused(
+        &self,
+        _: Request<DowngradeRequest>,
+    ) -> Result<DowngradeResponse, Status> {
         Err(Unsupported::Downgrade.status())
     }
-}
 
-#[tonic::async_trait]
-impl Cluster for MaintenanceService {
-    async fn member_add(
+    pub(super) async fn snapshot_chunks(
         &self,
-        request: Request<MemberAddRequest>,
-    ) -> Result<Response<MemberAddResponse>, Status> {
+        request: Request<SnapshotRequest>,
+    ) -> Result<BoxStream<SnapshotResponse>, Status> {
+        self.admin_raw(&request).await?;
+        let header = self.store.header();
+        let engine = self.store.engine.clone();
+        let (tx, rx) = mpsc::channel(SNAPSHOT_QUEUE);
+        tokio::task::spawn_blocking(move || send_snapshot(&engine, header, tx));
+        Ok(Box::pin(ReceiverStream::new(rx)))
+    }
+
+    pub(super) async fn add(&self, request: Request<MemberAddRequest>) -> Result<MemberAddResponse, Status> {
         // etcd parses the URLs first, then checks the caller.
         let urls = peer_urls(&request.get_ref().peer_ur_ls)?;
         self.store.who(&request).await?.need(Need::Admin)?;
@@ -366,56 +359,64 @@ impl Cluster for MaintenanceService {
             client_ur_ls: Vec::new(),
             is_learner: learner,
         };
-        Ok(Response::new(MemberAddResponse {
-            header: self.header(),
-            member: Some(member),
-            members: self.members(),
-        }))
+        Ok(MemberAddResponse { header: self.store.header(), member: Some(member), members: self.members() })
     }
 
-    async fn member_remove(
+    pub(super) async fn remove(
         &self,
         request: Request<MemberRemoveRequest>,
-    ) -> Result<Response<MemberRemoveResponse>, Status> {
-        self.store.who(&request).await?.need(Need::Admin)?;
-        let change = Change::Remove { id: request.get_ref().id };
-        self.cluster.reconfigurer.change(change).await.map_err(to_status)?;
-        Ok(Response::new(MemberRemoveResponse { header: self.header(), members: self.members() }))
+    ) -> Result<MemberRemoveResponse, Status> {
+        let (header, members) = self.change(&request, Change::Remove { id: request.get_ref().id }).await?;
+        Ok(MemberRemoveResponse { header, members })
     }
 
     /// Keeps the learner flag, where etcd 3.4 clears it (its bug 21694, fixed in 3.5 and 3.6).
-    async fn member_update(
+    pub(super) async fn update(
         &self,
         request: Request<MemberUpdateRequest>,
-    ) -> Result<Response<MemberUpdateResponse>, Status> {
+    ) -> Result<MemberUpdateResponse, Status> {
         let urls = peer_urls(&request.get_ref().peer_ur_ls)?;
-        self.store.who(&request).await?.need(Need::Admin)?;
         let change = Change::Update { id: request.get_ref().id, peer_urls: urls };
-        self.cluster.reconfigurer.change(change).await.map_err(to_status)?;
-        Ok(Response::new(MemberUpdateResponse { header: self.header(), members: self.members() }))
+        let (header, members) = self.change(&request, change).await?;
+        Ok(MemberUpdateResponse { header, members })
     }
 
-    async fn member_promote(
+    pub(super) async fn promote(
         &self,
         request: Request<MemberPromoteRequest>,
-    ) -> Result<Response<MemberPromoteResponse>, Status> {
-        self.store.who(&request).await?.need(Need::Admin)?;
-        let change = Change::Promote { id: request.get_ref().id };
-        self.cluster.reconfigurer.change(change).await.map_err(to_status)?;
-        Ok(Response::new(MemberPromoteResponse { header: self.header(), members: self.members() }))
+    ) -> Result<MemberPromoteResponse, Status> {
+        let (header, members) = self.change(&request, Change::Promote { id: request.get_ref().id }).await?;
+        Ok(MemberPromoteResponse { header, members })
     }
 
     /// A linearizable list (etcd 3.5's flag) waits for the read barrier first, so that it
     /// shows every membership change acknowledged before it.
-    async fn member_list(
+    pub(super) async fn list(
         &self,
         request: Request<MemberListRequest>,
-    ) -> Result<Response<MemberListResponse>, Status> {
+    ) -> Result<MemberListResponse, Status> {
         // etcd's fix of GHSA-q8m4-xhhv-38mg: the members only to a user.
         self.store.who(&request).await?.need(Need::User)?;
         if request.get_ref().linearizable {
             self.store.linearize().await?;
         }
-        Ok(Response::new(MemberListResponse { header: self.header(), members: self.members() }))
+        Ok(MemberListResponse { header: self.store.header(), members: self.members() })
+    }
+
+    /// `change` made for a sender with the root role; the header and the members after it.
+    async fn change<T>(
+        &self,
+        request: &Request<T>,
+        change: Change,
+    ) -> Result<(Option<ResponseHeader>, Vec<Member>), Status> {
+        self.store.who(request).await?.need(Need::Admin)?;
+        self.cluster.reconfigurer.change(change).await.map_err(to_status)?;
+        Ok((self.store.header(), self.members()))
+    }
+
+    /// The root role, refused as etcd refuses it here: the auth store's error passed through
+    /// raw (codes.Unknown, `auth: ...`).
+    async fn admin_raw<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        self.store.who(request).await?.check(Need::Admin).map_err(raw_auth_status)
     }
 }

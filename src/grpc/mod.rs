@@ -22,7 +22,8 @@
 //! - [`who`]: who sent a request (its token) and whether the auth state lets them.
 //! - [`health`]: the standard grpc.health.v1 service, which etcd serves on its client port too.
 //! - [`api`]: the served API declared once: each service and its gateway paths, one row each.
-//! - [`services`]: the one instance of each service, shared by every listener and the gateway.
+//! - [`services`]: the one instance of each service, shared by every listener and the gateway,
+//!   and the handler of each of its calls.
 //! - [`store_handle`]: the read view, the typed write API and the engine every service reaches the store by.
 //! - [`arbiter_pool`]: the threads the stream and connection actors are spread over.
 //! - [`learner_gate`]: a learner refuses all but Status, serializable Range and Snapshot.

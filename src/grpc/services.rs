@@ -1,9 +1,37 @@
-//! The one instance of each etcd service a member runs. Every client listener's gRPC router
-//! and the JSON gateway call these same instances, so a caller meets the same checks whichever
-//! door it takes, and Authenticate's bcrypt budget (the AuthService's semaphore) is one for the
-//! member, not one per listener.
+//! The one instance of each etcd service a member runs, and the handler of each of its calls.
+//! Every client listener's gRPC router and the JSON gateway call these same instances, so a
+//! caller meets the same checks whichever door it takes, and Authenticate's bcrypt budget (the
+//! AuthService's semaphore) is one for the member, not one per listener.
 
 use std::sync::Arc;
+
+use actcd_proto::etcdserverpb::auth_server::Auth;
+use actcd_proto::etcdserverpb::cluster_server::Cluster;
+use actcd_proto::etcdserverpb::kv_server::Kv;
+use actcd_proto::etcdserverpb::lease_server::Lease;
+use actcd_proto::etcdserverpb::maintenance_server::Maintenance;
+use actcd_proto::etcdserverpb::{
+    AlarmRequest, AlarmResponse, AuthDisableRequest, AuthDisableResponse, AuthEnableRequest,
+    AuthEnableResponse, AuthRoleAddRequest, AuthRoleAddResponse, AuthRoleDeleteRequest,
+    AuthRoleDeleteResponse, AuthRoleGetRequest, AuthRoleGetResponse, AuthRoleGrantPermissionRequest,
+    AuthRoleGrantPermissionResponse, AuthRoleListRequest, AuthRoleListResponse,
+    AuthRoleRevokePermissionRequest, AuthRoleRevokePermissionResponse, AuthStatusRequest, AuthStatusResponse,
+    AuthUserAddRequest, AuthUserAddResponse, AuthUserChangePasswordRequest, AuthUserChangePasswordResponse,
+    AuthUserDeleteRequest, AuthUserDeleteResponse, AuthUserGetRequest, AuthUserGetResponse,
+    AuthUserGrantRoleRequest, AuthUserGrantRoleResponse, AuthUserListRequest, AuthUserListResponse,
+    AuthUserRevokeRoleRequest, AuthUserRevokeRoleResponse, AuthenticateRequest, AuthenticateResponse,
+    CompactionRequest, CompactionResponse, DefragmentRequest, DefragmentResponse, DeleteRangeRequest,
+    DeleteRangeResponse, DowngradeRequest, DowngradeResponse, HashKvRequest, HashKvResponse, HashRequest,
+    HashResponse, LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseLeasesRequest, LeaseLeasesResponse, LeaseRevokeRequest, LeaseRevokeResponse, LeaseTimeToLiveRequest,
+    LeaseTimeToLiveResponse, MemberAddRequest, MemberAddResponse, MemberListRequest, MemberListResponse,
+    MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
+    MemberUpdateRequest, MemberUpdateResponse, MoveLeaderRequest, MoveLeaderResponse, PutRequest,
+    PutResponse, RangeRequest, RangeResponse, RangeStreamResponse, SnapshotRequest, SnapshotResponse,
+    StatusRequest, StatusResponse, TxnRequest, TxnResponse,
+};
+use tonic::codegen::BoxStream;
+use tonic::Streaming;
 
 use super::auth::AuthService;
 use super::concurrency::election::ElectionService;
@@ -56,5 +84,86 @@ impl EtcdServices {
             watch,
             lease,
         }
+    }
+}
+
+/// Implements each tonic service trait from rows `call(Request) -> Answer = handler;`: the call
+/// awaits `self.handler(request)` and sends its answer (a message, or a stream of them); a row
+/// that ends `as is` has a handler that makes the whole response itself. Handlers are named
+/// apart from the calls, which the JSON gateway calls through the traits.
+macro_rules! etcd_calls {
+    ($(impl $service:ident for $type:ty {
+        $($call:ident($request:ty) -> $answer:ty = $($handler:ident).+ $(as $is:ident)?;)*
+    })*) => {$(
+        #[tonic::async_trait]
+        impl $service for $type {
+            $(async fn $call(
+                &self,
+                request: tonic::Request<$request>,
+            ) -> Result<tonic::Response<$answer>, tonic::Status> {
+                let answer = self.$($handler).+(request).await;
+                etcd_calls!(@send answer $($is)?)
+            })*
+        }
+    )*};
+    (@send $answer:ident) => {
+        $answer.map(tonic::Response::new)
+    };
+    (@send $answer:ident is) => {
+        $answer
+    };
+}
+
+etcd_calls! {
+    impl Kv for KvService {
+        range(RangeRequest) -> RangeResponse = range_answer as is;
+        range_stream(RangeRequest) -> BoxStream<RangeStreamResponse> = range_chunks;
+        put(PutRequest) -> PutResponse = store.submit;
+        delete_range(DeleteRangeRequest) -> DeleteRangeResponse = store.submit;
+        txn(TxnRequest) -> TxnResponse = run_txn;
+        compact(CompactionRequest) -> CompactionResponse = store.submit;
+    }
+    impl Lease for LeaseService {
+        lease_grant(LeaseGrantRequest) -> LeaseGrantResponse = grant;
+        lease_revoke(LeaseRevokeRequest) -> LeaseRevokeResponse = revoke;
+        lease_keep_alive(Streaming<LeaseKeepAliveRequest>) -> BoxStream<LeaseKeepAliveResponse> = keep_alive;
+        lease_time_to_live(LeaseTimeToLiveRequest) -> LeaseTimeToLiveResponse = time_to_live;
+        lease_leases(LeaseLeasesRequest) -> LeaseLeasesResponse = list;
+    }
+    impl Maintenance for MaintenanceService {
+        alarm(AlarmRequest) -> AlarmResponse = alarms;
+        status(StatusRequest) -> StatusResponse = member_status;
+        defragment(DefragmentRequest) -> DefragmentResponse = defragment_engine;
+        hash(HashRequest) -> HashResponse = hash_engine;
+        hash_kv(HashKvRequest) -> HashKvResponse = hash_history;
+        snapshot(SnapshotRequest) -> BoxStream<SnapshotResponse> = snapshot_chunks;
+        move_leader(MoveLeaderRequest) -> MoveLeaderResponse = transfer_leadership;
+        downgrade(DowngradeRequest) -> DowngradeResponse = downgrade_refused;
+    }
+    impl Cluster for MaintenanceService {
+        member_add(MemberAddRequest) -> MemberAddResponse = add;
+        member_remove(MemberRemoveRequest) -> MemberRemoveResponse = remove;
+        member_update(MemberUpdateRequest) -> MemberUpdateResponse = update;
+        member_promote(MemberPromoteRequest) -> MemberPromoteResponse = promote;
+        member_list(MemberListRequest) -> MemberListResponse = list;
+    }
+    impl Auth for AuthService {
+        auth_enable(AuthEnableRequest) -> AuthEnableResponse = store.submit;
+        auth_disable(AuthDisableRequest) -> AuthDisableResponse = store.submit;
+        auth_status(AuthStatusRequest) -> AuthStatusResponse = status;
+        authenticate(AuthenticateRequest) -> AuthenticateResponse = issue_token;
+        user_add(AuthUserAddRequest) -> AuthUserAddResponse = add_user;
+        user_get(AuthUserGetRequest) -> AuthUserGetResponse = get_user;
+        user_list(AuthUserListRequest) -> AuthUserListResponse = list_users;
+        user_delete(AuthUserDeleteRequest) -> AuthUserDeleteResponse = store.submit;
+        user_change_password(AuthUserChangePasswordRequest) -> AuthUserChangePasswordResponse = change_password;
+        user_grant_role(AuthUserGrantRoleRequest) -> AuthUserGrantRoleResponse = store.submit;
+        user_revoke_role(AuthUserRevokeRoleRequest) -> AuthUserRevokeRoleResponse = store.submit;
+        role_add(AuthRoleAddRequest) -> AuthRoleAddResponse = add_role;
+        role_get(AuthRoleGetRequest) -> AuthRoleGetResponse = get_role;
+        role_list(AuthRoleListRequest) -> AuthRoleListResponse = list_roles;
+        role_delete(AuthRoleDeleteRequest) -> AuthRoleDeleteResponse = store.submit;
+        role_grant_permission(AuthRoleGrantPermissionRequest) -> AuthRoleGrantPermissionResponse = store.submit;
+        role_revoke_permission(AuthRoleRevokePermissionRequest) -> AuthRoleRevokePermissionResponse = store.submit;
     }
 }

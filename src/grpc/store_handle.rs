@@ -8,6 +8,7 @@ use tonic::{Request, Status};
 
 use actcd_actors::identity::Identity;
 use actcd_edge::status::to_status;
+use actcd_proto::etcdserverpb::ResponseHeader;
 use actcd_raft::proposer::Proposer;
 use actcd_raft::read_barrier::ReadBarrier;
 use actcd_raft::route::Route;
@@ -64,6 +65,28 @@ impl StoreHandle {
     /// Submits `request` from `who` to the writer and waits for its durable answer.
     pub async fn write<R: WriteRequest>(&self, who: &Who, request: R) -> Result<R::Response, Status> {
         self.write_raw(who, request).await.map_err(to_status)
+    }
+
+    /// [`StoreHandle::write`] from the request's sender, answered with the member's full header.
+    pub async fn submit<R: WriteRequest>(&self, request: Request<R>) -> Result<R::Response, Status> {
+        let who = self.who(&request).await?;
+        self.write_answered(&who, request.into_inner()).await
+    }
+
+    /// [`StoreHandle::write`], answered with the member's full header.
+    pub async fn write_answered<R: WriteRequest>(
+        &self,
+        who: &Who,
+        request: R,
+    ) -> Result<R::Response, Status> {
+        let mut answer = self.write(who, request).await?;
+        self.identity.fill(R::header_mut(&mut answer));
+        Ok(answer)
+    }
+
+    /// The member's header at the read view's revision.
+    pub fn header(&self) -> Option<ResponseHeader> {
+        self.identity.header(self.view.revision())
     }
 
     /// Waits until a linearizable read may be answered from this member's read view.

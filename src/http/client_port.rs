@@ -5,15 +5,13 @@
 //! once it exists). Unlike etcd 3.4's cmux, which sorts whole connections by their first
 //! request, this sorts each request, so a connection may carry both.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use actcd_proto::services;
 use axum::Router;
 use futures::future::Either;
 use tonic::body::Body;
 use tower::Service;
+
+use crate::transport::{layer_service, Answer, Inner};
 
 /// The gRPC services of a client URL with the HTTP routes beside them.
 #[derive(Clone)]
@@ -39,23 +37,11 @@ pub fn is_grpc<B>(request: &http::Request<B>) -> bool {
     grpc_type || services::service(service).is_some()
 }
 
-type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+// gRPC's future as it is: no allocation added to every call; only HTTP answers are boxed.
+layer_service!(ClientHttp.grpc, Either<S::Future, Answer<S::Error>>);
 
-impl<S> Service<http::Request<Body>> for ClientHttp<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    // gRPC's future as it is: no allocation added to every call; only HTTP answers are boxed.
-    type Future = Either<S::Future, BoxFuture<Self::Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.grpc.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+impl<S: Inner> ClientHttp<S> {
+    fn answer(&mut self, request: http::Request<Body>) -> Either<S::Future, Answer<S::Error>> {
         if is_grpc(&request) {
             return Either::Left(self.grpc.call(request));
         }

@@ -11,12 +11,12 @@ use actcd_store::{ReadView, RocksEngine};
 /// etcd's disk latency buckets: 1 ms doubling to 8 s.
 const DISK_BUCKETS: [f64; 14] =
     [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048, 4.096, 8.192];
-/// Prometheus's default buckets, which go-grpc-prometheus uses for handling time.
 /// etcd's peer round-trip buckets: 0.1 ms doubling 16 times.
 const PEER_RTT_BUCKETS: [f64; 16] = [
     0.0001, 0.0002, 0.0004, 0.0008, 0.0016, 0.0032, 0.0064, 0.0128, 0.0256, 0.0512, 0.1024, 0.2048, 0.4096,
     0.8192, 1.6384, 3.2768,
 ];
+/// Prometheus's default buckets, which go-grpc-prometheus uses for handling time.
 const GRPC_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 /// Commands per group commit.
 const BATCH_BUCKETS: [f64; 13] =
@@ -39,23 +39,20 @@ pub async fn upkeep(handle: PrometheusHandle) {
 
 /// Installs the process-wide recorder and sets the series that never change.
 pub fn install(quota_bytes: u64) -> anyhow::Result<PrometheusHandle> {
-    let handle = PrometheusBuilder::new()
-        .set_buckets_for_metric(
-            Matcher::Prefix(actcd_store::metric_names::ETCD_DISK_PREFIX.into()),
-            &DISK_BUCKETS,
-        )?
-        .set_buckets_for_metric(
+    let buckets: [(Matcher, &[f64]); 4] = [
+        (Matcher::Prefix(actcd_store::metric_names::ETCD_DISK_PREFIX.into()), &DISK_BUCKETS),
+        (
             Matcher::Full(actcd_store::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS.into()),
             &PEER_RTT_BUCKETS,
-        )?
-        .set_buckets_for_metric(
-            Matcher::Full(actcd_store::metric_names::GRPC_SERVER_HANDLING_SECONDS.into()),
-            &GRPC_BUCKETS,
-        )?
-        .set_buckets_for_metric(
-            Matcher::Full(actcd_store::metric_names::ACTCD_STORE_BATCH_SIZE.into()),
-            &BATCH_BUCKETS,
-        )?
+        ),
+        (Matcher::Full(actcd_store::metric_names::GRPC_SERVER_HANDLING_SECONDS.into()), &GRPC_BUCKETS),
+        (Matcher::Full(actcd_store::metric_names::ACTCD_STORE_BATCH_SIZE.into()), &BATCH_BUCKETS),
+    ];
+    let handle = buckets
+        .into_iter()
+        .try_fold(PrometheusBuilder::new(), |builder, (matcher, values)| {
+            builder.set_buckets_for_metric(matcher, values)
+        })?
         .install_recorder()
         .context("cannot install the metrics recorder")?;
     // No leader until openraft names one (`actcd_raft::cluster::start::follow_term` keeps these).

@@ -3,18 +3,16 @@
 //! tower layer in front of every gRPC service: it sees each call's path at the start and its
 //! grpc-status in the response headers (trailers-only answers) or trailers.
 
-use std::pin::Pin;
 use std::sync::OnceLock;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http_body::Frame;
 use metrics::{Counter, Histogram};
 use tonic::body::Body;
-use tower::Service;
 
 use crate::transport::observed_body::{observed, Observer};
+use crate::transport::{layer_service, Answer, Inner};
 use actcd_edge::grpc_go_errors;
 use actcd_proto::services::{self, Method, MethodKind};
 use actcd_store::metric_names as names;
@@ -179,20 +177,10 @@ impl Call {
     }
 }
 
-impl<S> Service<http::Request<Body>> for GrpcMetrics<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>>,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+layer_service!(GrpcMetrics.inner, Answer<S::Error>);
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+impl<S: Inner> GrpcMetrics<S> {
+    fn answer(&mut self, request: http::Request<Body>) -> Answer<S::Error> {
         let call = Call { series: series_of(request.uri().path()), started: Instant::now() };
         call.series.started.increment(1);
         if matches!(call.kind(), MethodKind::Unary | MethodKind::ServerStream) {

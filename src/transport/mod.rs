@@ -36,3 +36,54 @@ pub mod grpc_metrics;
 pub mod listener;
 pub mod observed_body;
 pub mod range_backpressure;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tonic::body::Body;
+use tower::Service;
+
+/// What every layer of the client port wraps: a service of HTTP requests whose future may
+/// move to another task.
+pub trait Inner:
+    Service<http::Request<Body>, Response = http::Response<Body>, Future: Send + 'static>
+{
+}
+
+impl<S> Inner for S
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+{
+}
+
+/// A layer's answer to one call, boxed.
+pub type Answer<E> = Pin<Box<dyn Future<Output = Result<http::Response<Body>, E>> + Send>>;
+
+/// The tower half of a layer `$layer<S>` whose [`Inner`] service is its field `$inner`:
+/// readiness is the inner service's, and a call is the layer's own `answer` (an inherent
+/// method), whose future is `$future`. `S` may be bound further after `S:`.
+macro_rules! layer_service {
+    ($layer:ident . $inner:ident, $future:ty $(, S: $($bound:tt)+)?) => {
+        impl<S> tower::Service<http::Request<tonic::body::Body>> for $layer<S>
+        where
+            S: $crate::transport::Inner $(+ $($bound)+)?,
+        {
+            type Response = http::Response<tonic::body::Body>;
+            type Error = S::Error;
+            type Future = $future;
+
+            fn poll_ready(
+                &mut self,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<Result<(), Self::Error>> {
+                tower::Service::poll_ready(&mut self.$inner, cx)
+            }
+
+            fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+                self.answer(request)
+            }
+        }
+    };
+}
+pub(crate) use layer_service;

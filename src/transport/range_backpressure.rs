@@ -15,15 +15,13 @@
 //! and nothing else a connection carries, and the listener's sockets, which make the slots, can
 //! depend on it without it depending on them.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tonic::body::Body;
-use tower::Service;
 
 use crate::transport::observed_body::{observed, Observer};
+use crate::transport::{layer_service, Answer, Inner};
 
 /// Range answers a connection may hold undelivered: the bound is this many times the largest
 /// answer, per connection.
@@ -58,20 +56,10 @@ impl<S> RangeBackpressure<S> {
     }
 }
 
-impl<S> Service<http::Request<Body>> for RangeBackpressure<S>
-where
-    S: Service<http::Request<Body>, Response = http::Response<Body>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-{
-    type Response = http::Response<Body>;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+layer_service!(RangeBackpressure.inner, Answer<S::Error>, S: Clone + Send + 'static);
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+impl<S: Inner + Clone + Send + 'static> RangeBackpressure<S> {
+    fn answer(&mut self, request: http::Request<Body>) -> Answer<S::Error> {
         let slots = match (self.slots_of)(request.extensions()) {
             Some(slots) if request.uri().path() == RANGE_PATH => Arc::clone(&slots.0),
             _ => return Box::pin(self.inner.call(request)),

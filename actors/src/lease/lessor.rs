@@ -168,9 +168,7 @@ mod tests {
     fn renewals_push_deadlines_and_expiry_comes_in_order_at_a_bounded_rate() {
         let t0 = Instant::now();
         let mut l = Lessor::primary();
-        l.track(1, 10, t0);
-        l.track(2, 5, t0);
-        l.track(3, 5, t0);
+        l.reset(vec![(1, 10), (2, 5), (3, 5)], t0);
         assert_eq!(l.renew(2, t0 + seconds(4)), Some(5));
         assert_eq!(l.remaining(2, t0 + seconds(4)), Some((5, 5)));
         let a_moment_later = t0 + seconds(4) + Duration::from_millis(1);
@@ -190,8 +188,7 @@ mod tests {
     fn only_a_primary_expires_and_a_promotion_gives_every_lease_its_full_ttl() {
         let t0 = Instant::now();
         let mut l = Lessor::default();
-        l.track(1, 5, t0);
-        l.track(2, 60, t0);
+        l.reset(vec![(1, 5), (2, 60)], t0);
         assert_eq!(l.expired(t0 + seconds(100), 10), Vec::<i64>::new(), "a follower expires nothing");
         assert_eq!(l.renew(1, t0), None, "nor renews");
         l.promote(t0 + seconds(4));

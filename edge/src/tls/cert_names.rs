@@ -63,38 +63,39 @@ impl AllowedName {
         }
     }
 
-    fn refuse(&self) -> Error {
-        // etcd's words for the same refusal.
-        Error::General("client certificate authentication failed".into())
+    /// `verified`, the chain's verdict on `end_entity`, if the certificate also carries the
+    /// allowed name; etcd's refusal otherwise.
+    fn vouch<T>(&self, end_entity: &CertificateDer<'_>, verified: T) -> Result<T, Error> {
+        if self.admits(end_entity) {
+            Ok(verified)
+        } else {
+            // etcd's words for the same refusal.
+            Err(Error::General("client certificate authentication failed".into()))
+        }
     }
 }
 
 /// The handshake-signature half of a rustls verifier that only adds a check on the chain:
-/// the wrapped verifier's own (`self.inner`), unchanged.
+/// the wrapped verifier's own (`self.inner`), unchanged. TLS 1.2's and 1.3's hooks take the
+/// same arguments, so one template writes both.
 macro_rules! signatures_by_inner {
     () => {
-        fn verify_tls12_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, Error> {
-            self.inner.verify_tls12_signature(message, cert, dss)
-        }
-
-        fn verify_tls13_signature(
-            &self,
-            message: &[u8],
-            cert: &CertificateDer<'_>,
-            dss: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, Error> {
-            self.inner.verify_tls13_signature(message, cert, dss)
-        }
+        signatures_by_inner!(verify_tls12_signature verify_tls13_signature);
 
         fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
             self.inner.supported_verify_schemes()
         }
     };
+    ($($verify:ident)+) => {$(
+        fn $verify(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, Error> {
+            self.inner.$verify(message, cert, dss)
+        }
+    )+};
 }
 
 /// A client certificate verifier that also wants the allowed name.
@@ -123,12 +124,7 @@ impl ClientCertVerifier for AllowedClients {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
-        if self.name.admits(end_entity) {
-            Ok(verified)
-        } else {
-            Err(self.name.refuse())
-        }
+        self.name.vouch(end_entity, self.inner.verify_client_cert(end_entity, intermediates, now)?)
     }
 
     signatures_by_inner!();
@@ -152,11 +148,7 @@ impl ServerCertVerifier for AllowedServers {
     ) -> Result<ServerCertVerified, Error> {
         let verified =
             self.inner.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)?;
-        if self.name.admits(end_entity) {
-            Ok(verified)
-        } else {
-            Err(self.name.refuse())
-        }
+        self.name.vouch(end_entity, verified)
     }
 
     signatures_by_inner!();

@@ -18,14 +18,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use futures::future::BoxFuture;
-use openraft::error::{
-    Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError, Unreachable,
-};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
-use openraft::{OptionalSend, Raft, Snapshot, Vote};
+use openraft::error::{Fatal, NetworkError, RPCError, RaftError, RemoteError, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::SnapshotResponse;
+use openraft::{Raft, Snapshot, Vote};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::watch;
@@ -236,7 +232,12 @@ impl PeerLink {
     }
 
     /// Delivers `request` to the target's Raft through `call`, and its answer back.
-    async fn unary<Req, Resp, Call, Fut>(&mut self, request: &Req, call: Call) -> Result<Resp, RpcError>
+    async fn unary<Req, Resp, Call, Fut>(
+        &mut self,
+        request: &Req,
+        _option: &RPCOption,
+        call: Call,
+    ) -> Result<Resp, RpcError>
     where
         Req: Serialize + DeserializeOwned,
         Resp: Serialize + DeserializeOwned,
@@ -253,9 +254,21 @@ impl PeerLink {
         answer.map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(to, self.node.clone(), e)))
     }
 
+    /// [`PeerLink::deliver_snapshot`], its failure as openraft's.
+    async fn send_snapshot(
+        &self,
+        vote: Vote<u64>,
+        snapshot: Snapshot<TypeConfig>,
+    ) -> Result<Result<SnapshotResponse<u64>, Fatal<u64>>, StreamingError<TypeConfig, Fatal<u64>>> {
+        self.deliver_snapshot(vote, snapshot).await.map_err(|err| match err {
+            Undelivered::Absent(_) => StreamingError::Unreachable(Unreachable::new(&err)),
+            _ => StreamingError::Network(NetworkError::new(&err)),
+        })
+    }
+
     /// Copies the snapshot's checkpoint to a directory of the target's, as the peer service
     /// unpacks a streamed one, and has the target install it.
-    async fn send_snapshot(
+    async fn deliver_snapshot(
         &self,
         vote: Vote<u64>,
         snapshot: Snapshot<TypeConfig>,
@@ -289,46 +302,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()>
     Ok(())
 }
 
-impl RaftNetwork<TypeConfig> for PeerLink {
-    async fn append_entries(
-        &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> Result<AppendEntriesResponse<u64>, RpcError> {
-        self.unary(&rpc, async |raft, rpc| raft.append_entries(rpc).await).await
-    }
-
-    async fn vote(
-        &mut self,
-        rpc: VoteRequest<u64>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<u64>, RpcError> {
-        self.unary(&rpc, async |raft, rpc| raft.vote(rpc).await).await
-    }
-
-    async fn full_snapshot(
-        &mut self,
-        vote: Vote<u64>,
-        snapshot: Snapshot<TypeConfig>,
-        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
-        _option: RPCOption,
-    ) -> Result<SnapshotResponse<u64>, StreamingError<TypeConfig, Fatal<u64>>> {
-        let answer = tokio::select! {
-            answer = self.send_snapshot(vote, snapshot) => answer,
-            closed = cancel => return Err(StreamingError::Closed(closed)),
-        };
-        match answer {
-            Ok(Ok(response)) => Ok(response),
-            Ok(Err(fatal)) => Err(StreamingError::RemoteError(RemoteError::new_with_node(
-                self.target,
-                self.node.clone(),
-                fatal,
-            ))),
-            Err(err @ Undelivered::Absent(_)) => Err(StreamingError::Unreachable(Unreachable::new(&err))),
-            Err(err) => Err(StreamingError::Network(NetworkError::new(&err))),
-        }
-    }
-}
+crate::network::raft_network!(PeerLink);
 
 impl Link {
     /// A call to the leader through `call` on its endpoint, the answer back to this member.

@@ -9,19 +9,14 @@
 //! failure a `NetworkError` (retried at once).
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use openraft::error::{
-    Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError, Unreachable,
-};
-use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
-use openraft::{OptionalSend, Snapshot, Vote};
+use openraft::error::{Fatal, NetworkError, RPCError, RaftError, RemoteError, StreamingError, Unreachable};
+use openraft::network::{RPCOption, RaftNetworkFactory};
+use openraft::raft::SnapshotResponse;
+use openraft::{Snapshot, Vote};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::transport::{Channel, Endpoint};
@@ -35,8 +30,8 @@ use actcd_proto::actcdpeerpb::Frame;
 use actcd_store::mvcc::hash::KvHash;
 use actcd_store::StoreError;
 
-use super::snapshot_stream;
 use super::tls_connector::TlsConnector;
+use super::{raft_network, snapshot_stream};
 
 /// The largest peer message either side takes: an append of `MAX_PAYLOAD_ENTRIES` entries of
 /// full batches stays below it (see [`crate::cluster::start::MAX_PAYLOAD_ENTRIES`]).
@@ -374,17 +369,17 @@ impl PeerLink {
         request: &Req,
         option: &RPCOption,
         call: impl AsyncFnOnce(
-            PeerClient<Channel>,
+            &mut PeerClient<Channel>,
             tonic::Request<Frame>,
         ) -> Result<tonic::Response<Frame>, tonic::Status>,
     ) -> Result<Resp, RPCError<u64, MemberNode, RaftError<u64>>> {
-        let client = self.peers.client(self.target, &self.node).map_err(RPCError::Network)?;
+        let mut client = self.peers.client(self.target, &self.node).map_err(RPCError::Network)?;
         let frame = self.peers.frame(request).map_err(RPCError::Network)?;
         let sent = frame.body.len();
         let mut request = tonic::Request::new(frame);
         request.set_timeout(option.hard_ttl());
         let started = std::time::Instant::now();
-        let answer = call(client, request).await;
+        let answer = call(&mut client, request).await;
         self.note(&answer);
         let answer = answer.map_err(|s| call_failed(&s))?;
         traffic(self.target, sent, answer.get_ref().body.len());
@@ -394,32 +389,14 @@ impl PeerLink {
         answer
             .map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
     }
-}
 
-impl RaftNetwork<TypeConfig> for PeerLink {
-    async fn append_entries(
-        &mut self,
-        rpc: AppendEntriesRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> Result<AppendEntriesResponse<u64>, RPCError<u64, MemberNode, RaftError<u64>>> {
-        self.unary(&rpc, &option, async |mut c, r| c.append_entries(r).await).await
-    }
-
-    async fn vote(
-        &mut self,
-        rpc: VoteRequest<u64>,
-        option: RPCOption,
-    ) -> Result<VoteResponse<u64>, RPCError<u64, MemberNode, RaftError<u64>>> {
-        self.unary(&rpc, &option, async |mut c, r| c.vote(r).await).await
-    }
-
-    async fn full_snapshot(
+    /// Streams the snapshot's checkpoint to the target, which installs it; `Err` where the
+    /// stream failed or stalled.
+    async fn send_snapshot(
         &mut self,
         vote: Vote<u64>,
         snapshot: Snapshot<TypeConfig>,
-        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
-        _option: RPCOption,
-    ) -> Result<SnapshotResponse<u64>, StreamingError<TypeConfig, Fatal<u64>>> {
+    ) -> Result<Result<SnapshotResponse<u64>, Fatal<u64>>, StreamingError<TypeConfig, Fatal<u64>>> {
         let mut client = self.peers.client(self.target, &self.node)?;
         let header = encode(&(vote, snapshot.meta.clone()))
             .map_err(|e| network_error(format!("cannot encode a snapshot header: {e}")))?;
@@ -430,24 +407,20 @@ impl RaftNetwork<TypeConfig> for PeerLink {
         );
         let sending =
             snapshot_stream::bounded(client.snapshot(chunks), &progress, SNAPSHOT_IDLE, SNAPSHOT_INSTALL);
-        let answer = tokio::select! {
-            answer = sending => answer.map_err(|stalled| {
-                tracing::warn!(member = %format!("{:x}", self.target), %stalled, "snapshot send given up; it is sent again later");
-                // As a peer that cannot be reached: openraft backs off before it tries again.
-                StreamingError::Unreachable(Unreachable::new(&stalled))
-            })?,
-            closed = cancel => return Err(StreamingError::Closed(closed)),
-        };
+        let answer = sending.await.map_err(|stalled| {
+            tracing::warn!(member = %format!("{:x}", self.target), %stalled, "snapshot send given up; it is sent again later");
+            // As a peer that cannot be reached: openraft backs off before it tries again.
+            StreamingError::Unreachable(Unreachable::new(&stalled))
+        })?;
         let answer = answer.map_err(|status| match call_failed(&status) {
             RPCError::Unreachable(u) => StreamingError::Unreachable(u),
             _ => StreamingError::Network(NetworkError::new(&status)),
         })?;
-        let answer: Result<SnapshotResponse<u64>, Fatal<u64>> = body(&answer.into_inner())?;
-        answer.map_err(|e| {
-            StreamingError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e))
-        })
+        Ok(body(&answer.into_inner())?)
     }
 }
+
+raft_network!(PeerLink);
 
 impl LeaderLink for Peers {
     fn propose(

@@ -16,7 +16,8 @@ use actcd_proto::etcdserverpb::{
     AuthUserDeleteRequest, AuthUserDeleteResponse, AuthUserGrantRoleRequest, AuthUserGrantRoleResponse,
     AuthUserRevokeRoleRequest, AuthUserRevokeRoleResponse, AuthenticateResponse, CompactionRequest,
     CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantRequest, LeaseGrantResponse,
-    LeaseRevokeRequest, LeaseRevokeResponse, PutRequest, PutResponse, TxnRequest, TxnResponse,
+    LeaseRevokeRequest, LeaseRevokeResponse, PutRequest, PutResponse, ResponseHeader, TxnRequest,
+    TxnResponse,
 };
 use prost::Message;
 
@@ -31,6 +32,10 @@ pub trait WriteRequest: Sized {
     fn into_command(self) -> Command;
     /// The typed answer out of the writer's answer to [`WriteRequest::into_command`].
     fn response(answer: CommandResponse) -> Result<Self::Response, StoreError>;
+    /// The writer's answer that carries `response`.
+    fn answer(response: Self::Response) -> CommandResponse;
+    /// The header of `response`: the writer sets its revision, the edge the member's identity.
+    fn header_mut(response: &mut Self::Response) -> &mut Option<ResponseHeader>;
 }
 
 macro_rules! commands {
@@ -111,6 +116,14 @@ macro_rules! commands {
                     #[allow(unreachable_patterns)]
                     other => Err(StoreError::WrongAnswer(format!("{other:?}"))),
                 }
+            }
+
+            fn answer(response: $response) -> CommandResponse {
+                CommandResponse::$variant(response)
+            }
+
+            fn header_mut(response: &mut $response) -> &mut Option<ResponseHeader> {
+                &mut response.header
             }
         })*
     };

@@ -212,20 +212,12 @@ impl AuthState {
             roles: Vec::new(),
             options: Some(UserAddOptions { no_password }),
         };
-        self.put_user(user, writes);
-        self.bump(writes);
-        Ok(())
+        self.save_user(user, writes)
     }
 
     /// UserDelete; the root user stays while auth is enabled.
     pub fn user_delete(&mut self, name: &str, writes: &mut WriteSet) -> Result<(), AuthError> {
-        if self.enabled && name == ROOT {
-            return Err(AuthError::InvalidAuthMgmt);
-        }
-        if self.users.remove(name).is_none() {
-            return Err(AuthError::UserNotFound);
-        }
-        writes.delete(Family::Meta, record_key(USER_PREFIX, name));
+        remove_record(&mut self.users, self.enabled, name, writes)?;
         self.rebuild_permissions();
         self.bump(writes);
         Ok(())
@@ -237,11 +229,9 @@ impl AuthState {
         req: &AuthUserChangePasswordRequest,
         writes: &mut WriteSet,
     ) -> Result<(), AuthError> {
-        let mut user = self.users.get(&req.name).cloned().ok_or(AuthError::UserNotFound)?;
+        let mut user = self.user_to_change(&req.name)?;
         user.password = req.hashed_password.as_bytes().to_vec().into();
-        self.put_user(user, writes);
-        self.bump(writes);
-        Ok(())
+        self.save_user(user, writes)
     }
 
     /// UserGrantRole; `root` may be granted before a role of that name exists, and granting a
@@ -251,7 +241,7 @@ impl AuthState {
         req: &AuthUserGrantRoleRequest,
         writes: &mut WriteSet,
     ) -> Result<(), AuthError> {
-        let mut user = self.users.get(&req.user).cloned().ok_or(AuthError::UserNotFound)?;
+        let mut user = self.user_to_change(&req.user)?;
         if req.role != ROOT && !self.roles.contains_key(&req.role) {
             return Err(AuthError::RoleNotFound);
         }
@@ -259,9 +249,7 @@ impl AuthState {
             Ok(_) => Ok(()),
             Err(at) => {
                 user.roles.insert(at, req.role.clone());
-                self.put_user(user, writes);
-                self.bump(writes);
-                Ok(())
+                self.save_user(user, writes)
             }
         }
     }
@@ -275,12 +263,10 @@ impl AuthState {
         if self.enabled && req.name == ROOT && req.role == ROOT {
             return Err(AuthError::InvalidAuthMgmt);
         }
-        let mut user = self.users.get(&req.name).cloned().ok_or(AuthError::UserNotFound)?;
+        let mut user = self.user_to_change(&req.name)?;
         let at = user.roles.binary_search(&req.role).map_err(|_| AuthError::RoleNotGranted)?;
         user.roles.remove(at);
-        self.put_user(user, writes);
-        self.bump(writes);
-        Ok(())
+        self.save_user(user, writes)
     }
 
     /// RoleAdd.
@@ -291,24 +277,16 @@ impl AuthState {
         if self.roles.contains_key(name) {
             return Err(AuthError::RoleAlreadyExist);
         }
-        self.put_role(
+        self.save_role(
             Role { name: name.to_string().into_bytes().into(), key_permission: Vec::new() },
             writes,
-        );
-        self.bump(writes);
-        Ok(())
+        )
     }
 
     /// RoleDelete: also taken from every user that held it; the root role stays while auth
     /// is enabled.
     pub fn role_delete(&mut self, name: &str, writes: &mut WriteSet) -> Result<(), AuthError> {
-        if self.enabled && name == ROOT {
-            return Err(AuthError::InvalidAuthMgmt);
-        }
-        if self.roles.remove(name).is_none() {
-            return Err(AuthError::RoleNotFound);
-        }
-        writes.delete(Family::Meta, record_key(ROLE_PREFIX, name));
+        remove_record(&mut self.roles, self.enabled, name, writes)?;
         let holders: Vec<User> = self
             .users
             .values()
@@ -338,7 +316,7 @@ impl AuthState {
         if !valid_grant(&perm) {
             return Err(AuthError::InvalidAuthMgmt);
         }
-        let mut role = self.roles.get(&req.name).cloned().ok_or(AuthError::RoleNotFound)?;
+        let mut role = self.role_to_change(&req.name)?;
         match role.key_permission.iter_mut().find(|p| p.key == perm.key && p.range_end == perm.range_end) {
             Some(held) => held.perm_type = perm.perm_type,
             None => {
@@ -346,9 +324,7 @@ impl AuthState {
                 role.key_permission.insert(at, perm);
             }
         }
-        self.put_role(role, writes);
-        self.bump(writes);
-        Ok(())
+        self.save_role(role, writes)
     }
 
     /// RoleRevokePermission of the permission on exactly this key and range end.
@@ -357,13 +333,32 @@ impl AuthState {
         req: &AuthRoleRevokePermissionRequest,
         writes: &mut WriteSet,
     ) -> Result<(), AuthError> {
-        let mut role = self.roles.get(&req.role).cloned().ok_or(AuthError::RoleNotFound)?;
+        let mut role = self.role_to_change(&req.role)?;
         let at = role
             .key_permission
             .iter()
             .position(|p| p.key == req.key && p.range_end == req.range_end)
             .ok_or(AuthError::PermissionNotGranted)?;
         role.key_permission.remove(at);
+        self.save_role(role, writes)
+    }
+
+    fn user_to_change(&self, name: &str) -> Result<User, AuthError> {
+        self.users.get(name).cloned().ok_or(AuthError::UserNotFound)
+    }
+
+    fn role_to_change(&self, name: &str) -> Result<Role, AuthError> {
+        self.roles.get(name).cloned().ok_or(AuthError::RoleNotFound)
+    }
+
+    /// Stores a changed user: its record, then the auth revision one up.
+    fn save_user(&mut self, user: User, writes: &mut WriteSet) -> Result<(), AuthError> {
+        self.put_user(user, writes);
+        self.bump(writes);
+        Ok(())
+    }
+
+    fn save_role(&mut self, role: Role, writes: &mut WriteSet) -> Result<(), AuthError> {
         self.put_role(role, writes);
         self.bump(writes);
         Ok(())
@@ -404,6 +399,42 @@ impl AuthState {
             })
             .collect();
     }
+}
+
+/// A user or a role: what the records of either share.
+trait Record {
+    /// The prefix of its records' keys.
+    const PREFIX: &'static [u8];
+    /// The error for one that does not exist.
+    const ABSENT: AuthError;
+}
+
+impl Record for User {
+    const PREFIX: &'static [u8] = USER_PREFIX;
+    const ABSENT: AuthError = AuthError::UserNotFound;
+}
+
+impl Record for Role {
+    const PREFIX: &'static [u8] = ROLE_PREFIX;
+    const ABSENT: AuthError = AuthError::RoleNotFound;
+}
+
+/// Takes record `name` out of `records` and deletes it; the root user and the root role stay
+/// while auth is `enabled`.
+fn remove_record<T: Record>(
+    records: &mut BTreeMap<String, T>,
+    enabled: bool,
+    name: &str,
+    writes: &mut WriteSet,
+) -> Result<(), AuthError> {
+    if enabled && name == ROOT {
+        return Err(AuthError::InvalidAuthMgmt);
+    }
+    if records.remove(name).is_none() {
+        return Err(T::ABSENT);
+    }
+    writes.delete(Family::Meta, record_key(T::PREFIX, name));
+    Ok(())
 }
 
 /// etcd's valid permission range: a key, and no end, an end after the key, or `\0`.

@@ -2,14 +2,9 @@
 //! rule ([`crate::auth_store::AuthState`]), writes the records into the batch, and leaves the new
 //! state for the commit to publish, so readers and token checks see it once it is durable.
 
-use actcd_proto::etcdserverpb::{
-    AuthDisableResponse, AuthEnableResponse, AuthRoleAddResponse, AuthRoleDeleteResponse,
-    AuthRoleGrantPermissionResponse, AuthRoleRevokePermissionResponse, AuthUserAddResponse,
-    AuthUserChangePasswordResponse, AuthUserDeleteResponse, AuthUserGrantRoleResponse,
-    AuthUserRevokeRoleResponse, AuthenticateResponse, ResponseHeader,
-};
+use actcd_proto::etcdserverpb::{AuthenticateResponse, ResponseHeader};
 
-use crate::apply::command::{AuthenticateCommand, Command, CommandResponse};
+use crate::apply::command::{AuthenticateCommand, Command, CommandResponse, WriteRequest};
 use crate::apply::writer::StoreCore;
 use crate::auth_store::{AuthError, Caller};
 use crate::backend::engine::Engine;
@@ -28,51 +23,60 @@ impl<E: Engine> StoreCore<E> {
         let writes = &mut batch.writes;
         let auth = &mut self.auth;
         let answer = match command {
-            Command::AuthEnable(_) => {
-                auth.enable(writes).map(|()| CommandResponse::AuthEnable(AuthEnableResponse { header }))
-            }
-            Command::AuthDisable(_) => {
+            Command::AuthEnable(req) => done(req, header, auth.enable(writes)),
+            Command::AuthDisable(req) => {
                 auth.disable(writes);
                 batch.tokens.push(TokenChange::AllVoid);
-                Ok(CommandResponse::AuthDisable(AuthDisableResponse { header }))
+                done(req, header, Ok(()))
             }
             Command::Authenticate(req) => authenticate(auth, caller, req, &mut batch.tokens)
                 .map(|token| CommandResponse::Authenticate(AuthenticateResponse { header, token })),
-            Command::UserAdd(req) => {
-                auth.user_add(req, writes).map(|()| CommandResponse::UserAdd(AuthUserAddResponse { header }))
+            Command::UserAdd(req) => done(req, header, auth.user_add(req, writes)),
+            Command::UserDelete(req) => {
+                let made = auth.user_delete(&req.name, writes);
+                void_tokens(&made, &req.name, &mut batch.tokens);
+                done(req, header, made)
             }
-            Command::UserDelete(req) => auth.user_delete(&req.name, writes).map(|()| {
-                batch.tokens.push(TokenChange::UserVoid(req.name.clone()));
-                CommandResponse::UserDelete(AuthUserDeleteResponse { header })
-            }),
-            Command::UserChangePassword(req) => auth.user_change_password(req, writes).map(|()| {
-                batch.tokens.push(TokenChange::UserVoid(req.name.clone()));
-                CommandResponse::UserChangePassword(AuthUserChangePasswordResponse { header })
-            }),
-            Command::UserGrantRole(req) => auth
-                .user_grant_role(req, writes)
-                .map(|()| CommandResponse::UserGrantRole(AuthUserGrantRoleResponse { header })),
-            Command::UserRevokeRole(req) => auth
-                .user_revoke_role(req, writes)
-                .map(|()| CommandResponse::UserRevokeRole(AuthUserRevokeRoleResponse { header })),
-            Command::RoleAdd(req) => auth
-                .role_add(&req.name, writes)
-                .map(|()| CommandResponse::RoleAdd(AuthRoleAddResponse { header })),
-            Command::RoleDelete(req) => auth
-                .role_delete(&req.role, writes)
-                .map(|()| CommandResponse::RoleDelete(AuthRoleDeleteResponse { header })),
-            Command::RoleGrantPermission(req) => auth
-                .role_grant_permission(req, writes)
-                .map(|()| CommandResponse::RoleGrantPermission(AuthRoleGrantPermissionResponse { header })),
-            Command::RoleRevokePermission(req) => auth
-                .role_revoke_permission(req, writes)
-                .map(|()| CommandResponse::RoleRevokePermission(AuthRoleRevokePermissionResponse { header })),
+            Command::UserChangePassword(req) => {
+                let made = auth.user_change_password(req, writes);
+                void_tokens(&made, &req.name, &mut batch.tokens);
+                done(req, header, made)
+            }
+            Command::UserGrantRole(req) => done(req, header, auth.user_grant_role(req, writes)),
+            Command::UserRevokeRole(req) => done(req, header, auth.user_revoke_role(req, writes)),
+            Command::RoleAdd(req) => done(req, header, auth.role_add(&req.name, writes)),
+            Command::RoleDelete(req) => done(req, header, auth.role_delete(&req.role, writes)),
+            Command::RoleGrantPermission(req) => done(req, header, auth.role_grant_permission(req, writes)),
+            Command::RoleRevokePermission(req) => done(req, header, auth.role_revoke_permission(req, writes)),
             _ => return None,
         };
         if answer.is_ok() {
             batch.auth = Some(self.auth.clone());
         }
         Some(answer.map_err(StoreError::from))
+    }
+}
+
+/// The answer to `_request` once its change is `made`: a response with the header alone.
+fn done<R: WriteRequest>(
+    _request: &R,
+    header: Option<ResponseHeader>,
+    made: Result<(), AuthError>,
+) -> Result<CommandResponse, AuthError>
+where
+    R::Response: Default,
+{
+    made.map(|()| {
+        let mut response = R::Response::default();
+        *R::header_mut(&mut response) = header;
+        R::answer(response)
+    })
+}
+
+/// A user's tokens end once its password changed or it went.
+fn void_tokens(made: &Result<(), AuthError>, user: &str, tokens: &mut Vec<TokenChange>) {
+    if made.is_ok() {
+        tokens.push(TokenChange::UserVoid(user.to_string()));
     }
 }
 

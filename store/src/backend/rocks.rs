@@ -106,6 +106,11 @@ impl RocksEngine {
             .unwrap_or(0)
     }
 
+    /// Integer property `name` summed over the families.
+    fn total(&self, name: &str) -> u64 {
+        FAMILIES.into_iter().map(|f| self.property(f, name)).sum()
+    }
+
     /// Writes a consistent copy of the database into `dir` (which must not exist yet): SST
     /// files hard-linked where the file system allows, the rest copied, memtables flushed first.
     pub fn checkpoint(&self, dir: &Path) -> Result<(), StoreError> {
@@ -131,13 +136,7 @@ impl RocksEngine {
     /// RocksDB's estimate of the bytes its live records take (etcd's dbSizeInUse): files
     /// minus the space that compaction would reclaim, plus the memtables.
     pub fn live_bytes(&self) -> u64 {
-        FAMILIES
-            .into_iter()
-            .map(|f| {
-                self.property(f, "rocksdb.estimate-live-data-size")
-                    + self.property(f, "rocksdb.cur-size-all-mem-tables")
-            })
-            .sum()
+        self.total("rocksdb.estimate-live-data-size") + self.total("rocksdb.cur-size-all-mem-tables")
     }
 
     fn write(&self, set: &WriteSet, sync: bool) -> Result<(), StoreError> {
@@ -240,30 +239,25 @@ impl Engine for RocksEngine {
     }
 
     fn memory_stats(&self) -> Vec<(&'static str, u64)> {
-        let all = [Family::History, Family::Meta, Family::Lease];
-        let sum = |name: &str| all.iter().map(|f| self.property(*f, name)).sum::<u64>();
         vec![
-            (crate::metric_names::ACTCD_ROCKSDB_MEMTABLE_BYTES, sum("rocksdb.cur-size-all-mem-tables")),
+            (
+                crate::metric_names::ACTCD_ROCKSDB_MEMTABLE_BYTES,
+                self.total("rocksdb.cur-size-all-mem-tables"),
+            ),
             // The block cache is shared by the families: read it once.
             (
                 crate::metric_names::ACTCD_ROCKSDB_BLOCK_CACHE_BYTES,
                 self.property(Family::History, "rocksdb.block-cache-usage"),
             ),
-            (crate::metric_names::ACTCD_ROCKSDB_ESTIMATED_KEYS, sum("rocksdb.estimate-num-keys")),
+            (crate::metric_names::ACTCD_ROCKSDB_ESTIMATED_KEYS, self.total("rocksdb.estimate-num-keys")),
             (
                 crate::metric_names::ACTCD_ROCKSDB_PENDING_COMPACTION_BYTES,
-                sum("rocksdb.estimate-pending-compaction-bytes"),
+                self.total("rocksdb.estimate-pending-compaction-bytes"),
             ),
         ]
     }
 
     fn size_bytes(&self) -> u64 {
-        FAMILIES
-            .into_iter()
-            .map(|f| {
-                self.property(f, "rocksdb.total-sst-files-size")
-                    + self.property(f, "rocksdb.cur-size-all-mem-tables")
-            })
-            .sum()
+        self.total("rocksdb.total-sst-files-size") + self.total("rocksdb.cur-size-all-mem-tables")
     }
 }

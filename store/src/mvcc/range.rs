@@ -182,7 +182,17 @@ pub fn compare_holds(cmp: &Compare, kvs: &[KeyValue]) -> bool {
 
 fn compare_one(cmp: &Compare, kv: &KeyValue) -> bool {
     use compare::{CompareTarget as T, TargetUnion as U};
-    let int = |v: Option<i64>, actual: i64| actual.cmp(&v.unwrap_or(0));
+    // A number the union does not carry for this target compares as 0, as etcd's zero value.
+    let number = |actual: i64| {
+        let expected = match (cmp.target(), &cmp.target_union) {
+            (T::Create, Some(U::CreateRevision(v)))
+            | (T::Mod, Some(U::ModRevision(v)))
+            | (T::Version, Some(U::Version(v)))
+            | (T::Lease, Some(U::Lease(v))) => *v,
+            _ => 0,
+        };
+        actual.cmp(&expected)
+    };
     let ordering = match T::try_from(cmp.target) {
         Ok(T::Value) => {
             let expected: &[u8] = match &cmp.target_union {
@@ -191,34 +201,10 @@ fn compare_one(cmp: &Compare, kv: &KeyValue) -> bool {
             };
             kv.value.as_ref().cmp(expected)
         }
-        Ok(T::Create) => int(
-            match cmp.target_union {
-                Some(U::CreateRevision(v)) => Some(v),
-                _ => None,
-            },
-            kv.create_revision,
-        ),
-        Ok(T::Mod) => int(
-            match cmp.target_union {
-                Some(U::ModRevision(v)) => Some(v),
-                _ => None,
-            },
-            kv.mod_revision,
-        ),
-        Ok(T::Version) => int(
-            match cmp.target_union {
-                Some(U::Version(v)) => Some(v),
-                _ => None,
-            },
-            kv.version,
-        ),
-        Ok(T::Lease) => int(
-            match cmp.target_union {
-                Some(U::Lease(v)) => Some(v),
-                _ => None,
-            },
-            kv.lease,
-        ),
+        Ok(T::Create) => number(kv.create_revision),
+        Ok(T::Mod) => number(kv.mod_revision),
+        Ok(T::Version) => number(kv.version),
+        Ok(T::Lease) => number(kv.lease),
         Err(_) => std::cmp::Ordering::Equal,
     };
     match compare::CompareResult::try_from(cmp.result) {

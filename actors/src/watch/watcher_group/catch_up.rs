@@ -256,9 +256,7 @@ mod tests {
             key: Bytes::from_static(b"a"),
             ..Default::default()
         })]); // revision 7
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
-        group.add(&spec(1, 0, "a", "", 2));
+        let (view, mut group) = f.watching(&spec(1, 0, "a", "", 2));
         group.add(&spec(1, 1, "b", "", 4));
         group.add(&spec(1, 2, "a", "", 2)); // two watchers of one key
         group.add(&spec(2, 0, "a", "c", 2));
@@ -279,9 +277,7 @@ mod tests {
         for _ in 0..5 {
             f.put("k", "v"); // revisions 2..=6
         }
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
-        group.add(&spec(1, 0, "k", "", 2));
+        let (view, mut group) = f.watching(&spec(1, 0, "k", "", 2));
         let mut out = Buffers::new(10);
         // One revision a chunk: the pass's four chunks all go to the one watcher.
         let limits = SyncLimits { watchers: 512, bytes: 1 };
@@ -297,10 +293,8 @@ mod tests {
     #[test]
     fn a_full_stream_is_caught_up_from_storage_in_order_without_duplicates() {
         let mut f = Fixture::new();
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
         let mut out = Buffers::new(1);
-        group.add(&spec(1, 0, "k", "", 2));
+        let (view, mut group) = f.watching(&spec(1, 0, "k", "", 2));
         for _ in 0..5 {
             let batch = f.put("k", "v");
             group.on_committed(&batch, &view, &mut out);
@@ -323,10 +317,8 @@ mod tests {
         for _ in 0..4 {
             f.put("k", "v");
         }
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
         let mut out = Buffers::new(10);
-        group.add(&spec(1, 7, "k", "", 2));
+        let (view, mut group) = f.watching(&spec(1, 7, "k", "", 2));
         f.commit(vec![Command::Compact(CompactionRequest { revision: 4, physical: true })]);
         group.sync(&view, &mut out, SyncLimits::default());
         let got = out.got.remove(&1).unwrap_or_default().concat();

@@ -192,7 +192,6 @@ impl WatcherGroup {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use actcd_proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
     use bytes::Bytes;
 
@@ -204,10 +203,8 @@ mod tests {
     #[test]
     fn synced_watchers_get_one_response_per_batch_with_filters_and_prev_kv() {
         let mut f = Fixture::new();
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
         let mut out = Buffers::new(100);
-        group.add(&spec(1, 0, "a", "", 2));
+        let (view, mut group) = f.watching(&spec(1, 0, "a", "", 2));
         group.add(&WatchSpec { prev_kv: true, no_put: true, ..spec(1, 1, "a", "b", 2) });
         group.add(&spec(2, 0, "\0", "\0", 2));
 
@@ -239,10 +236,8 @@ mod tests {
     #[test]
     fn a_large_batch_is_split_at_the_first_revision_boundary_past_a_mebibyte() {
         let mut f = Fixture::new();
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
         let mut out = Buffers::new(100);
-        group.add(&spec(1, 0, "k", "", 2));
+        let (view, mut group) = f.watching(&spec(1, 0, "k", "", 2));
         let big = |key: &'static str| {
             Command::Put(PutRequest {
                 key: Bytes::from_static(key.as_bytes()),
@@ -259,9 +254,7 @@ mod tests {
     #[test]
     fn a_shard_that_stops_hearing_from_the_store_catches_up_after_two_idle_checks() {
         let mut f = Fixture::new();
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
-        group.add(&spec(1, 0, "k", "", 2));
+        let (view, mut group) = f.watching(&spec(1, 0, "k", "", 2));
         f.put("k", "v");
         f.put("k", "v");
         group.check_stalled(view.revision());

@@ -92,7 +92,6 @@ impl WatcherGroup {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::watch::watcher_group::catch_up::SyncLimits;
     use crate::watch::watcher_group::test_support::{spec, Buffers, Fixture};
 
@@ -101,10 +100,8 @@ mod tests {
         let mut f = Fixture::new();
         f.put("k", "v");
         f.put("other", "v");
-        let view = f.store.read_view();
-        let mut group = WatcherGroup::new(view.revision());
         let mut out = Buffers::new(10);
-        group.add(&spec(1, 0, "k", "", 1));
+        let (view, mut group) = f.watching(&spec(1, 0, "k", "", 1));
         group.request_progress(1, &mut out);
         group.request_progress(1, &mut out);
         assert!(out.got.is_empty(), "an unsynced watcher holds progress back");

@@ -9,10 +9,11 @@ use bytes::Bytes;
 
 use crate::watch::messages::{StreamId, WatchSpec};
 use actcd_store::backend::memory::MemoryEngine;
-use actcd_store::{Batch, Command, CommittedEvents, StoreConfig, StoreCore};
+use actcd_store::{Batch, Command, CommittedEvents, ReadView, StoreConfig, StoreCore};
 
 use super::group::revision_of;
 use super::outbox::{Delivery, Outbox};
+use super::WatcherGroup;
 
 /// A fake set of stream buffers: each holds at most `capacity` deliveries.
 pub struct Buffers {
@@ -67,6 +68,14 @@ impl Fixture {
     }
     pub fn put(&mut self, key: &'static str, value: &'static str) -> CommittedEvents {
         self.commit(vec![put(key, value)])
+    }
+    /// The store's read view, and a group that has seen every revision up to it, with `first`
+    /// its one watch.
+    pub fn watching(&self, first: &WatchSpec) -> (ReadView<MemoryEngine>, WatcherGroup) {
+        let view = self.store.read_view();
+        let mut group = WatcherGroup::new(view.revision());
+        group.add(first);
+        (view, group)
     }
 }
 
