@@ -31,10 +31,12 @@ use crate::watch_stream::{create, RawStream};
 /// How long a failpoint holds each commit.
 const HOLD: Duration = Duration::from_millis(1500);
 
-/// Starts actcd with `failpoint` sleeping `HOLD` on every commit.
-async fn actcd_holding(dir: &std::path::Path, failpoint: &str) -> Server {
+/// Starts actcd with `failpoint` sleeping `HOLD` on every commit, and a client of it.
+async fn actcd_holding(dir: &std::path::Path, failpoint: &str) -> (Server, KvClient<Channel>) {
     let env = format!("FAILPOINTS={failpoint}=sleep({})", HOLD.as_millis());
-    Server::actcd_under(&["env", &env], dir, &[]).await
+    let server = Server::actcd_under(&["env", &env], dir, &[]).await;
+    let kv = server.kv().await;
+    (server, kv)
 }
 
 /// One txn that updates `d/a` and creates `d/new{tag}`: an update and a new key in one revision.
@@ -102,8 +104,7 @@ async fn hash_at(server: &Server, revision: i64) -> (u32, i64) {
 #[tokio::test]
 async fn nothing_is_answered_read_or_watched_before_its_commit() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "log::before_append").await;
-    let mut kv = server.kv().await;
+    let (mut server, mut kv) = actcd_holding(dir.path(), "log::before_append").await;
     kv.put(PutRequest { key: "d/a".into(), value: "1".into(), ..Default::default() }).await.unwrap();
     let before = state(&read_all(&mut kv).await);
     let (r1, old) = (before.0, vec![pair("d/a", "1")]);
@@ -208,8 +209,7 @@ async fn nothing_is_answered_read_or_watched_before_its_commit() {
 #[tokio::test]
 async fn a_write_is_durable_before_it_is_visible_or_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "log::after_fsync").await;
-    let mut kv = server.kv().await;
+    let (mut server, mut kv) = actcd_holding(dir.path(), "log::after_fsync").await;
     let r0 = state(&read_all(&mut kv).await).0;
     let mut writer = server.kv().await;
     let write = tokio::spawn(async move { writer.txn(txn("1", "")).await.map(|_| ()) });
@@ -235,8 +235,7 @@ async fn a_write_is_durable_before_it_is_visible_or_answered() {
 #[tokio::test]
 async fn an_answered_write_that_no_watcher_got_before_a_crash_is_watched_after_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "apply::before_notify").await;
-    let mut kv = server.kv().await;
+    let (mut server, mut kv) = actcd_holding(dir.path(), "apply::before_notify").await;
     let r0 = state(&read_all(&mut kv).await).0;
     let (progress, watched) = watch(&server, r0 + 1).await;
     let sent = Instant::now();
@@ -293,8 +292,7 @@ async fn an_answered_write_that_no_watcher_got_before_a_crash_is_watched_after_i
 async fn a_compaction_is_not_visible_before_it_is_durable() {
     use actcd_proto::etcdserverpb::CompactionRequest;
     let dir = tempfile::tempdir().unwrap();
-    let mut server = actcd_holding(dir.path(), "log::before_append").await;
-    let mut kv = server.kv().await;
+    let (mut server, mut kv) = actcd_holding(dir.path(), "log::before_append").await;
     let put =
         |value: &str| PutRequest { key: "d/a".into(), value: value.to_owned().into(), ..Default::default() };
     let first = kv.put(put("old")).await.unwrap().into_inner().header.unwrap().revision;

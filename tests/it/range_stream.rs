@@ -26,8 +26,12 @@ const TARGET: usize = 128 * 1024;
 const KEYS: usize = 2000;
 const VALUE_BYTES: usize = 1000;
 
-async fn start(dir: &std::path::Path) -> Server {
-    Server::actcd(dir, &["--max-request-bytes", &TARGET.to_string()]).await
+/// actcd with chunks aiming at TARGET, and a paced client that has put `n` keys under `prefix`.
+async fn filled(prefix: &str, n: usize) -> (Server, KvClient<Channel>) {
+    let server = Server::temp_actcd(&["--max-request-bytes", &TARGET.to_string()]).await;
+    let mut kv = paced(&server).await;
+    fill(&mut kv, prefix, n).await;
+    (server, kv)
 }
 
 /// A client whose HTTP/2 windows are small, so that a client that stops reading soon stops
@@ -129,10 +133,7 @@ fn keys_of(chunks: &[RangeResponse]) -> usize {
 /// stream takes; the first chunk holds 10 keys and later ones grow toward --max-request-bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunks_merge_into_ranges_answer() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path()).await;
-    let mut kv = paced(&server).await;
-    fill(&mut kv, "k/", KEYS).await;
+    let (server, mut kv) = filled("k/", KEYS).await;
     let before_changes = kv.range(prefix("k/")).await.unwrap().into_inner().header.unwrap().revision;
     // History for a read at an older revision: a rewrite and a delete.
     kv.put(PutRequest { key: key("k/", 7).into(), value: "new".into(), ..Default::default() }).await.unwrap();
@@ -200,10 +201,7 @@ async fn chunks_merge_into_ranges_answer() {
 /// the future before the first chunk refuses the stream before any data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_carry_etcds_codes_and_texts() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path()).await;
-    let mut kv = paced(&server).await;
-    fill(&mut kv, "k/", 30).await;
+    let (_server, mut kv) = filled("k/", 30).await;
     let all = prefix("k/");
     let sort = (Code::Unimplemented, "RangeStream does not support custom sort orders");
     let filters = (Code::Unimplemented, "RangeStream does not support revision filters");
@@ -253,11 +251,8 @@ async fn refusals_carry_etcds_codes_and_texts() {
 /// away stops the reading.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path()).await;
-    let mut kv = paced(&server).await;
+    let (server, mut kv) = filled("k/", KEYS).await;
     let mut writer = KvClient::connect(server.endpoint.clone()).await.unwrap();
-    fill(&mut kv, "k/", KEYS).await;
     let all = prefix("k/");
 
     // Writes between chunks.
@@ -319,10 +314,7 @@ async fn a_stream_reads_at_its_revision_until_it_is_compacted() {
 /// chunks, but after the final one the stream ends "revision of auth store is old".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auth_is_checked_before_the_first_chunk_and_after_the_last() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = start(dir.path()).await;
-    let mut kv = paced(&server).await;
-    fill(&mut kv, "pre/", KEYS).await;
+    let (server, mut kv) = filled("pre/", KEYS).await;
     kv.put(PutRequest { key: "secret".into(), value: "s".into(), ..Default::default() }).await.unwrap();
     enable_auth(&server, "read", "pre/");
     let token = auth_token(&server, "alice", "apw").await;

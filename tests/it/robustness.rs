@@ -439,16 +439,28 @@ impl Run {
         ClusterClient::new(channel(&self.nc.cluster.member(i).endpoint))
     }
 
+    /// `call` (a member change) on member `i`, asked of another member with `i`'s id and retried
+    /// while etcd's checks refuse it: that id.
+    async fn change_member(
+        &self,
+        i: usize,
+        what: &str,
+        call: impl AsyncFn(ClusterClient<Channel>, u64) -> Result<(), String>,
+    ) -> u64 {
+        let id = self.member_id(i).await;
+        let client = self.cluster_client(Some(i));
+        retry(what, RECOVER_WITHIN, || call(client.clone(), id)).await;
+        id
+    }
+
     /// MemberRemove of slot `i` (asked of another member, retried while etcd's checks refuse
     /// it), which is then stopped.
     async fn remove(&mut self, i: usize) {
-        let id = self.member_id(i).await;
-        let client = self.cluster_client(Some(i));
-        retry("MemberRemove", RECOVER_WITHIN, || {
-            let mut c = client.clone();
-            async move { bounded(c.member_remove(MemberRemoveRequest { id })).await.map(|_| ()) }
-        })
-        .await;
+        let id = self
+            .change_member(i, "MemberRemove", async |mut c, id| {
+                bounded(c.member_remove(MemberRemoveRequest { id })).await.map(|_| ())
+            })
+            .await;
         self.removed.push(id);
         self.cluster().retire(i);
     }
@@ -535,11 +547,8 @@ impl Run {
                 let i = self.cluster().add_slot(&name, peer, place);
                 self.host_of.push(host);
                 self.cluster().restart(i).await;
-                let id = self.member_id(i).await;
-                let client = self.cluster_client(Some(i));
-                retry("MemberPromote", RECOVER_WITHIN, || {
-                    let mut c = client.clone();
-                    async move { bounded(c.member_promote(MemberPromoteRequest { id })).await.map(|_| ()) }
+                self.change_member(i, "MemberPromote", async |mut c, id| {
+                    bounded(c.member_promote(MemberPromoteRequest { id })).await.map(|_| ())
                 })
                 .await;
                 // Back to three: the oldest other voter leaves (connected 5 s first).

@@ -12,14 +12,16 @@ use actcd_raft::network::snapshot_stream::{bounded, counted, SendProgress, Stall
 const IDLE: Duration = Duration::from_millis(200);
 const INSTALL: Duration = Duration::from_millis(400);
 
-fn chunks(n: usize, progress: &Arc<SendProgress>) -> impl futures::Stream<Item = SnapshotChunk> + Unpin {
-    Box::pin(counted(futures::stream::iter((0..n).map(|_| SnapshotChunk::default())), Arc::clone(progress)))
+/// A send of `n` chunks, and the progress it reports as the receiver takes them.
+fn chunks(n: usize) -> (Arc<SendProgress>, impl futures::Stream<Item = SnapshotChunk> + Unpin) {
+    let progress = Arc::new(SendProgress::default());
+    let chunks = futures::stream::iter((0..n).map(|_| SnapshotChunk::default()));
+    (Arc::clone(&progress), Box::pin(counted(chunks, progress)))
 }
 
 #[tokio::test]
 async fn a_receiver_that_takes_chunks_slowly_but_steadily_finishes() {
-    let progress = Arc::new(SendProgress::default());
-    let mut stream = chunks(6, &progress);
+    let (progress, mut stream) = chunks(6);
     let call = async move {
         let mut taken = 0;
         // Each chunk well inside the idle bound, the whole send well past it.
@@ -34,8 +36,7 @@ async fn a_receiver_that_takes_chunks_slowly_but_steadily_finishes() {
 
 #[tokio::test]
 async fn a_receiver_that_stops_taking_chunks_fails_the_send() {
-    let progress = Arc::new(SendProgress::default());
-    let mut stream = chunks(6, &progress);
+    let (progress, mut stream) = chunks(6);
     let started = std::time::Instant::now();
     let call = async move {
         stream.next().await;
@@ -48,8 +49,7 @@ async fn a_receiver_that_stops_taking_chunks_fails_the_send() {
 
 #[tokio::test]
 async fn a_receiver_with_every_chunk_and_no_answer_fails_after_the_install_bound() {
-    let progress = Arc::new(SendProgress::default());
-    let mut stream = chunks(3, &progress);
+    let (progress, mut stream) = chunks(3);
     let started = std::time::Instant::now();
     let call = async move {
         while stream.next().await.is_some() {}
