@@ -6,6 +6,22 @@
 //! report and histogram code is unit-tested in a cheap test binary, and so that other programs
 //! (the seed tables, `actcd-tables`) drive the same commands; `main.rs` only calls
 //! [`cli::main`].
+//!
+//! # Layout
+//! - [`cli`]: the commands of `actcd-bench`.
+//! - [`cmd`]: one module per command: its flags, their checks, its run.
+//! - [`conn`]: dialing the endpoints, auth tokens, and the error texts of the report.
+//! - [`execute`]: the command line and the process: runtime, Ctrl-C, exit code.
+//! - [`format`]: numbers as etcd's report and tables write them.
+//! - [`keys`]: etcd benchmark's keys, and random bytes.
+//! - [`output`]: the report text or JSON document, and the client's own CPU use.
+//! - [`progress`]: the progress bar.
+//! - [`report`]: latency recording, and etcd benchmark's report.
+//! - [`runner`]: the load loop of the request/response commands, and the stall watchdog.
+//! - [`settings`]: the flags every command takes.
+//! - [`stamped_events`]: watch responses decoded only as far as the watch commands read them.
+//! - [`stop`]: the stop signal of a run.
+//! - [`watch_streams`]: watch streams opened, and events timed from their puts' send times.
 
 pub mod cli;
 pub mod cmd;

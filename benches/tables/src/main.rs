@@ -1,5 +1,5 @@
-//! `actcd-tables`: etcd's published benchmark tables reproduced against actcd or etcd; the code
-//! is the `actcd_tables` library.
+//! `actcd-tables`: etcd's published benchmark tables reproduced against actcd or etcd. The code
+//! lives in the `actcd_tables` library (see its docs for the layout).
 
 // jemalloc, as in actcd-bench: the same load client runs inside.
 #[global_allocator]
