@@ -167,7 +167,14 @@ pub enum ShardRequest {
         watch_id: i64,
     },
     /// The client asked for a progress notification (WatchProgressRequest).
-    Progress(StreamId),
+    Progress {
+        /// The stream.
+        stream: StreamId,
+        /// The store's visible revision when the request came: a write the client saw
+        /// acknowledged may not have reached this shard yet, and the answer must not name a
+        /// revision before it.
+        at: i64,
+    },
     /// A stream the shard found full has room again (see [`OutputQuota`]).
     Room,
     /// The stream is gone: drop all its watches.

@@ -205,7 +205,9 @@ impl<E: Engine> Handler<ShardRequest> for WatchShard<E> {
             ShardRequest::Cancel { stream, watch_id } => {
                 self.group.cancel(stream, watch_id);
             }
-            ShardRequest::Progress(stream) => self.group.request_progress(stream, &mut self.outboxes),
+            ShardRequest::Progress { stream, at } => {
+                self.group.request_progress(stream, at, &mut self.outboxes)
+            }
             ShardRequest::RemoveStream(stream) => {
                 self.group.remove_stream(stream);
                 self.outboxes.0.remove(&stream);

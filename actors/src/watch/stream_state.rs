@@ -101,7 +101,7 @@ impl StreamState {
                 None => [None, None],
             },
             Some(watch_request::RequestUnion::ProgressRequest(_)) => {
-                [Some(Step::AskShard(ShardRequest::Progress(self.id))), None]
+                [Some(Step::AskShard(ShardRequest::Progress { stream: self.id, at: current })), None]
             }
             None => [None, None],
         }
@@ -307,7 +307,10 @@ pub(crate) mod tests {
         assert!(matches!(s.on_request(cancel(0), 7), [None, None]), "an unknown id gets nothing");
 
         let progress = request(watch_request::RequestUnion::ProgressRequest(WatchProgressRequest::default()));
-        assert!(matches!(s.on_request(progress, 7), [Some(Step::AskShard(ShardRequest::Progress(3))), None]));
+        assert!(matches!(
+            s.on_request(progress, 7),
+            [Some(Step::AskShard(ShardRequest::Progress { stream: 3, at: 7 })), None]
+        ));
         assert!(matches!(s.on_request(WatchRequest { request_union: None }, 7), [None, None]));
     }
 }

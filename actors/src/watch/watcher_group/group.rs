@@ -16,7 +16,7 @@
 //! watchers, catch-up only to unsynced ones, and a watcher moves to synced only once it has
 //! been sent everything up to `processed`: so each watcher gets each revision once, in order.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use smallvec::SmallVec;
 
@@ -43,8 +43,9 @@ pub struct WatcherGroup {
     /// Consecutive stall checks that saw no progress.
     pub(super) stalled_checks: u8,
     /// Streams whose progress request waits until their watchers have caught up (etcd
-    /// 3.4.31's deferred progress, etcd issue 17507): at most one entry a stream.
-    pub(super) deferred_progress: HashSet<StreamId>,
+    /// 3.4.31's deferred progress, etcd issue 17507) and this shard has processed the revision
+    /// the store was at when the request came: at most one entry a stream, the latest revision.
+    pub(super) deferred_progress: HashMap<StreamId, i64>,
 }
 
 /// The slots of one stream's watches: inline up to four, the common case.

@@ -82,6 +82,7 @@ impl WatcherGroup {
         let fresh: Vec<&Event> = batch.events.iter().filter(|e| revision_of(e) > self.processed).collect();
         self.processed = batch.revision;
         self.deliver_live(&fresh, history, outbox);
+        self.answer_deferred_progress(outbox);
     }
 
     fn deliver_live(&mut self, events: &[&Event], history: &impl History, outbox: &mut impl Outbox) {
