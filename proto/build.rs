@@ -66,7 +66,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The peer transport is actcd's own and stays out of `services.rs`: clients never see it.
     let peer = protox::compile(["actcd/peer.proto"], ["."])?;
-    tonic_prost_build::configure().bytes(".").build_server(true).build_client(true).compile_fds(peer)?;
+    // Default stubs, so that a test's fake peer writes only the calls it answers.
+    tonic_prost_build::configure()
+        .bytes(".")
+        .build_server(true)
+        .build_client(true)
+        .generate_default_stubs(true)
+        .compile_fds(peer)?;
     println!("cargo:rerun-if-changed=etcd");
     println!("cargo:rerun-if-changed=actcd");
     Ok(())

@@ -794,12 +794,16 @@ async fn a_peer_message_from_another_cluster_is_refused() {
     let mut c = MaintenanceClient::connect(cluster.member(0).endpoint.clone()).await.unwrap();
     let cluster_id = c.status(StatusRequest {}).await.unwrap().into_inner().header.unwrap().cluster_id;
     let mut peer = PeerClient::connect(cluster.peers[0].clone()).await.unwrap();
-    let stranger = Frame { cluster_id: cluster_id ^ 1, from: 7, body: Vec::new().into() };
-    let err = peer.read_index(stranger).await.unwrap_err();
+    let stranger = Frame { cluster_id: cluster_id ^ 1, from: 7, body: Vec::new().into(), seq: 0 };
+    let err = peer.read_index(stranger.clone()).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
     assert!(err.message().starts_with("cluster ID mismatch"), "{err:?}");
+    // And on the Raft stream, which it ends.
+    let mut answers = peer.raft(futures::stream::iter([stranger])).await.unwrap().into_inner();
+    let err = answers.message().await.unwrap_err();
+    assert!(err.message().starts_with("cluster ID mismatch"), "{err:?}");
     // The same call from this cluster gets an answer (a read index, or "not the leader").
-    let member = Frame { cluster_id, from: 7, body: Vec::new().into() };
+    let member = Frame { cluster_id, from: 7, body: Vec::new().into(), seq: 0 };
     assert!(peer.read_index(member).await.is_ok());
 }
 

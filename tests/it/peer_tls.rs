@@ -119,7 +119,7 @@ async fn raft_answers(
     client: &mut PeerClient<tonic::transport::Channel>,
     cluster_id: u64,
 ) -> Result<(), tonic::Status> {
-    let frame = Frame { cluster_id, from: 7, body: Vec::new().into() };
+    let frame = Frame { cluster_id, from: 7, body: Vec::new().into(), seq: 0 };
     match tokio::time::timeout(Duration::from_secs(5), client.read_index(frame)).await {
         Ok(answer) => answer.map(|_| ()),
         Err(_) => Err(tonic::Status::deadline_exceeded("no answer in 5 s")),

@@ -5,12 +5,14 @@
 //!
 //! # Layout
 //! - [`peers`]: the client half (replication, and what followers forward).
+//! - [`raft_stream`]: Raft's calls to a peer on one long-lived stream, answered in order.
 //! - [`peer_service`]: the server half, on `--listen-peer-urls`.
 //! - [`snapshot_stream`]: a checkpoint's files streamed to a member that fell behind.
 //! - [`tls_connector`]: the dialer of https peer URLs, with the TLS configuration the edge built.
 
 pub mod peer_service;
 pub mod peers;
+pub mod raft_stream;
 pub mod snapshot_stream;
 pub mod tls_connector;
 

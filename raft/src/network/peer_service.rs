@@ -23,12 +23,15 @@ use actcd_actors::lease::messages::{Remaining, Renew};
 use actcd_proto::actcdpeerpb::peer_server::Peer;
 use actcd_proto::actcdpeerpb::{Frame, SnapshotChunk};
 use actcd_store::StoreError;
+use tonic::codegen::BoxStream as PeerStream;
 
+use super::raft_stream::{self, RaftCall};
 use super::snapshot_stream;
 use crate::cluster::corrupt_check::Hasher;
 use crate::cluster::reconfigure::Reconfigurer;
 
 /// What a member answers its peers.
+#[derive(Clone)]
 pub struct PeerService {
     /// Where Raft's messages and the forwarded calls go.
     pub route: Route,
@@ -99,7 +102,10 @@ impl PeerService {
     }
 
     fn open<T: DeserializeOwned>(&self, request: Request<Frame>) -> Result<(u64, T), Status> {
-        let frame = request.into_inner();
+        self.open_frame(request.into_inner())
+    }
+
+    fn open_frame<T: DeserializeOwned>(&self, frame: Frame) -> Result<(u64, T), Status> {
         self.check_cluster(frame.cluster_id)?;
         self.check_member(frame.from)?;
         metrics::counter!(actcd_store::metric_names::ETCD_NETWORK_PEER_RECEIVED_BYTES_TOTAL, "From" => format!("{:x}", frame.from))
@@ -117,12 +123,32 @@ impl PeerService {
             cluster_id: self.cluster_id,
             from: self.route.member_id(),
             body: body.into(),
+            seq: 0,
         }))
+    }
+
+    /// One call of the Raft stream.
+    async fn raft_call(&self, frame: Frame) -> Result<Frame, Status> {
+        let raft = self.route.raft();
+        let answer = match self.open_frame(frame)? {
+            (from, RaftCall::Append(rpc)) => self.answer(from, &raft.append_entries(rpc).await),
+            (from, RaftCall::Vote(rpc)) => self.answer(from, &raft.vote(rpc).await),
+        };
+        answer.map(Response::into_inner)
     }
 }
 
 #[tonic::async_trait]
 impl Peer for PeerService {
+    async fn raft(&self, request: Request<Streaming<Frame>>) -> Result<Response<PeerStream<Frame>>, Status> {
+        let service = std::sync::Arc::new(self.clone());
+        let answers = raft_stream::in_order(request.into_inner(), move |frame| {
+            let service = std::sync::Arc::clone(&service);
+            async move { service.raft_call(frame).await }
+        });
+        Ok(Response::new(Box::pin(answers)))
+    }
+
     async fn append_entries(&self, request: Request<Frame>) -> Result<Response<Frame>, Status> {
         let (from, rpc): (_, AppendEntriesRequest<TypeConfig>) = self.open(request)?;
         self.answer(from, &self.route.raft().append_entries(rpc).await)

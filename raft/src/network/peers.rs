@@ -1,6 +1,7 @@
 //! The client half of the peer transport: one lazily connected gRPC channel per member, over
-//! which the leader replicates (openraft's `RaftNetwork`) and a follower forwards writes, read
-//! index requests and its own record ([`LeaderLink`]).
+//! which the leader replicates (openraft's `RaftNetwork`, on one long-lived stream per peer:
+//! [`super::raft_stream`]) and a follower forwards writes, read index requests and its own
+//! record ([`LeaderLink`]).
 //!
 //! A message's body is postcard bytes of openraft's request or answer; every frame names this
 //! member's cluster, so a member of another cluster refuses it. An error the remote Raft
@@ -30,6 +31,7 @@ use actcd_proto::actcdpeerpb::Frame;
 use actcd_store::mvcc::hash::KvHash;
 use actcd_store::StoreError;
 
+use super::raft_stream::{OnStream, RaftStream};
 use super::tls_connector::TlsConnector;
 use super::{raft_network, snapshot_stream};
 
@@ -55,13 +57,20 @@ const SNAPSHOT_IDLE: Duration = Duration::from_secs(10);
 /// How long a follower that received a whole snapshot may take to install it and answer.
 const SNAPSHOT_INSTALL: Duration = Duration::from_secs(300);
 
+/// A peer's URL, the channel dialed to it, and the Raft stream on that channel.
+struct Dialed {
+    url: String,
+    channel: Channel,
+    raft: RaftStream,
+}
+
 /// This member's connections to the others, shared by openraft's replication and the
 /// forwarding of client calls.
 #[derive(Clone)]
 pub struct Peers {
     cluster_id: u64,
     me: u64,
-    channels: Arc<Mutex<HashMap<u64, (String, Channel)>>>,
+    channels: Arc<Mutex<HashMap<u64, Dialed>>>,
     /// How to dial an https peer URL (`--peer-*` flags), if any is.
     tls: Option<TlsConnector>,
     /// Since when each peer has answered this member's Raft messages without a break (etcd's
@@ -133,21 +142,26 @@ impl Peers {
     /// The client of member `id` at its first peer URL, its channel made once per URL (tonic
     /// reconnects it); a member whose URL changed gets a new one.
     fn client(&self, id: u64, node: &MemberNode) -> Result<PeerClient<Channel>, NetworkError> {
+        Ok(self.dialed(id, node)?.0)
+    }
+
+    /// [`Peers::client`], and the Raft stream to member `id`.
+    fn dialed(&self, id: u64, node: &MemberNode) -> Result<(PeerClient<Channel>, RaftStream), NetworkError> {
         let url = node
             .peer_urls
             .first()
             .ok_or_else(|| network_error(format!("member {id:x} has no peer URL")))?
             .clone();
         let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        let channel = match channels.get(&id) {
-            Some((known, channel)) if *known == url => channel.clone(),
+        let dialed = match channels.get(&id) {
+            Some(dialed) if dialed.url == url => dialed,
             _ => {
                 let channel = self.dial(&url).map_err(|e| network_error(format!("member {id:x}: {e}")))?;
-                channels.insert(id, (url, channel.clone()));
-                channel
+                channels.insert(id, Dialed { url, channel, raft: RaftStream::default() });
+                &channels[&id]
             }
         };
-        Ok(wrap(channel))
+        Ok((wrap(dialed.channel.clone()), dialed.raft.clone()))
     }
 
     /// Forgets the channels of members no longer in `members`: peer connections go with the
@@ -160,7 +174,7 @@ impl Peers {
 
     fn frame<T: Serialize>(&self, body: &T) -> Result<Frame, NetworkError> {
         let body = encode(body).map_err(|e| network_error(format!("cannot encode a peer message: {e}")))?;
-        Ok(Frame { cluster_id: self.cluster_id, from: self.me, body: body.into() })
+        Ok(Frame { cluster_id: self.cluster_id, from: self.me, body: body.into(), seq: 0 })
     }
 
     /// A record for this member's own messages to `target`.
@@ -237,6 +251,7 @@ impl Peers {
             cluster_id: self.cluster_id,
             from: as_id,
             body: encode(&()).map_err(|e| StoreError::Stopped(e.to_string()))?.into(),
+            seq: 0,
         };
         let answer = wrap(channel).members(frame).await.map_err(|status| {
             if is_removal(&status) {
@@ -364,7 +379,8 @@ impl PeerLink {
         self.peers.note(self.target, result.as_ref().err());
     }
 
-    async fn unary<Req: Serialize, Resp: DeserializeOwned>(
+    /// One Raft call: on the peer's stream, or as a unary `call` to a peer without one.
+    async fn unary<Req: OnStream, Resp: DeserializeOwned>(
         &mut self,
         request: &Req,
         option: &RPCOption,
@@ -373,19 +389,28 @@ impl PeerLink {
             tonic::Request<Frame>,
         ) -> Result<tonic::Response<Frame>, tonic::Status>,
     ) -> Result<Resp, RPCError<u64, MemberNode, RaftError<u64>>> {
-        let mut client = self.peers.client(self.target, &self.node).map_err(RPCError::Network)?;
-        let frame = self.peers.frame(request).map_err(RPCError::Network)?;
+        let (mut client, stream) = self.peers.dialed(self.target, &self.node).map_err(RPCError::Network)?;
+        let frame = self.peers.frame(&request.on_stream()).map_err(RPCError::Network)?;
         let sent = frame.body.len();
-        let mut request = tonic::Request::new(frame);
-        request.set_timeout(option.hard_ttl());
         let started = std::time::Instant::now();
-        let answer = call(&mut client, request).await;
+        // Within the soft limit: openraft drops the call at the hard one, and a call that
+        // times out must end its stream itself.
+        let answer = match stream.call(&client, frame, option.soft_ttl()).await {
+            Some(answer) if answer.as_ref().err().is_none_or(|s| s.code() != tonic::Code::Unimplemented) => {
+                answer
+            }
+            _ => {
+                let mut request = tonic::Request::new(self.peers.frame(request).map_err(RPCError::Network)?);
+                request.set_timeout(option.hard_ttl());
+                call(&mut client, request).await.map(tonic::Response::into_inner)
+            }
+        };
         self.note(&answer);
         let answer = answer.map_err(|s| call_failed(&s))?;
-        traffic(self.target, sent, answer.get_ref().body.len());
+        traffic(self.target, sent, answer.body.len());
         metrics::histogram!(actcd_store::metric_names::ETCD_NETWORK_PEER_ROUND_TRIP_TIME_SECONDS, "To" => format!("{:x}", self.target))
             .record(started.elapsed().as_secs_f64());
-        let answer: Result<Resp, RaftError<u64>> = body(&answer.into_inner()).map_err(RPCError::Network)?;
+        let answer: Result<Resp, RaftError<u64>> = body(&answer).map_err(RPCError::Network)?;
         answer
             .map_err(|e| RPCError::RemoteError(RemoteError::new_with_node(self.target, self.node.clone(), e)))
     }
