@@ -21,6 +21,7 @@ use tower::ServiceBuilder;
 
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
+use actcd_actors::lease::feed::LeaseChanges;
 use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_edge::config::{listen_urls, Config};
@@ -86,6 +87,12 @@ const HAND_OVER: Duration = Duration::from_secs(5);
 /// Linearizable reads waiting for the next read-index round. When full, a reader waits for
 /// room before it queues.
 const READS_WAITING: usize = 65_536;
+
+/// Applied batches whose lease changes the lessor has not taken yet. Past it a batch's changes
+/// are dropped and the lessor lists the leases from the store instead (see
+/// [`actcd_actors::lease::feed`]); the lessor takes them as they come, so only a stalled actor
+/// fills it.
+const LEASE_FEED_BATCHES: usize = 1024;
 
 /// Runs the server until a shutdown signal: opens the storage, starts Raft over it, the actors
 /// and services on top, and serves.
@@ -352,10 +359,12 @@ impl Member {
     ) -> anyhow::Result<Self> {
         let ids = storage.ids;
         let identity = Identity::new(ids.cluster_id, ids.member_id);
+        let (lease_feed, lease_changes) = actcd_actors::lease::feed::channel(LEASE_FEED_BATCHES);
         let state_machine =
             StateMachine::new(core, storage.snapshots.clone(), Some(watch_tree.root.clone().recipient()))
                 .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
                 .with_fail_stop(storage.fail_stop_tx.clone())
+                .with_lease_feed(lease_feed)
                 .with_log(&storage.log);
         let core = state_machine.core();
         let removed = state_machine.removed();
@@ -378,7 +387,7 @@ impl Member {
         let batch_limit = config.batch_limit().unwrap_or(DEFAULT_BATCH_LIMIT);
         let writer = Proposer::start(route.clone(), config.mailboxes.proposer, batch_limit);
         actcd_raft::applied_sync::start(storage.engine.clone(), storage.fail_stop_tx.clone());
-        let leases = Self::start_lessor(config, &route, &peers, &core, !storage.company)?;
+        let leases = Self::start_lessor(config, &route, &peers, &core, lease_changes, !storage.company)?;
         let rules = Rules { strict: config.strict_reconfig_check, max_learners: config.max_learners };
         let token = config.initial_cluster_token.clone();
         let reconfigurer =
@@ -407,12 +416,14 @@ impl Member {
         route: &Route,
         peers: &Peers,
         core: &CoreHandle,
+        changes: LeaseChanges,
         alone: bool,
     ) -> anyhow::Result<Addr<LeaseActor>> {
         let lease_leader = Arc::new(LeaseForward::new(route.clone(), peers.clone()));
         let leases = LeaseActor::new(
             Arc::new(route.clone()),
             Box::new(core.clone()),
+            changes,
             lease_leader,
             alone,
             config.mailboxes.lease,

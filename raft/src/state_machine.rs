@@ -34,11 +34,11 @@ use super::position::{recorded_position, recorded_removed, Membership};
 use super::removed::{dropped, Removed};
 use super::snapshot_store::SnapshotStore;
 use super::types::{encode, Applied, MemberNode, Proposal, SnapshotFiles, TypeConfig};
+use actcd_actors::lease::feed::LeaseFeed;
 use actcd_actors::lease::leader::LeaseSource;
 use actcd_actors::watch::messages::Committed;
 use actcd_store::backend::codec::{RAFT_MEMBERSHIP_KEY, RAFT_REMOVED_KEY};
 use actcd_store::backend::engine::Family;
-use actcd_store::LeaseChange;
 use actcd_store::{Batch, Command, CommittedEvents, RocksEngine, StoreCore, StoreError};
 
 type Error = StorageError<u64>;
@@ -56,15 +56,9 @@ impl CoreHandle {
     }
 }
 
-/// The lessor's view of the applied leases. The first look starts the core's journal of
-/// changes, which the lessor then empties at every look.
+/// The lessor's view of the applied leases, listed when it starts or lost track of the
+/// changes that apply hands it ([`StateMachine::with_lease_feed`]).
 impl LeaseSource for CoreHandle {
-    fn changes(&mut self) -> Result<Vec<LeaseChange>, StoreError> {
-        let mut core = self.lock()?;
-        core.journal_leases();
-        Ok(core.take_lease_changes())
-    }
-
     fn list(&mut self) -> Result<Vec<(i64, i64)>, StoreError> {
         Ok(self.lock()?.lease_list())
     }
@@ -75,6 +69,8 @@ pub struct StateMachine {
     core: CoreHandle,
     /// Where committed events go (the watch root).
     subscriber: Option<Recipient<Committed>>,
+    /// Where each applied batch's lease changes go (the lessor).
+    leases: Option<LeaseFeed>,
     applied: Option<LogId<u64>>,
     membership: Membership,
     /// Every id a committed membership dropped (see [`super::removed`]).
@@ -114,6 +110,7 @@ impl StateMachine {
         Ok(Self {
             core: CoreHandle(Arc::new(Mutex::new(core))),
             subscriber,
+            leases: None,
             applied,
             membership,
             removed,
@@ -140,6 +137,12 @@ impl StateMachine {
     pub fn with_snapshot_count(mut self, count: u64, due: SnapshotDue) -> Self {
         self.snapshot_every = Some((count.max(1), due));
         self
+    }
+
+    /// Hands each applied batch's lease changes to `feed`, the lessor's.
+    pub fn with_lease_feed(self, feed: LeaseFeed) -> Self {
+        self.core.lock().expect("a new core's lock").journal_leases();
+        Self { leases: Some(feed), ..self }
     }
 
     /// Reports to `fail_stop` when a write fails (see [`super::fail_stop`]).
@@ -215,6 +218,7 @@ impl StateMachine {
         metrics::counter!(actcd_store::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL).increment(failed);
         metrics::gauge!(actcd_store::metric_names::ACTCD_ACTOR_HEAP_BYTES, "actor" => actcd_store::metric_names::ActorKind::Apply.label())
             .set(core.lease_heap_bytes() as f64);
+        self.hand_over_leases(&mut core);
         drop(core);
         self.applied = Some(last);
         if membership_changed {
@@ -232,6 +236,13 @@ impl StateMachine {
             }
         }
         Ok(answers)
+    }
+
+    /// The lease changes applied since the last call, to the lessor.
+    fn hand_over_leases(&self, core: &mut StoreCore<RocksEngine>) {
+        if let Some(feed) = &self.leases {
+            feed.send(core.take_lease_changes());
+        }
     }
 
     fn publish(&self, events: CommittedEvents) {
@@ -332,6 +343,8 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
             return Err(err);
         }
         let revision = core.read_view().revision();
+        // The reload's, which makes the lessor list the leases the snapshot brought.
+        self.hand_over_leases(&mut core);
         // The snapshot's removed ids join those known here: a removed id never comes back.
         let mut removed = recorded_removed(core.engine())?;
         removed.extend(self.removed.ids());

@@ -15,7 +15,7 @@ use tonic::{Extensions, Request, Status, Streaming};
 
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::keepalive::{KeepAliveStream, RenewCheck};
-use actcd_actors::lease::messages::{Forget, Remaining, Track};
+use actcd_actors::lease::messages::Remaining;
 use actcd_edge::grpc_go_errors::stream_receive_error;
 use actcd_edge::status::to_status;
 use actcd_proto::etcdserverpb::{
@@ -133,7 +133,6 @@ impl LeaseService {
             let grant = LeaseGrantRequest { id, ttl: req.ttl };
             match self.store.write_raw(&who, grant).await {
                 Ok(mut resp) => {
-                    let _ = self.leases.send(Track { id, ttl: resp.ttl }).await;
                     self.store.identity.fill(&mut resp.header);
                     return Ok(resp);
                 }
@@ -149,10 +148,7 @@ impl LeaseService {
         request: Request<LeaseRevokeRequest>,
     ) -> Result<LeaseRevokeResponse, Status> {
         let who = self.store.who(&request).await?;
-        let id = request.get_ref().id;
-        let resp = self.store.write_answered(&who, request.into_inner()).await?;
-        let _ = self.leases.send(Forget(id)).await;
-        Ok(resp)
+        self.store.write_answered(&who, request.into_inner()).await
     }
 
     pub(super) async fn time_to_live(

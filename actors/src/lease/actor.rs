@@ -1,5 +1,5 @@
 //! The LeaseActor: the actix shell around the [`Lessor`]. Every member runs one; it learns the
-//! leases from what its state machine applied ([`LeaseSource`]), and while its member leads it
+//! leases from what its state machine applied, as it applies it ([`LeaseChanges`]), and while its member leads it
 //! keeps their deadlines, answers keep-alives and time-to-live questions, and revokes expired
 //! leases through a [`LeaseRevoker`], which proposes them only once it confirmed it still leads.
 //! A follower's actor hands keep-alives and time-to-live questions to the leader's.
@@ -11,11 +11,12 @@ use actix::prelude::*;
 
 use actcd_store::{LeaseChange, StoreError};
 
+use super::feed::LeaseChanges;
 use super::leader::{LeaseLeader, LeaseRevoker, LeaseSource};
 use super::lessor::Lessor;
-use super::messages::{Demote, Forget, Promote, Remaining, Renew, Track};
+use super::messages::{Demote, Promote, Remaining, Renew};
 
-/// How often expiries are looked for, and applied lease changes taken (etcd checks every 500 ms).
+/// How often expiries are looked for (etcd checks every 500 ms).
 const EXPIRY_CHECK: Duration = Duration::from_millis(500);
 /// Revokes proposed per check: etcd revokes expired leases at about 1000 per second.
 const REVOKES_PER_CHECK: usize = 500;
@@ -25,39 +26,35 @@ pub struct LeaseActor {
     lessor: Lessor,
     revoker: Arc<dyn LeaseRevoker>,
     source: Box<dyn LeaseSource>,
+    changes: LeaseChanges,
     leader: Arc<dyn LeaseLeader>,
     /// Mailbox capacity: keep-alive streams wait (`send`) when it is full.
     mailbox: usize,
 }
 
 impl LeaseActor {
-    /// A lease actor over the leases of `source`, revoking through `revoker`, asking `leader`
-    /// when it is not primary; `primary` when its member is known to lead alone from the start.
+    /// A lease actor over the leases of `source` and the `changes` applied to them since,
+    /// revoking through `revoker`, asking `leader` when it is not primary; `primary` when its
+    /// member is known to lead alone from the start.
     pub fn new(
         revoker: Arc<dyn LeaseRevoker>,
         mut source: Box<dyn LeaseSource>,
+        mut changes: LeaseChanges,
         leader: Arc<dyn LeaseLeader>,
         primary: bool,
         mailbox: usize,
     ) -> Result<Self, StoreError> {
         let mut lessor = if primary { Lessor::primary() } else { Lessor::default() };
-        // Changes recorded before this point are in the list already.
-        source.changes()?;
+        // Changes handed over before this point are in the list already.
+        changes.take();
         lessor.reset(source.list()?, Instant::now());
-        Ok(Self { lessor, revoker, source, leader, mailbox })
+        Ok(Self { lessor, revoker, source, changes, leader, mailbox })
     }
 
     /// Takes what apply changed since the last look.
     fn catch_up(&mut self) {
         let now = Instant::now();
-        let changes = match self.source.changes() {
-            Ok(changes) => changes,
-            Err(err) => {
-                tracing::warn!(%err, "cannot read the applied lease changes");
-                return;
-            }
-        };
-        for change in changes {
+        for change in self.changes.take() {
             match change {
                 LeaseChange::Granted { id, ttl } => self.lessor.track(id, ttl, now),
                 LeaseChange::Revoked(id) => self.lessor.forget(id),
@@ -97,6 +94,8 @@ impl Actor for LeaseActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(self.mailbox);
+        // Woken as apply hands changes over: a grant's countdown starts when it is applied.
+        ctx.add_stream(self.changes.arrivals());
         metrics::gauge!(actcd_store::metric_names::ACTCD_ACTORS, "actor" => actcd_store::metric_names::ActorKind::Lease.label()).set(1.0);
         ctx.run_interval(EXPIRY_CHECK, |actor, ctx| {
             actor.catch_up();
@@ -107,11 +106,9 @@ impl Actor for LeaseActor {
     }
 }
 
-impl Handler<Track> for LeaseActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Track, _: &mut Self::Context) {
-        self.lessor.track(msg.id, msg.ttl, Instant::now());
+impl StreamHandler<()> for LeaseActor {
+    fn handle(&mut self, (): (), _: &mut Self::Context) {
+        self.catch_up();
     }
 }
 
@@ -151,14 +148,6 @@ impl Handler<Remaining> for LeaseActor {
     }
 }
 
-impl Handler<Forget> for LeaseActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Forget, _: &mut Self::Context) {
-        self.lessor.forget(msg.0);
-    }
-}
-
 impl Handler<Promote> for LeaseActor {
     type Result = ();
 
@@ -183,16 +172,10 @@ impl Handler<Demote> for LeaseActor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    /// The applied leases before the test: lease 7, of 60 s.
+    struct Listed;
 
-    /// Applied changes a test hands over, as the store core's journal would.
-    struct Journal(Arc<Mutex<Vec<LeaseChange>>>);
-
-    impl LeaseSource for Journal {
-        fn changes(&mut self) -> Result<Vec<LeaseChange>, StoreError> {
-            Ok(std::mem::take(&mut *self.0.lock().expect("journal")))
-        }
-
+    impl LeaseSource for Listed {
         fn list(&mut self) -> Result<Vec<(i64, i64)>, StoreError> {
             Ok(vec![(7, 60)])
         }
@@ -231,23 +214,37 @@ mod tests {
     fn an_applied_revoke_is_seen_by_the_next_question() {
         let system = actix::System::new();
         let answers = system.block_on(async {
-            let journal = Arc::new(Mutex::new(Vec::new()));
+            let (feed, changes) = super::super::feed::channel(4);
             let revoker = Arc::new(Revoker);
-            let actor = LeaseActor::new(
-                revoker,
-                Box::new(Journal(Arc::clone(&journal))),
-                Arc::new(NoLeader),
-                true,
-                16,
-            )
-            .expect("lease actor")
-            .start();
+            let actor = LeaseActor::new(revoker, Box::new(Listed), changes, Arc::new(NoLeader), true, 16)
+                .expect("lease actor")
+                .start();
             let before = actor.send(Remaining { id: 7, forwarded: false }).await.expect("answer");
-            journal.lock().expect("journal").push(LeaseChange::Revoked(7));
+            feed.send(vec![LeaseChange::Revoked(7)]);
             let after = actor.send(Remaining { id: 7, forwarded: false }).await.expect("answer");
             let renewed = actor.send(Renew { id: 7, forwarded: false }).await.expect("answer");
             (before.map(|r| r.map(|(_, granted)| granted)), after, renewed)
         });
         assert_eq!(answers, (Ok(Some(60)), Ok(None), Ok(0)));
+    }
+
+    /// A grant's countdown starts when apply hands it over, not when the lessor is next asked
+    /// or next checks its expiries (up to 0.5 s later, as it did when it polled the store).
+    #[test]
+    fn a_grant_counts_down_from_when_it_is_applied() {
+        let system = actix::System::new();
+        let remaining = system.block_on(async {
+            let (feed, changes) = super::super::feed::channel(4);
+            let actor =
+                LeaseActor::new(Arc::new(Revoker), Box::new(Listed), changes, Arc::new(NoLeader), true, 16)
+                    .expect("lease actor")
+                    .start();
+            feed.send(vec![LeaseChange::Granted { id: 8, ttl: 30 }]);
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+            actor.send(Remaining { id: 8, forwarded: false }).await.expect("answer")
+        });
+        let (left, granted) = remaining.expect("primary").expect("lease 8 is alive");
+        assert_eq!(granted, 30);
+        assert!(left < 30, "counted down from the push: {left} s left");
     }
 }

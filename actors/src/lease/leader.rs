@@ -1,10 +1,11 @@
 //! What the LeaseActor needs from outside the lease family: the leader, for the keep-alives
 //! and time-to-live questions a follower cannot answer, the way expired leases are revoked,
-//! and the applied lease changes, which tell every member's lessor which leases exist.
+//! and the applied leases, which a lessor lists when it starts or lost track of the changes
+//! (see [`super::feed`]).
 
 use futures::future::BoxFuture;
 
-use actcd_store::{LeaseChange, StoreError};
+use actcd_store::StoreError;
 
 /// The way to the leader's lessor (the peer transport implements it).
 pub trait LeaseLeader: Send + Sync + 'static {
@@ -28,9 +29,6 @@ pub trait LeaseRevoker: Send + Sync + 'static {
 
 /// The leases as applied (the store core implements it).
 pub trait LeaseSource: Send + 'static {
-    /// Lease changes applied since the last call.
-    fn changes(&mut self) -> Result<Vec<LeaseChange>, StoreError>;
-
     /// Every lease and its TTL.
     fn list(&mut self) -> Result<Vec<(i64, i64)>, StoreError>;
 }

@@ -5,16 +5,6 @@ use actix::Message;
 
 use actcd_store::StoreError;
 
-/// Start tracking a lease (granted through this member).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Track {
-    /// The lease.
-    pub id: i64,
-    /// Its granted TTL in seconds.
-    pub ttl: i64,
-}
-
 /// A keep-alive; answers the TTL, 0 if the lease is unknown or expired. Not on the leader, it
 /// is forwarded there, unless it was forwarded already (`forwarded`): then it fails with
 /// "leader changed" rather than travel on.
@@ -36,11 +26,6 @@ pub struct Remaining {
     /// Sent by another member.
     pub forwarded: bool,
 }
-
-/// The lease was revoked by a client.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Forget(pub i64);
 
 /// This member leads, and has applied everything committed before its term: its lessor
 /// becomes primary and gives every lease its full TTL.

@@ -8,11 +8,13 @@
 //! - [`lessor`]: deadlines and the expiry heap (a plain struct).
 //! - [`actor`]: the LeaseActor, the actix shell around the lessor.
 //! - [`keepalive`]: the actor of one LeaseKeepAlive stream.
-//! - [`messages`]: the family's messages (track, renew, remaining TTL, forget, promote, demote).
+//! - [`messages`]: the family's messages (renew, remaining TTL, promote, demote).
+//! - [`feed`]: the applied lease changes, pushed by the state machine as it applies them.
 //! - [`leader`]: what the actor needs from outside: the leader's lessor, the revoker, the
-//!   applied changes.
+//!   applied leases.
 
 pub mod actor;
+pub mod feed;
 pub mod keepalive;
 pub mod leader;
 pub mod lessor;

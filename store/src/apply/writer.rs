@@ -101,8 +101,9 @@ pub struct StoreCore<E> {
     alarms: AlarmList,
     /// The auth state as applied, ahead of what readers see until the commit.
     pub(crate) auth: AuthState,
-    /// Lease grants and revokes applied since the lessor last took them, when one takes them
-    /// ([`StoreCore::journal_leases`]); `None` otherwise, so that nothing piles up.
+    /// Lease grants and revokes applied since the state machine last took them for the lessor,
+    /// when there is one ([`StoreCore::journal_leases`]); `None` otherwise, so that nothing
+    /// piles up.
     pub(crate) lease_journal: Option<Vec<LeaseChange>>,
 }
 
@@ -157,8 +158,8 @@ impl<E: Engine> StoreCore<E> {
         })
     }
 
-    /// Starts recording lease changes for a lessor, which takes them with
-    /// [`StoreCore::take_lease_changes`] (at least every expiry check).
+    /// Starts recording lease changes for a lessor; the state machine takes them with
+    /// [`StoreCore::take_lease_changes`] after each applied batch.
     pub fn journal_leases(&mut self) {
         self.lease_journal.get_or_insert_with(Vec::new);
     }
