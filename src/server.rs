@@ -22,7 +22,6 @@ use tower::ServiceBuilder;
 use actcd_actors::identity::Identity;
 use actcd_actors::lease::actor::LeaseActor;
 use actcd_actors::lease::feed::LeaseChanges;
-use actcd_actors::watch::root::WatchRoot;
 use actcd_actors::watch::shard::{ShardConfig, WatchShard};
 use actcd_edge::config::{listen_urls, Config};
 use actcd_edge::cors::{self, Cors};
@@ -278,7 +277,6 @@ impl Storage {
 /// The watch tree: its shards and the root the state machine sends applied batches to.
 struct WatchTree {
     shards: Vec<Addr<WatchShard<RocksEngine>>>,
-    root: Addr<WatchRoot>,
 }
 
 impl WatchTree {
@@ -300,9 +298,12 @@ impl WatchTree {
                 })
             })
             .collect();
-        let recipients = shards.iter().map(|s| s.clone().recipient()).collect();
-        let root = WatchRoot::new(recipients, config.mailboxes.watch_root).start();
-        (Self { shards, root }, arbiters)
+        (Self { shards }, arbiters)
+    }
+
+    /// Where the state machine sends each applied batch: every shard, straight.
+    fn recipients(&self) -> Vec<actix::Recipient<actcd_actors::watch::messages::Committed>> {
+        self.shards.iter().map(|shard| shard.clone().recipient()).collect()
     }
 }
 
@@ -360,12 +361,11 @@ impl Member {
         let ids = storage.ids;
         let identity = Identity::new(ids.cluster_id, ids.member_id);
         let (lease_feed, lease_changes) = actcd_actors::lease::feed::channel(LEASE_FEED_BATCHES);
-        let state_machine =
-            StateMachine::new(core, storage.snapshots.clone(), Some(watch_tree.root.clone().recipient()))
-                .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
-                .with_fail_stop(storage.fail_stop_tx.clone())
-                .with_lease_feed(lease_feed)
-                .with_log(&storage.log);
+        let state_machine = StateMachine::new(core, storage.snapshots.clone(), watch_tree.recipients())
+            .map_err(|e| anyhow::anyhow!("cannot open the state machine: {e}"))?
+            .with_fail_stop(storage.fail_stop_tx.clone())
+            .with_lease_feed(lease_feed)
+            .with_log(&storage.log);
         let core = state_machine.core();
         let removed = state_machine.removed();
         let peers = Peers::new(ids.cluster_id, ids.member_id, edge.peer_dialer(), removed.clone());

@@ -3,7 +3,7 @@
 //! its `messages` module. The stores they read are the store crate's; Raft is above them.
 //!
 //! # Layout
-//! - [`watch`]: the watch family: WatchRoot, WatchShards, the watch records, the StreamActor.
+//! - [`watch`]: the watch family: WatchShards, the watch records, the StreamActor.
 //! - [`lease`]: the lease family: the lessor, the LeaseActor, the keep-alive stream actor.
 //! - [`conn`]: the conn family: the ConnActor of one client connection.
 //! - [`identity`]: the member identity stamped on response headers.

@@ -8,11 +8,8 @@ pub struct Mailboxes {
     /// The Proposer's channel. A full one parks each writing request until there is room; the
     /// gRPC edge bounds how many requests there are.
     pub proposer: usize,
-    /// The WatchRoot's. The writer drops a committed batch for a full root, and the shards read
-    /// the gap back from storage.
-    pub watch_root: usize,
-    /// Each WatchShard's. Streams wait when it is full; the root skips a full shard, which
-    /// catches up from storage.
+    /// Each WatchShard's. Streams wait when it is full; the state machine skips a full shard,
+    /// which catches up from storage.
     pub watch_shard: usize,
     /// The LeaseActor's. Keep-alive streams wait when it is full.
     pub lease: usize,
@@ -22,6 +19,6 @@ impl Default for Mailboxes {
     /// The proposer's is the largest: it takes every write, and its queue drains one fsync at a
     /// time. The others hold one message per batch or per stream request.
     fn default() -> Self {
-        Self { proposer: 4096, watch_root: 1024, watch_shard: 1024, lease: 1024 }
+        Self { proposer: 4096, watch_shard: 1024, lease: 1024 }
     }
 }

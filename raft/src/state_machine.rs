@@ -13,13 +13,15 @@
 //! snapshot flushes the memtables.
 //!
 //! Only after the write are the changes visible, the answers returned to openraft (which
-//! hands them to the proposer) and the events published to this member's watch tree: every
-//! member feeds its watchers from its own apply stream, with the same revisions.
+//! hands them to the proposer) and the events published to this member's watch shards, one
+//! shared message to each: every member feeds its watchers from its own apply stream, with the
+//! same revisions.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use actcd_proto::etcdserverpb::alarm_request::AlarmAction;
 use actcd_proto::etcdserverpb::{AlarmRequest, AlarmType};
+use actix::dev::SendError;
 use actix::Recipient;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
@@ -39,6 +41,7 @@ use actcd_actors::lease::leader::LeaseSource;
 use actcd_actors::watch::messages::Committed;
 use actcd_store::backend::codec::{RAFT_MEMBERSHIP_KEY, RAFT_REMOVED_KEY};
 use actcd_store::backend::engine::Family;
+use actcd_store::metric_names::{hot, ActorKind};
 use actcd_store::{Batch, Command, CommittedEvents, RocksEngine, StoreCore, StoreError};
 
 type Error = StorageError<u64>;
@@ -67,8 +70,8 @@ impl LeaseSource for CoreHandle {
 /// One member's state machine.
 pub struct StateMachine {
     core: CoreHandle,
-    /// Where committed events go (the watch root).
-    subscriber: Option<Recipient<Committed>>,
+    /// Where committed events go: each of the member's watch shards.
+    shards: Vec<Recipient<Committed>>,
     /// Where each applied batch's lease changes go (the lessor).
     leases: Option<LeaseFeed>,
     applied: Option<LogId<u64>>,
@@ -99,17 +102,17 @@ fn write_error(err: impl std::fmt::Display) -> Error {
 
 impl StateMachine {
     /// The state machine over `core`, whose data dir keeps its snapshots in `snapshots`;
-    /// committed events go to `subscriber`.
+    /// committed events go to each of `shards`.
     pub fn new(
         core: StoreCore<RocksEngine>,
         snapshots: SnapshotStore,
-        subscriber: Option<Recipient<Committed>>,
+        shards: Vec<Recipient<Committed>>,
     ) -> Result<Self, Error> {
         let (applied, membership) = recorded_position(core.engine())?;
         let removed = Removed::new(recorded_removed(core.engine())?);
         Ok(Self {
             core: CoreHandle(Arc::new(Mutex::new(core))),
-            subscriber,
+            shards,
             leases: None,
             applied,
             membership,
@@ -246,32 +249,35 @@ impl StateMachine {
     }
 
     fn publish(&self, events: CommittedEvents) {
-        let Some(subscriber) = &self.subscriber else {
-            return;
-        };
-        if events.revision == events.prev_revision {
+        if self.shards.is_empty() || events.revision == events.prev_revision {
             return;
         }
         let committed = Committed(Arc::new(events));
         #[cfg(feature = "failpoints")]
         if fail::list().iter().any(|(name, _)| name == "apply::before_notify") {
             // Held off the apply path, so that the answers go out while the events are held.
-            let subscriber = subscriber.clone();
+            let shards = self.shards.clone();
             std::thread::spawn(move || {
                 fail::fail_point!("apply::before_notify");
-                publish_to(&subscriber, committed);
+                publish_to(&shards, &committed);
             });
             return;
         }
-        publish_to(subscriber, committed);
+        publish_to(&self.shards, &committed);
     }
 }
 
-/// Never blocks the writer: when the subscriber's mailbox is full the batch is dropped here, and
-/// the watch tree notices the gap in revisions and reads it from storage.
-fn publish_to(subscriber: &Recipient<Committed>, committed: Committed) {
-    if let Err(err) = subscriber.try_send(committed) {
-        tracing::debug!(%err, "watch root is behind; it will catch up from storage");
+/// The same batch to every shard; never blocks the writer: a full shard misses the batch, and
+/// its watchers notice the gap in revisions and read it from storage (see the watcher group).
+fn publish_to(shards: &[Recipient<Committed>], committed: &Committed) {
+    for shard in shards {
+        match shard.try_send(committed.clone()) {
+            Ok(()) => hot::mailbox_depth(ActorKind::WatchShard).increment(1.0),
+            Err(SendError::Full(_)) => {
+                tracing::debug!(revision = committed.0.revision, "a watch shard is behind; it will catch up")
+            }
+            Err(SendError::Closed(_)) => {}
+        }
     }
 }
 
@@ -356,9 +362,9 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         // what the watch tree processed makes every watcher catch up from the new history
         // (etcd 15271: a watcher must not skip what a snapshot installed). Were it dropped, the
         // next live batch shows the same gap.
-        if let (Some(subscriber), true) = (&self.subscriber, revision > before) {
+        if revision > before {
             let resync = CommittedEvents { prev_revision: revision, revision, events: Vec::new() };
-            publish_to(subscriber, Committed(Arc::new(resync)));
+            publish_to(&self.shards, &Committed(Arc::new(resync)));
         }
         self.applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
@@ -399,7 +405,7 @@ mod tests {
         let core = StoreCore::open(engine, config).expect("store opens");
         let view = core.read_view();
         let snapshots = SnapshotStore::open(dir.path().join("snapshots")).expect("snapshots");
-        (dir, StateMachine::new(core, snapshots, None).expect("state machine"), view)
+        (dir, StateMachine::new(core, snapshots, Vec::new()).expect("state machine"), view)
     }
 
     fn log_id(index: u64) -> LogId<u64> {

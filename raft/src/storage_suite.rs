@@ -23,7 +23,7 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, TempDir> for Fresh {
         let log = LogStore::open_with(&engine, Some(1), 1 << 12)?;
         let core = StoreCore::open(engine, StoreConfig::default()).expect("store opens");
         let snapshots = SnapshotStore::open(dir.path().join("raft-snapshots"))?;
-        let sm = StateMachine::new(core, snapshots, None)?.with_log(&log);
+        let sm = StateMachine::new(core, snapshots, Vec::new())?.with_log(&log);
         Ok((dir, log, sm))
     }
 }

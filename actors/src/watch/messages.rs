@@ -1,5 +1,5 @@
 //! Messages of the watch tree and what they carry. Streams and shards hold each other as
-//! `Recipient`s of these, so root → shard → stream → shard is a flow of messages, not a circle
+//! `Recipient`s of these, so state machine → shard → stream → shard is a flow of messages, not a circle
 //! of imports; this module imports nothing else of the tree.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

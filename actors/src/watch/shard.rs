@@ -27,7 +27,7 @@ const STALL_CHECK_INTERVAL: Duration = Duration::from_millis(500);
 pub struct ShardConfig {
     /// Periodic progress notifications (etcd's --watch-progress-notify-interval, 10 min).
     pub progress_interval: Duration,
-    /// Mailbox capacity. Streams wait (`send`) when it is full; the root drops batches for a
+    /// Mailbox capacity. Streams wait (`send`) when it is full; the state machine drops batches for a
     /// full shard (`try_send`) and the shard catches up from storage.
     pub mailbox: usize,
 }

@@ -94,8 +94,9 @@ impl Member {
         let core = StoreCore::open(engine, StoreConfig::default()).expect("the store opens");
         let view = core.read_view();
         let snapshots = SnapshotStore::open(dir.path().join("raft-snapshots")).expect("the snapshots open");
-        let state_machine =
-            StateMachine::new(core, snapshots.clone(), None).expect("the state machine opens").with_log(&log);
+        let state_machine = StateMachine::new(core, snapshots.clone(), Vec::new())
+            .expect("the state machine opens")
+            .with_log(&log);
         let (core, removed) = (state_machine.core(), state_machine.removed());
         let config = Config {
             cluster_name: "harness".into(),
