@@ -393,9 +393,7 @@ impl PeerLink {
         let frame = self.peers.frame(&request.on_stream()).map_err(RPCError::Network)?;
         let sent = frame.body.len();
         let started = std::time::Instant::now();
-        // Within the soft limit: openraft drops the call at the hard one, and a call that
-        // times out must end its stream itself.
-        let answer = match stream.call(&client, frame, option.soft_ttl()).await {
+        let answer = match stream.call(&client, frame, option.hard_ttl()).await {
             Some(answer) if answer.as_ref().err().is_none_or(|s| s.code() != tonic::Code::Unimplemented) => {
                 answer
             }

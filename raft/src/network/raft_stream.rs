@@ -10,9 +10,11 @@
 //! task hands each answer to the call of that number. openraft 0.9 keeps one append in flight
 //! per follower, so the stream carries a few calls at a time, never a pipeline.
 //!
-//! A call not answered within its time ends the stream (an answer stuck at the head of an
-//! ordered stream holds every answer behind it); so does any failure of the stream, failing
-//! every call on it. The next call opens a new stream: at once after a stream that answered,
+//! A call not answered within its time fails alone: the answer may still come, and goes
+//! nowhere. A stream whose oldest unanswered call is older than [`STALLED`] is ended by the
+//! next call (an answer stuck at the head of an ordered stream holds every answer behind it),
+//! and any failure of the stream ends it too, failing every call on it. The next call opens a
+//! new stream: at once after a stream that answered,
 //! after a back-off doubling from [`MIN_BACKOFF`] to [`MAX_BACKOFF`] after one that never did.
 //! A peer of a release from before the stream answers `Unimplemented`: its calls go unary (see
 //! [`super::peers`]) and the stream is tried again after [`UNARY_RECHECK`].
@@ -41,6 +43,11 @@ const QUEUED_CALLS: usize = 64;
 /// Calls one stream's receiver serves at once; the answers still leave in order. More wait in
 /// HTTP/2's flow control, which stops the sender.
 pub const SERVED_AT_ONCE: usize = 16;
+
+/// How long the oldest unanswered call may wait before the next call ends the stream: a
+/// follower's append waits for its fsync, which may take a few heartbeats on a busy disk, but
+/// one that took this long is stuck (etcd's peers give up on a stream after as long).
+const STALLED: Duration = Duration::from_secs(1);
 
 /// The first wait before reopening a stream that failed without an answer.
 const MIN_BACKOFF: Duration = Duration::from_millis(10);
@@ -108,7 +115,16 @@ struct Open {
     _stop: oneshot::Sender<()>,
 }
 
-type Waiter = (u64, oneshot::Sender<Result<Frame, Status>>);
+/// A call's number, when it was queued, and where its answer goes.
+impl Open {
+    /// Whether its oldest unanswered call has waited longer than [`STALLED`].
+    fn stalled(&self, now: Instant) -> bool {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        waiting.front().is_some_and(|(_, queued, _)| now.duration_since(*queued) > STALLED)
+    }
+}
+
+type Waiter = (u64, Instant, oneshot::Sender<Result<Frame, Status>>);
 
 /// Why a call was not queued.
 enum Refused {
@@ -126,7 +142,7 @@ impl RaftStream {
         frame: Frame,
         within: Duration,
     ) -> Option<Result<Frame, Status>> {
-        let (generation, answer) = match self.queue(client, frame) {
+        let answer = match self.queue(client, frame) {
             Ok(queued) => queued,
             Err(Refused::Unary) => return None,
             Err(Refused::Failed(status)) => return Some(Err(status)),
@@ -134,10 +150,7 @@ impl RaftStream {
         match tokio::time::timeout(within, answer).await {
             Ok(Ok(answer)) => Some(answer),
             Ok(Err(oneshot::Canceled)) => Some(Err(Status::unavailable("the peer stream ended"))),
-            Err(_) => {
-                self.end(generation);
-                Some(Err(Status::deadline_exceeded("no answer from the peer in time")))
-            }
+            Err(_) => Some(Err(Status::deadline_exceeded("no answer from the peer in time"))),
         }
     }
 
@@ -149,13 +162,13 @@ impl RaftStream {
         &self,
         client: &PeerClient<Channel>,
         mut frame: Frame,
-    ) -> Result<(u64, oneshot::Receiver<Result<Frame, Status>>), Refused> {
+    ) -> Result<oneshot::Receiver<Result<Frame, Status>>, Refused> {
         let now = Instant::now();
         let mut link = self.link();
         if link.unary_until.is_some_and(|until| now < until) {
             return Err(Refused::Unary);
         }
-        if link.open.as_ref().is_some_and(|open| open.calls.is_closed()) {
+        if link.open.as_ref().is_some_and(|open| open.calls.is_closed() || open.stalled(now)) {
             link.open = None;
         }
         if link.open.is_none() {
@@ -174,8 +187,8 @@ impl RaftStream {
         let mut waiting = open.waiting.lock().unwrap_or_else(|p| p.into_inner());
         match open.calls.try_send(frame) {
             Ok(()) => {
-                waiting.push_back((seq, answer));
-                Ok((open.generation, answered))
+                waiting.push_back((seq, now, answer));
+                Ok(answered)
             }
             Err(full) if full.is_full() => {
                 Err(Refused::Failed(Status::unavailable("the stream to this peer is full")))
@@ -196,18 +209,13 @@ impl RaftStream {
         Open { generation: link.generation, calls, waiting, _stop: stop }
     }
 
-    /// Ends stream `generation` if it is still the open one; its calls fail.
-    fn end(&self, generation: u64) {
+    /// Stream `generation` ended with `status`, after `answers` answers: it is no longer the
+    /// open one, if it still was.
+    fn ended(&self, generation: u64, status: &Status, answers: u64) {
         let mut link = self.link();
         if link.open.as_ref().is_some_and(|open| open.generation == generation) {
             link.open = None;
         }
-    }
-
-    /// Stream `generation` ended with `status`, after `answers` answers.
-    fn ended(&self, generation: u64, status: &Status, answers: u64) {
-        self.end(generation);
-        let mut link = self.link();
         let now = Instant::now();
         if status.code() == tonic::Code::Unimplemented {
             tracing::info!("a peer has no Raft stream (an older release): speaking to it unary");
@@ -242,7 +250,7 @@ impl Reader {
         };
         tracing::debug!(%status, answers, "a peer stream ended");
         let waiting = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()));
-        for (_, waiter) in waiting {
+        for (_, _, waiter) in waiting {
             let _ = waiter.send(Err(status.clone()));
         }
         self.stream.ended(self.generation, &status, answers);
@@ -266,7 +274,7 @@ impl Reader {
             };
             let waiter = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
             match waiter {
-                Some((seq, waiter)) if seq == frame.seq => {
+                Some((seq, _, waiter)) if seq == frame.seq => {
                     *answers += 1;
                     // The caller may have given up on it: the answer goes nowhere.
                     let _ = waiter.send(Ok(frame));
@@ -380,12 +388,17 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_call_not_answered_in_time_ends_the_stream_and_the_next_opens_another() {
+    async fn a_stream_stuck_on_an_answer_is_ended_by_a_later_call_which_opens_another() {
         let echo = Echo::default();
         let client = serve(echo.clone()).await;
         let stream = RaftStream::default();
         let late = stream.call(&client, frame(&[255]), Duration::from_millis(200)).await;
         assert_eq!(late.unwrap().unwrap_err().code(), tonic::Code::DeadlineExceeded);
+        // Queued behind the stuck answer: it times out too.
+        let behind = stream.call(&client, frame(&[0, 6]), Duration::from_millis(200)).await;
+        assert_eq!(behind.unwrap().unwrap_err().code(), tonic::Code::DeadlineExceeded);
+        assert_eq!(echo.streams.load(Ordering::SeqCst), 1, "a late answer alone ends nothing");
+        tokio::time::sleep(STALLED).await;
         let answer = stream.call(&client, frame(&[0, 7]), LONG).await.unwrap().unwrap();
         assert_eq!(answer.body[..], [0, 7]);
         assert_eq!(echo.streams.load(Ordering::SeqCst), 2);
