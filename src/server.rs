@@ -1,7 +1,7 @@
 //! Process wiring: open the store, start openraft over its log and state machine and the
 //! Proposer beside it on the runtime, serve the peer transport on the peer URLs (a cluster of more
-//! than this member), gRPC on every client URL (and /health, /version on the metrics URLs)
-//! until SIGINT or SIGTERM.
+//! than this member), gRPC on every client URL from the serving threads (and /health, /version on
+//! the metrics URLs) until SIGINT or SIGTERM.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::{Actor, Addr, Arbiter};
+use actix::{Actor, Addr};
 use anyhow::Context;
 use futures::stream::BoxStream;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -69,8 +69,9 @@ use crate::transport::client_socket::ClientSocket;
 use crate::transport::connection_budget::ConnectionBudget;
 use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetrics;
-use crate::transport::listener::{incoming, SocketListener};
+use crate::transport::listener::{accepted, incoming, SocketListener};
 use crate::transport::range_backpressure::RangeBackpressure;
+use crate::transport::serving::ServingThreads;
 
 /// gRPC adds this much framing on top of the largest request etcd accepts (etcd's
 /// grpcOverheadBytes); bigger messages are refused from their length prefix, before buffering.
@@ -107,10 +108,11 @@ pub fn run(config: Config) -> anyhow::Result<()> {
             .expect("the tokio runtime must start")
     });
     system.block_on(async move {
-        let (watch_tree, _shard_threads) = WatchTree::start(&config, &storage.view);
+        let serving = ServingThreads::start(config.serving_threads);
+        let watch_tree = WatchTree::start(&config, &storage.view, &serving);
         let member = Member::start(&config, &edge, &mut storage, core, &watch_tree, &budget).await?;
-        let (services, _stream_threads) = start_services(&config, &edge, storage, watch_tree, member, budget);
-        serve(&config, services, edge.client_listeners, edge.tls, edge.metrics_listeners).await
+        let services = start_services(&config, &edge, storage, watch_tree, member, budget, &serving);
+        serve(&config, services, &serving, edge.client_listeners, edge.tls, edge.metrics_listeners).await
     })
 }
 
@@ -280,25 +282,23 @@ struct WatchTree {
 }
 
 impl WatchTree {
-    /// Starts the shards, each on an arbiter (a thread) of its own, so that a shard's catch-up
-    /// reads block only itself; the arbiters are kept for as long as the process serves.
-    fn start(config: &Config, view: &ReadView<RocksEngine>) -> (Self, Vec<Arbiter>) {
+    /// Starts the shards, shard `i` on serving thread `i`: the watchers of a stream live on the
+    /// thread that serves its connection, so an event crosses no thread from shard to socket.
+    fn start(config: &Config, view: &ReadView<RocksEngine>, serving: &ServingThreads) -> Self {
         let shard_config = ShardConfig {
             progress_interval: config.watch_progress_notify_interval,
             mailbox: config.mailboxes.watch_shard,
         };
-        let arbiters: Vec<Arbiter> = (0..config.watch_shards).map(|_| Arbiter::new()).collect();
-        let shards: Vec<_> = arbiters
+        let shards: Vec<_> = serving
+            .handles()
             .iter()
             .enumerate()
             .map(|(index, arbiter)| {
                 let view = view.clone();
-                WatchShard::start_in_arbiter(&arbiter.handle(), move |_| {
-                    WatchShard::new(index, view, shard_config)
-                })
+                WatchShard::start_in_arbiter(arbiter, move |_| WatchShard::new(index, view, shard_config))
             })
             .collect();
-        (Self { shards }, arbiters)
+        Self { shards }
     }
 
     /// Where the state machine sends each applied batch: every shard, straight.
@@ -527,8 +527,8 @@ fn leader_mover(route: &Route, peers: &Peers, timing: Timing) -> LeaderMover {
     )
 }
 
-/// The services over the member, and their background tasks; the stream threads are kept for
-/// as long as the process serves.
+/// The services over the member, and their background tasks; their stream and connection
+/// actors run on the serving threads.
 fn start_services(
     config: &Config,
     edge: &Edge,
@@ -536,7 +536,8 @@ fn start_services(
     watch_tree: WatchTree,
     member: Member,
     budget: Arc<ConnectionBudget>,
-) -> (Services, Vec<Arbiter>) {
+    serving: &ServingThreads,
+) -> Services {
     let require_leader =
         RequireLeader::new(member.raft.clone(), Duration::from_millis(storage.timing.election_ms));
     let store = StoreHandle {
@@ -553,8 +554,7 @@ fn start_services(
         engine: storage.engine,
     };
     spawn_store_tasks(config, edge, &store, member.peers, member.hasher);
-    let stream_threads: Vec<Arbiter> = (0..config.stream_threads).map(|_| Arbiter::new()).collect();
-    let stream_pool = ArbiterPool::new(stream_threads.iter().map(Arbiter::handle).collect());
+    let stream_pool = ArbiterPool::new(serving.handles());
     let lease = Arc::new(LeaseService::new(store.clone(), member.leases, Arc::clone(&stream_pool)));
     let connections = Arc::new(Connections::default());
     let watch = Arc::new(WatchService {
@@ -577,7 +577,7 @@ fn start_services(
         config.bcrypt_cost,
         cluster_ops,
     ));
-    let services = Services {
+    Services {
         store,
         etcd,
         connections,
@@ -589,8 +589,7 @@ fn start_services(
         mover: member.mover,
         forwarding: member.forwarding,
         removed: (member.removed, storage.ids.member_id),
-    };
-    (services, stream_threads)
+    }
 }
 
 /// Serves the peer transport on `incoming`'s connections until the process ends.
@@ -640,7 +639,7 @@ impl PeerServing {
                 // streams, so a registry of their own that never holds an actor.
                 (Some(tls), true) => spawn_peer_server(
                     server,
-                    incoming(listener, Arc::default(), Arc::clone(&self.budget), Some(tls.clone())),
+                    incoming(accepted(listener, Arc::clone(&self.budget)), Arc::default(), Some(tls.clone())),
                 ),
                 // Small Raft messages (heartbeats, one-write appends) leave at once.
                 _ => spawn_peer_server(
@@ -793,6 +792,7 @@ fn url_hosts<'a>(urls: impl Iterator<Item = &'a String>) -> Vec<String> {
 async fn serve(
     config: &Config,
     services: Services,
+    serving: &ServingThreads,
     client_listeners: Vec<(std::net::TcpListener, bool)>,
     tls: Option<TlsServer>,
     metrics_listeners: Vec<(std::net::TcpListener, bool)>,
@@ -815,14 +815,19 @@ async fn serve(
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let mut servers = tokio::task::JoinSet::new();
     for (listener, is_tls) in listeners {
-        let mut shutdown = shutdown_rx.clone();
-        let stop = async move {
-            let _ = shutdown.wait_for(|stop| *stop).await;
-        };
-        let (connections, budget) = (Arc::clone(&services.connections), Arc::clone(&services.budget));
         let tls = tls.clone().filter(|_| is_tls);
-        let incoming = incoming(listener, connections, budget, tls);
-        servers.spawn(serve_client(config, &services, incoming, stop));
+        let ends = serving.serve(listener, Arc::clone(&services.budget), |sockets| {
+            let mut shutdown = shutdown_rx.clone();
+            let stop = async move {
+                let _ = shutdown.wait_for(|stop| *stop).await;
+            };
+            let incoming = incoming(sockets, Arc::clone(&services.connections), tls.clone());
+            serve_client(config, &services, incoming, stop)
+        });
+        for end in ends {
+            // A thread that went away without an answer stopped with the process.
+            servers.spawn(async move { end.await.unwrap_or(Ok(())) });
+        }
     }
     tokio::spawn(crate::systemd::ready_once_led(services.raft.clone()));
     let (removed, me) = services.removed.clone();

@@ -1,4 +1,4 @@
-//! The Watch service: each call starts a StreamActor (on one of the stream arbiters) that owns
+//! The Watch service: each call starts a StreamActor (on its connection's serving thread) that owns
 //! the stream from then on; the response is the receiving end of its bounded channel, which
 //! stops the actor when hyper drops it. Its responses are [`WatchReply`]s (events encoded once
 //! for all their watchers), which [`crate::grpc::watch_route`] sends as they are.
@@ -96,7 +96,8 @@ impl Stream for RequestsUntilError {
 pub struct WatchService {
     /// Arbiters the stream and connection actors run on.
     pub arbiters: Arc<ArbiterPool>,
-    /// The watch shards; a stream's watches live in shard `stream id % len`.
+    /// The watch shards: a stream's watches live in the shard of the serving thread it runs on
+    /// (shard `i` on thread `i`), or in shard `stream id % len` off them.
     pub shards: Vec<Addr<WatchShard<RocksEngine>>>,
     /// For revisions at create and cancel.
     pub view: ReadView<RocksEngine>,
@@ -181,7 +182,10 @@ impl WatchService {
         };
         let arbiter = self.arbiters.next()?.clone();
         let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        let shard = self.shards[(id % self.shards.len() as u64) as usize].downgrade().recipient();
+        let shard = crate::transport::serving::here()
+            .filter(|&here| here < self.shards.len())
+            .unwrap_or((id % self.shards.len() as u64) as usize);
+        let shard = self.shards[shard].downgrade().recipient();
         let conn_actor: Option<Addr<ConnActor>> = conn.and_then(|c| {
             self.connections.actor(c, || {
                 let arbiter = self.arbiters.next().cloned().unwrap_or_else(|_| arbiter.clone());

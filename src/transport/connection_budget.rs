@@ -13,9 +13,14 @@ use std::time::Duration;
 
 use actcd_edge::tls::remote_san::{self, AltNames};
 use actcd_edge::tls::TlsServer;
+use futures::stream::BoxStream;
+use futures::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
+
+use crate::transport::listener::Accepted;
+use crate::transport::serving::ThreadShare;
 
 /// Descriptors kept back beyond those open at start: RocksDB's new WAL, SST and MANIFEST files
 /// as it flushes and compacts, snapshot checkpoints, the process's own odds and ends.
@@ -60,16 +65,28 @@ impl ConnectionBudget {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.limit).then_some(n + 1))
             .ok()?;
         metrics::gauge!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS).increment(1.0);
-        Some(Permit(Arc::clone(self)))
+        Some(Permit { budget: Arc::clone(self), _thread: None })
     }
 }
 
-/// One admitted socket's share of the budget, given back when dropped.
-pub struct Permit(Arc<ConnectionBudget>);
+/// One admitted socket's share of the budget, and of its serving thread's connections once
+/// it is handed to one; both given back when dropped.
+pub struct Permit {
+    budget: Arc<ConnectionBudget>,
+    _thread: Option<ThreadShare>,
+}
+
+impl Permit {
+    /// This permit, counted among the connections of a serving thread too.
+    pub fn on_thread(mut self, share: ThreadShare) -> Self {
+        self._thread = Some(share);
+        self
+    }
+}
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Ordering::AcqRel);
+        self.budget.open.fetch_sub(1, Ordering::AcqRel);
         metrics::gauge!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS).decrement(1.0);
     }
 }
@@ -121,16 +138,15 @@ const HANDSHAKES_DONE: usize = 64;
 /// A client that has not finished its handshake by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Accepts within the budget and runs each TLS handshake in a task of its own, so that a slow
-/// or silent client never holds up the others; a failed one is dropped and logged with etcd's
+/// Runs the TLS handshake of each of `sockets` (accepted within the budget) in a task of its
+/// own, so that a slow or silent client never holds up the others; a failed one is dropped and logged with etcd's
 /// words ("rejected connection", the remote address and the reason): at warn on a peer
 /// listener, where the client certificate's SANs must also name the remote address
 /// ([`remote_san`]), at debug on the client and metrics ports, where a scan or a flood of
 /// plaintext clients would otherwise fill the log (etcd warns there too). Ends when the
 /// receiver is dropped.
 pub fn handshakes(
-    listener: TcpListener,
-    budget: Arc<ConnectionBudget>,
+    mut sockets: BoxStream<'static, Accepted>,
     tls: TlsServer,
 ) -> mpsc::Receiver<(TlsStream<TcpStream>, Permit)> {
     let (done, handed) = mpsc::channel(HANDSHAKES_DONE);
@@ -138,7 +154,7 @@ pub fn handshakes(
     tokio::spawn(async move {
         while !done.is_closed() {
             let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
-            let (inner, admitted, peer) = accept(&listener, &budget).await;
+            let Some((inner, admitted, peer)) = sockets.next().await else { break };
             let _ = inner.set_nodelay(true);
             let (acceptor, done) = (tls.acceptor(), done.clone());
             let peers = tls.is_peer();

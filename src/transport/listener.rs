@@ -10,39 +10,45 @@ use actcd_edge::tls::cert_names::common_name;
 use actcd_edge::tls::TlsServer;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::either::Either;
 
 use crate::transport::client_socket::ClientSocket;
-use crate::transport::connection_budget::{accept, handshakes, ConnectionBudget};
+use crate::transport::connection_budget::{accept, handshakes, ConnectionBudget, Permit};
 use crate::transport::connections::Connections;
 
-/// Accepted sockets within the budget (through their TLS handshake on an https URL, see
-/// [`handshakes`]), registered in `registry`, as a stream for tonic's `serve_with_incoming`. It
-/// never yields an error: tonic retries a failed accept at once, which on EMFILE would spin;
-/// [`accept`] backs off.
+/// An accepted socket, its share of the budget, and its peer's address.
+pub type Accepted = (TcpStream, Permit, SocketAddr);
+
+/// `listener`'s accepted sockets within `budget`, as a stream that never ends (see [`accept`]).
+pub fn accepted(listener: TcpListener, budget: Arc<ConnectionBudget>) -> BoxStream<'static, Accepted> {
+    futures::stream::unfold((listener, budget), |(listener, budget)| async move {
+        let socket = accept(&listener, &budget).await;
+        Some((socket, (listener, budget)))
+    })
+    .boxed()
+}
+
+/// The `sockets` (through their TLS handshake on an https URL, see [`handshakes`]), registered
+/// in `registry`, as a stream for tonic's `serve_with_incoming`. It never yields an error:
+/// tonic retries a failed accept at once, which on EMFILE would spin; [`accept`] backs off.
 pub fn incoming(
-    listener: TcpListener,
+    sockets: BoxStream<'static, Accepted>,
     registry: Arc<Connections>,
-    budget: Arc<ConnectionBudget>,
     tls: Option<TlsServer>,
 ) -> BoxStream<'static, io::Result<ClientSocket>> {
     let Some(tls) = tls else {
-        return futures::stream::unfold(
-            (listener, registry, budget),
-            |(listener, registry, budget)| async move {
-                let (wire, permit, _) = accept(&listener, &budget).await;
+        return sockets
+            .map(move |(wire, permit, _)| {
                 // Small requests and responses must not wait for Nagle.
                 let _ = wire.set_nodelay(true);
-                let socket = ClientSocket::new(Either::Left(wire), Some(permit), &registry, None);
-                Some((Ok(socket), (listener, registry, budget)))
-            },
-        )
-        .boxed();
+                Ok(ClientSocket::new(Either::Left(wire), Some(permit), &registry, None))
+            })
+            .boxed();
     };
     let cn_is_user = tls.cn_is_user();
-    ReceiverStream::new(handshakes(listener, budget, tls))
+    ReceiverStream::new(handshakes(sockets, tls))
         .map(move |(stream, permit)| {
             let common_name = cn_is_user
                 .then(|| stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?)))
@@ -67,7 +73,7 @@ impl SocketListener {
         tls: Option<TlsServer>,
     ) -> io::Result<Self> {
         let local = listener.local_addr()?;
-        Ok(Self { sockets: incoming(listener, Arc::default(), budget, tls), local })
+        Ok(Self { sockets: incoming(accepted(listener, budget), Arc::default(), tls), local })
     }
 }
 

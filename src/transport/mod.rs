@@ -4,6 +4,7 @@
 //!
 //! ```text
 //!  TcpListener ─ accept(), within the ConnectionBudget (a descriptor permit)
+//!    ─▶ on a client URL, handed to the serving thread that serves the fewest connections
 //!    ─▶ (on an https URL: the TLS handshake, in a task of its own)
 //!    ─▶ ClientSocket (the permit; ConnInfo: the connection's id and Range slots; its drop ends
 //!       the ConnActor; its reads pass AuthorityFix, which strips a scheme from etcdctl 3.4's
@@ -26,6 +27,8 @@
 //!   id, the report of its end, the `:authority` fix, its small writes of one burst sent in one
 //!   syscall.
 //! - [`range_backpressure`]: a bound on the Range answers a connection leaves unread.
+//! - [`serving`]: the serving threads, each serving the connections handed to it, and the
+//!   acceptor that hands them out.
 //! - [`grpc_metrics`]: go-grpc-prometheus's server series, as the outermost tower layer.
 //! - [`observed_body`]: the one body wrapper of the layers: a body with an observer beside it.
 
@@ -36,6 +39,7 @@ pub mod grpc_metrics;
 pub mod listener;
 pub mod observed_body;
 pub mod range_backpressure;
+pub mod serving;
 
 use std::future::Future;
 use std::pin::Pin;

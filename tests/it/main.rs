@@ -47,6 +47,7 @@ mod raft_log;
 mod range_stream;
 mod read_budget;
 mod robustness;
+mod serving;
 mod setup;
 mod snapshot_send;
 mod tls;

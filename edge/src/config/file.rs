@@ -77,8 +77,10 @@ const KEYS: &[(&str, &str, Kind)] = &[
         Kind::Nanos,
     ),
     // actcd's own tunables, which etcd has no key for: with a file they are set here or nowhere.
-    ("watch-shards", "watch-shards", Kind::Count),
-    ("stream-threads", "stream-threads", Kind::Count),
+    ("serving-threads", "serving-threads", Kind::Count),
+    // The two thread counts `serving-threads` replaced.
+    ("watch-shards", "serving-threads", Kind::Count),
+    ("stream-threads", "serving-threads", Kind::Count),
     ("read-budget-bytes", "read-budget-bytes", Kind::Count),
 ];
 

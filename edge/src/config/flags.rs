@@ -1,7 +1,7 @@
 //! The server's flags, named as etcd names them and with etcd's defaults, and the
 //! two parsers their values need: `http://host:port` URLs to socket addresses, and durations as
-//! etcd's flags take them (Go's, read by `actcd_proto::go_duration`). The tunables etcd has no
-//! flag for (watch shards, stream threads) default to the machine's cores; the mailbox
+//! etcd's flags take them (Go's, read by `actcd_proto::go_duration`). The tunable etcd has no
+//! flag for (serving threads) defaults to the machine's cores; the mailbox
 //! capacities are here too, without flags.
 
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -211,13 +211,11 @@ pub struct Config {
     #[arg(long = "read-budget-bytes", default_value_t = DEFAULT_READ_BUDGET_BYTES, value_parser = RangedU64ValueParser::<usize>::new().range(1 << 20..=u32::MAX as u64))]
     pub read_budget_bytes: usize,
 
-    /// Watch shards: threads that match committed events to watchers (default: one per core).
-    #[arg(long = "watch-shards", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
-    pub watch_shards: usize,
-
-    /// Threads shared by the watch streams, keep-alive streams and connections (default: one per core).
-    #[arg(long = "stream-threads", default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
-    pub stream_threads: usize,
+    /// Serving threads: each serves the client connections handed to it, their streams, and
+    /// the watch shard of their watchers (default: one per core). `--watch-shards` and
+    /// `--stream-threads`, the two thread counts it replaced, still set it.
+    #[arg(long = "serving-threads", aliases = ["watch-shards", "stream-threads"], default_value_t = cores(), value_parser = RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub serving_threads: usize,
 
     /// The client URLs' TLS: --cert-file, --key-file, --trusted-ca-file, --client-cert-auth,
     /// --client-crl-file, --auto-tls.
@@ -440,22 +438,15 @@ mod tests {
         assert_eq!(c.listen_client_urls, ["http://127.0.0.1:2379"]);
         assert_eq!(c.batch_limit(), None, "0: the Proposer's default, etcd's defaultBatchLimit");
         let cores = std::thread::available_parallelism().unwrap().get();
-        assert_eq!(
-            (c.watch_shards, c.stream_threads),
-            (cores, cores),
-            "the tunables default to the machine's cores"
+        assert_eq!(c.serving_threads, cores, "the serving threads default to the machine's cores");
+        let tuned = Config::parse_from(["actcd", "--serving-threads", "3", "--backend-batch-limit", "64"]);
+        assert_eq!((tuned.serving_threads, tuned.batch_limit()), (3, Some(64)));
+        let old = Config::parse_from(["actcd", "--stream-threads", "2"]);
+        assert_eq!(old.serving_threads, 2, "the flags it replaced still set it");
+        assert!(
+            Config::try_parse_from(["actcd", "--serving-threads", "0"]).is_err(),
+            "a server needs a thread"
         );
-        let tuned = Config::parse_from([
-            "actcd",
-            "--watch-shards",
-            "3",
-            "--stream-threads",
-            "1",
-            "--backend-batch-limit",
-            "64",
-        ]);
-        assert_eq!((tuned.watch_shards, tuned.stream_threads, tuned.batch_limit()), (3, 1, Some(64)));
-        assert!(Config::try_parse_from(["actcd", "--watch-shards", "0"]).is_err(), "a server needs a shard");
     }
 
     #[test]
