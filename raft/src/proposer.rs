@@ -35,6 +35,9 @@ use tokio::sync::oneshot;
 /// The answer to a write, sent once the write is applied.
 pub type WriteReply = oneshot::Sender<Result<CommandResponse, StoreError>>;
 
+/// Answers on their way to the thread their writers wait on.
+pub type Answers = Vec<(WriteReply, Result<CommandResponse, StoreError>)>;
+
 /// A write command and where to send its answer: what the gRPC edge and the LeaseActor hand
 /// the proposer.
 pub struct Write {
@@ -42,6 +45,48 @@ pub struct Write {
     pub command: Command,
     /// Receives the answer after the apply (dropped unanswered only if the proposer dies).
     pub reply: WriteReply,
+    /// The writer's thread, when it has a relay: the answer goes through it.
+    pub relay: Option<Relay>,
+}
+
+/// Answers bound for one thread: one message per proposal, which a task on that thread hands
+/// to its writers. A current-thread runtime (a serving thread) is woken from another thread by
+/// an eventfd write for each task woken there, so answering a batch's writers one by one cost a
+/// syscall each (put 100 x 1000: 0.80 x the requests a second of the runtime that ran writers
+/// and proposer together, with 1.46 x its CPU); through the relay a batch wakes each thread
+/// once, and the writers are woken from inside it, which costs no syscall.
+#[derive(Clone)]
+pub struct Relay(mpsc::Sender<Answers>);
+
+/// Proposals whose answers wait for a relay's task. When it is full the answers go straight to
+/// their writers (one wake each, as without a relay): nothing waits and nothing is lost.
+const RELAY_BATCHES: usize = 64;
+
+impl Relay {
+    /// A relay and its task, which hands out what reaches it; spawn the task on the thread the
+    /// writers wait on.
+    pub fn new() -> (Self, impl std::future::Future<Output = ()>) {
+        let (relay, mut answers) = mpsc::channel::<Answers>(RELAY_BATCHES);
+        let task = async move {
+            while let Some(batch) = answers.recv().await {
+                for (reply, answer) in batch {
+                    // A client that went away no longer wants its answer; its write stands.
+                    let _ = reply.send(answer);
+                }
+            }
+        };
+        (Self(relay), task)
+    }
+
+    /// Sends `answers` to the relay's thread, or straight to their writers if it cannot.
+    fn deliver(&self, answers: Answers) {
+        if let Err(err) = self.0.try_send(answers) {
+            let (mpsc::error::TrySendError::Full(answers) | mpsc::error::TrySendError::Closed(answers)) = err;
+            for (reply, answer) in answers {
+                let _ = reply.send(answer);
+            }
+        }
+    }
 }
 
 /// etcd's default backend batch limit: the most writes one entry takes.
@@ -126,8 +171,17 @@ impl Proposer {
 
     /// Submits `command` and waits for its answer, once it is applied.
     pub async fn write(&self, command: Command) -> Result<CommandResponse, StoreError> {
+        self.write_via(command, None).await
+    }
+
+    /// [`Proposer::write`], the answer coming through `relay` when there is one.
+    pub async fn write_via(
+        &self,
+        command: Command,
+        relay: Option<Relay>,
+    ) -> Result<CommandResponse, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.submit(Write { command, reply }).await?;
+        self.submit(Write { command, reply, relay }).await?;
         answer.await.map_err(|_| StoreError::Stopped("writer dropped the request".into()))?
     }
 }
@@ -161,7 +215,7 @@ async fn propose_all(route: Route, mut waiting: mpsc::Receiver<Write>, mut queue
             let route = route.clone();
             in_flight.push(async move {
                 let (commands, replies): (Vec<_>, Vec<_>) =
-                    writes.into_iter().map(|w| (w.command, w.reply)).unzip();
+                    writes.into_iter().map(|w| (w.command, (w.reply, w.relay))).unzip();
                 let proposal = Proposal::new(route.member_id(), commands);
                 (route.propose(proposal).await, replies)
             });
@@ -172,24 +226,36 @@ async fn propose_all(route: Route, mut waiting: mpsc::Receiver<Write>, mut queue
     }
 }
 
-/// Hands each write of a proposal its answer, or the proposal's error.
-fn answer(result: Result<Applied, StoreError>, replies: Vec<WriteReply>) {
+/// Hands each write of a proposal its answer, or the proposal's error: through its relay,
+/// one message per relay, or straight.
+fn answer(result: Result<Applied, StoreError>, replies: Vec<(WriteReply, Option<Relay>)>) {
     let count = replies.len();
     pending(-(count as f64));
-    match result {
-        Ok(Applied(answers)) => {
-            for (reply, answer) in replies.into_iter().zip(answers) {
-                // A client that went away no longer wants its answer; its write stands.
-                let _ = reply.send(answer);
-            }
-        }
+    let mut answers = match result {
+        Ok(Applied(answers)) => answers,
         Err(err) => {
             metrics::counter!(actcd_store::metric_names::ETCD_SERVER_PROPOSALS_FAILED_TOTAL)
                 .increment(count as u64);
-            for reply in replies {
-                let _ = reply.send(Err(err.clone()));
-            }
+            vec![Err(err); count]
         }
+    }
+    .into_iter();
+    // A few serving threads at most: a list, not a map.
+    let mut relayed: Vec<(Relay, Answers)> = Vec::new();
+    for ((reply, relay), answer) in replies.into_iter().zip(answers.by_ref()) {
+        match relay {
+            None => {
+                // A client that went away no longer wants its answer; its write stands.
+                let _ = reply.send(answer);
+            }
+            Some(relay) => match relayed.iter_mut().find(|(r, _)| r.0.same_channel(&relay.0)) {
+                Some((_, batch)) => batch.push((reply, answer)),
+                None => relayed.push((relay, vec![(reply, answer)])),
+            },
+        }
+    }
+    for (relay, batch) in relayed {
+        relay.deliver(batch);
     }
 }
 
@@ -230,7 +296,7 @@ mod tests {
 
     fn write() -> Write {
         let (reply, _) = oneshot::channel();
-        Write { command: Command::Put(PutRequest::default()), reply }
+        Write { command: Command::Put(PutRequest::default()), reply, relay: None }
     }
 
     #[test]
@@ -252,5 +318,32 @@ mod tests {
         queue.done();
         queue.done();
         assert!(queue.is_idle());
+    }
+
+    #[test]
+    fn answers_go_through_their_relay_one_message_a_relay_or_straight_when_it_is_full() {
+        let (to_thread, mut on_thread) = mpsc::channel(1);
+        let relay = Relay(to_thread);
+        let (to_full, _full) = mpsc::channel(1);
+        to_full.try_send(Vec::new()).unwrap();
+        let full = Relay(to_full);
+        let (mut replies, mut waiting) = (Vec::new(), Vec::new());
+        for via in [Some(relay.clone()), None, Some(relay), Some(full)] {
+            let (reply, answer) = oneshot::channel();
+            replies.push((reply, via));
+            waiting.push(answer);
+        }
+        answer(Err(StoreError::Timeout), replies);
+        let answered = |w: &mut oneshot::Receiver<_>| matches!(w.try_recv(), Ok(Err(StoreError::Timeout)));
+        assert!(answered(&mut waiting[1]), "no relay: answered straight");
+        assert!(answered(&mut waiting[3]), "a full relay: answered straight");
+        assert!(!answered(&mut waiting[0]) && !answered(&mut waiting[2]), "relayed: not yet");
+        let batch = on_thread.try_recv().expect("one message for the relay's two writes");
+        assert_eq!(batch.len(), 2);
+        assert!(on_thread.try_recv().is_err(), "one message, not one a write");
+        for (reply, answer) in batch {
+            let _ = reply.send(answer);
+        }
+        assert!(answered(&mut waiting[0]) && answered(&mut waiting[2]));
     }
 }

@@ -103,7 +103,7 @@ impl StoreHandle {
 
     /// Proposes `command`, checked and sent as `R`, and waits for its durable answer.
     pub async fn propose<R: WriteRequest>(&self, command: Command) -> Result<R::Response, StoreError> {
-        R::response(self.writer.write(command).await?)
+        R::response(self.writer.write_via(command, crate::transport::serving::relay()).await?)
     }
 
     /// Whether this member is a learner (a non-voter), as its Raft membership says.

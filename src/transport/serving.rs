@@ -16,7 +16,8 @@
 //! Wakes inside one current-thread runtime cost no syscall; a wake from another thread costs an
 //! eventfd write, and a context switch when the thread sleeps. What still crosses threads: a
 //! committed batch, once to each serving thread (the state machine runs beside Raft on the main
-//! runtime), a write's way to the Proposer and back, and each accepted socket once.
+//! runtime), a write's way to the Proposer and its answers back (a batch's answers once to each
+//! thread, through the thread's [`Relay`]), and each accepted socket once.
 //!
 //! Why one acceptor rather than SO_REUSEPORT listeners: the kernel spreads a reuseport group by
 //! a hash of the 4-tuple, blind to the connections that closed since, and the port is bound
@@ -26,11 +27,12 @@
 //! goroutine per stream would spread. Blocking work stays off these threads (bcrypt, snapshots
 //! and defragment go to tokio's blocking pool), since it would stall every connection here.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use actcd_raft::proposer::Relay;
 use actix::{Arbiter, ArbiterHandle};
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -48,11 +50,18 @@ const HANDED: usize = 64;
 thread_local! {
     /// The index of the serving thread this is, on one.
     static HERE: Cell<Option<usize>> = const { Cell::new(None) };
+    /// Where the Proposer sends this thread's writers their answers, on a serving thread.
+    static RELAY: RefCell<Option<Relay>> = const { RefCell::new(None) };
 }
 
 /// The serving thread the caller runs on, if it runs on one.
 pub fn here() -> Option<usize> {
     HERE.with(Cell::get)
+}
+
+/// The caller's serving thread's relay of write answers, on one (see [`Relay`]).
+pub fn relay() -> Option<Relay> {
+    RELAY.with(|relay| relay.borrow().clone())
 }
 
 /// The serving threads; they run as long as this is kept.
@@ -113,8 +122,14 @@ impl ServingThreads {
         let arbiters: Vec<Arbiter> = (0..count.max(1))
             .map(|index| {
                 let arbiter = Arbiter::new();
-                // The first thing the thread runs: everything after it knows where it is.
-                arbiter.spawn_fn(move || HERE.with(|here| here.set(Some(index))));
+                // The first thing the thread runs: everything after it knows where it is, and
+                // its writers' answers come through its relay.
+                arbiter.spawn_fn(move || {
+                    HERE.with(|here| here.set(Some(index)));
+                    let (relay, hand_out) = Relay::new();
+                    RELAY.with(|slot| *slot.borrow_mut() = Some(relay));
+                    actix::spawn(hand_out);
+                });
                 arbiter
             })
             .collect();
