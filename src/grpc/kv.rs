@@ -61,7 +61,13 @@ impl KvService {
                 .map_err(to_status)?;
             answer.settle(&mut reservation).await;
             match part {
-                Part::Next(next) => from = next,
+                Part::Next(next) => {
+                    from = next;
+                    // A connection's serving thread serves other connections too: between
+                    // pieces (1 MiB) they get their turn, so a large Range stalls them for one
+                    // piece's read, not for the whole answer.
+                    tokio::task::yield_now().await;
+                }
                 Part::Done { more } => break more,
             }
         };
