@@ -66,10 +66,10 @@ use crate::http::client_port::ClientHttp;
 use crate::http::gateway::Gateway;
 use crate::http::HttpState;
 use crate::transport::client_socket::ClientSocket;
-use crate::transport::connection_budget::ConnectionBudget;
+use crate::transport::connection_budget::{accepted, ConnectionBudget};
 use crate::transport::connections::{ConnInfo, Connections};
 use crate::transport::grpc_metrics::GrpcMetrics;
-use crate::transport::listener::{accepted, incoming, SocketListener};
+use crate::transport::listener::{incoming, SocketListener};
 use crate::transport::range_backpressure::RangeBackpressure;
 use crate::transport::serving::ServingThreads;
 

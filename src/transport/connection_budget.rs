@@ -1,4 +1,5 @@
-//! Client sockets within the process's file-descriptor limit. Every accepted socket (gRPC or
+//! Client sockets within the process's file-descriptor limit, and how many each serving thread
+//! serves ([`Load`], by which the acceptor picks a thread). Every accepted socket (gRPC or
 //! metrics) takes a permit; past the budget a new connection is accepted and closed at once, so
 //! the client gets a prompt error, and the descriptors kept back stay free for storage: a RocksDB
 //! flush or WAL switch that could not open its file would fail a commit and stop the server.
@@ -18,9 +19,6 @@ use futures::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio_rustls::server::TlsStream;
-
-use crate::transport::listener::Accepted;
-use crate::transport::serving::ThreadShare;
 
 /// Descriptors kept back beyond those open at start: RocksDB's new WAL, SST and MANIFEST files
 /// as it flushes and compacts, snapshot checkpoints, the process's own odds and ends.
@@ -88,6 +86,60 @@ impl Drop for Permit {
     fn drop(&mut self) {
         self.budget.open.fetch_sub(1, Ordering::AcqRel);
         metrics::gauge!(actcd_store::metric_names::ACTCD_CLIENT_CONNECTIONS).decrement(1.0);
+    }
+}
+
+/// An accepted socket, its share of the budget, and its peer's address.
+pub type Accepted = (TcpStream, Permit, SocketAddr);
+
+/// `listener`'s accepted sockets within `budget`, as a stream that never ends (see [`accept`]).
+pub fn accepted(listener: TcpListener, budget: Arc<ConnectionBudget>) -> BoxStream<'static, Accepted> {
+    futures::stream::unfold((listener, budget), |(listener, budget)| async move {
+        let socket = accept(&listener, &budget).await;
+        Some((socket, (listener, budget)))
+    })
+    .boxed()
+}
+
+/// The connections each serving thread serves now.
+pub struct Load(Box<[AtomicUsize]>);
+
+impl Load {
+    /// No connections on any of `threads` threads.
+    pub fn new(threads: usize) -> Arc<Self> {
+        Arc::new(Self((0..threads.max(1)).map(|_| AtomicUsize::new(0)).collect()))
+    }
+
+    /// The connections on each thread.
+    pub fn counts(&self) -> Vec<usize> {
+        self.0.iter().map(|n| n.load(Ordering::Relaxed)).collect()
+    }
+
+    /// The thread serving the fewest connections (the first of those), counted with the one
+    /// it is handed.
+    pub fn take_least(self: &Arc<Self>) -> ThreadShare {
+        let index = (0..self.0.len()).min_by_key(|&i| self.0[i].load(Ordering::Relaxed)).unwrap_or(0);
+        self.0[index].fetch_add(1, Ordering::Relaxed);
+        ThreadShare { load: Arc::clone(self), index }
+    }
+}
+
+/// One connection's place on its serving thread, given back when the connection ends.
+pub struct ThreadShare {
+    load: Arc<Load>,
+    index: usize,
+}
+
+impl ThreadShare {
+    /// The thread's index.
+    pub fn thread(&self) -> usize {
+        self.index
+    }
+}
+
+impl Drop for ThreadShare {
+    fn drop(&mut self) {
+        self.load.0[self.index].fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -10,25 +10,13 @@ use actcd_edge::tls::cert_names::common_name;
 use actcd_edge::tls::TlsServer;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::either::Either;
 
 use crate::transport::client_socket::ClientSocket;
-use crate::transport::connection_budget::{accept, handshakes, ConnectionBudget, Permit};
+use crate::transport::connection_budget::{accepted, handshakes, Accepted, ConnectionBudget};
 use crate::transport::connections::Connections;
-
-/// An accepted socket, its share of the budget, and its peer's address.
-pub type Accepted = (TcpStream, Permit, SocketAddr);
-
-/// `listener`'s accepted sockets within `budget`, as a stream that never ends (see [`accept`]).
-pub fn accepted(listener: TcpListener, budget: Arc<ConnectionBudget>) -> BoxStream<'static, Accepted> {
-    futures::stream::unfold((listener, budget), |(listener, budget)| async move {
-        let socket = accept(&listener, &budget).await;
-        Some((socket, (listener, budget)))
-    })
-    .boxed()
-}
 
 /// The `sockets` (through their TLS handshake on an https URL, see [`handshakes`]), registered
 /// in `registry`, as a stream for tonic's `serve_with_incoming`. It never yields an error:

@@ -20,7 +20,7 @@
 //!
 //! # Layout
 //! - [`connection_budget`]: client sockets (gRPC and metrics) within the descriptor limit, accept
-//!   errors backed off.
+//!   errors backed off; the connections each serving thread serves.
 //! - [`connections`]: connection ids and the registry of connections that have a ConnActor.
 //! - [`listener`]: the stream of accepted sockets (tonic's incoming, axum's listener).
 //! - [`client_socket`]: one accepted socket with all its connection carries: the permit, the

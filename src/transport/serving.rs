@@ -29,7 +29,6 @@
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use actcd_raft::proposer::Relay;
@@ -40,8 +39,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::transport::connection_budget::{ConnectionBudget, Permit};
-use crate::transport::listener::{accepted, Accepted};
+use crate::transport::connection_budget::{accepted, Accepted, ConnectionBudget, Load, Permit};
 
 /// Sockets handed to one thread that it has not taken yet. When it is full the acceptor waits
 /// for that thread, and new connections wait in the kernel's backlog.
@@ -68,48 +66,6 @@ pub fn relay() -> Option<Relay> {
 pub struct ServingThreads {
     arbiters: Vec<Arbiter>,
     load: Arc<Load>,
-}
-
-/// The connections each serving thread serves now.
-pub struct Load(Box<[AtomicUsize]>);
-
-impl Load {
-    /// No connections on any of `threads` threads.
-    pub fn new(threads: usize) -> Arc<Self> {
-        Arc::new(Self((0..threads.max(1)).map(|_| AtomicUsize::new(0)).collect()))
-    }
-
-    /// The connections on each thread.
-    pub fn counts(&self) -> Vec<usize> {
-        self.0.iter().map(|n| n.load(Ordering::Relaxed)).collect()
-    }
-
-    /// The thread serving the fewest connections (the first of those), counted with the one
-    /// it is handed.
-    pub fn take_least(self: &Arc<Self>) -> ThreadShare {
-        let index = (0..self.0.len()).min_by_key(|&i| self.0[i].load(Ordering::Relaxed)).unwrap_or(0);
-        self.0[index].fetch_add(1, Ordering::Relaxed);
-        ThreadShare { load: Arc::clone(self), index }
-    }
-}
-
-/// One connection's place on its serving thread, given back when the connection ends.
-pub struct ThreadShare {
-    load: Arc<Load>,
-    index: usize,
-}
-
-impl ThreadShare {
-    /// The thread's index.
-    pub fn thread(&self) -> usize {
-        self.index
-    }
-}
-
-impl Drop for ThreadShare {
-    fn drop(&mut self) {
-        self.load.0[self.index].fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 /// A socket on its way to a serving thread: out of the acceptor's runtime (a tokio socket is
@@ -188,7 +144,7 @@ async fn hand_out(
 ) {
     while let Some((socket, permit, peer)) = sockets.next().await {
         let share = load.take_least();
-        let thread = share.index;
+        let thread = share.thread();
         let Ok(socket) = socket.into_std() else { continue };
         if threads[thread].send((socket, permit.on_thread(share), peer)).await.is_err() {
             return;

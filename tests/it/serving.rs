@@ -1,6 +1,6 @@
-//! The serving threads' hand-out of connections (actcd::transport::serving).
+//! The serving threads' hand-out of connections: to the thread that serves the fewest.
 
-use actcd::transport::serving::{Load, ThreadShare};
+use actcd::transport::connection_budget::{Load, ThreadShare};
 
 #[test]
 fn a_connection_goes_to_the_thread_serving_the_fewest() {
